@@ -1,0 +1,27 @@
+/* Monotonic timers and process facts for benchmarks. Wall time here is host
+ * time: never mix it with modeled (emulated-device) time. */
+#ifndef NEARMEM_COMMON_TIMER_H
+#define NEARMEM_COMMON_TIMER_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+uint64_t nm_now_ns(void);            /* CLOCK_MONOTONIC */
+uint64_t nm_thread_cpu_ns(void);     /* CPU time of the calling thread */
+uint64_t nm_process_cpu_ns(void);    /* CPU time of the whole process */
+static inline double nm_ns_to_s(uint64_t ns) { return (double)ns * 1e-9; }
+
+typedef struct nm_stopwatch {
+    uint64_t start_ns;
+} nm_stopwatch;
+static inline void nm_stopwatch_start(nm_stopwatch *w) { w->start_ns = nm_now_ns(); }
+static inline uint64_t nm_stopwatch_ns(const nm_stopwatch *w) { return nm_now_ns() - w->start_ns; }
+
+/* Peak resident set size of this process in bytes (getrusage), 0 if unknown. */
+size_t nm_peak_rss_bytes(void);
+/* Current resident set size in bytes (/proc/self/statm), 0 if unknown. */
+size_t nm_current_rss_bytes(void);
+/* Number of online CPUs (at least 1). */
+unsigned nm_nproc(void);
+
+#endif

@@ -1,0 +1,88 @@
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "nearmem/common/error.h"
+#include "nearmem/common/timer.h"
+#include "nearmem/common/util.h"
+#include "nm_test.h"
+
+static void test_errors(void **state)
+{
+    (void)state;
+    for (int e = 0; e < NM_ERR_COUNT; e++) {
+        assert_non_null(nm_strerror((nm_err)e));
+        assert_true(strncmp(nm_errname((nm_err)e), "NM_", 3) == 0);
+        assert_string_not_equal(nm_strerror((nm_err)e), "unknown error");
+    }
+    assert_string_equal(nm_strerror(NM_ERR_COUNT), "unknown error");
+    assert_string_equal(nm_strerror((nm_err)-1), "unknown error");
+    assert_string_equal(nm_errname(NM_EDOUBLEFREE), "NM_EDOUBLEFREE");
+    nm_clear_errmsg();
+    assert_string_equal(nm_last_errmsg(), "");
+    assert_int_equal(nm_fail(NM_ERANGE, "size %d too big", 7), NM_ERANGE);
+    assert_string_equal(nm_last_errmsg(), "size 7 too big");
+}
+
+static void test_timers(void **state)
+{
+    (void)state;
+    uint64_t a = nm_now_ns();
+    struct timespec ts = {0, 2000000};
+    nanosleep(&ts, NULL);
+    uint64_t b = nm_now_ns();
+    assert_true(b - a >= 2000000); /* monotonic and at least the sleep; no upper bound (noisy hosts) */
+    nm_stopwatch w;
+    nm_stopwatch_start(&w);
+    volatile uint64_t x = 0;
+    for (int i = 0; i < 1000000; i++) x += (uint64_t)i;
+    assert_true(nm_thread_cpu_ns() > 0);
+    assert_true(nm_process_cpu_ns() > 0);
+    assert_true(nm_stopwatch_ns(&w) > 0);
+    assert_near(nm_ns_to_s(1500000000ull), 1.5, 1e-12);
+}
+
+static void test_process_facts(void **state)
+{
+    (void)state;
+    assert_true(nm_nproc() >= 1);
+    size_t before = nm_peak_rss_bytes();
+    assert_true(before > 0);
+    size_t n = 64u << 20;
+    char *p = malloc(n);
+    assert_non_null(p);
+    memset(p, 1, n);
+    assert_true(nm_peak_rss_bytes() >= before + n / 2);
+    assert_true(nm_current_rss_bytes() >= n / 2);
+    free(p);
+}
+
+static void test_util(void **state)
+{
+    (void)state;
+    assert_true(nm_is_pow2(1) && nm_is_pow2(4096) && !nm_is_pow2(0) && !nm_is_pow2(12));
+    assert_int_equal(nm_log2_floor(1), 0);
+    assert_int_equal(nm_log2_floor(4097), 12);
+    assert_int_equal(nm_log2_ceil(4097), 13);
+    assert_int_equal(nm_log2_ceil(4096), 12);
+    assert_int_equal(nm_log2_ceil(1), 0);
+    assert_int_equal(nm_next_pow2(0), 1);
+    assert_int_equal(nm_next_pow2(33), 64);
+    assert_int_equal(nm_next_pow2((1ull << 63) + 1), 0);
+    assert_int_equal(NM_ALIGN_UP((uint64_t)13, 8), 16);
+    assert_int_equal(NM_ALIGN_DOWN((uint64_t)13, 8), 8);
+    size_t out;
+    assert_false(nm_mul_ok(SIZE_MAX / 2, 3, &out));
+    assert_true(nm_mul_ok(3, 5, &out) && out == 15);
+    assert_int_equal(nm_popcount64(0xF0F0), 8);
+    assert_int_equal(nm_ctz64(8), 3);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_errors), cmocka_unit_test(test_timers),
+        cmocka_unit_test(test_process_facts), cmocka_unit_test(test_util),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
