@@ -1,12 +1,12 @@
 #include "bench_internal.h"
 
-#include <ftw.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "nearmem/common/fs.h"
 #include "nearmem/common/json.h"
 
 static void *xrealloc(void *p, size_t n)
@@ -93,15 +93,9 @@ void nm_bench_init(nm_bench *b, const char *suite)
     b->seed = 42;
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(path);
-}
-
 void nm_bench_destroy(nm_bench *b)
 {
-    if (b->tmpdir[0]) nftw(b->tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    if (b->tmpdir[0]) nm_rmtree(b->tmpdir);
     record_free(&b->config);
     record_free(&b->summary);
     for (size_t i = 0; i < b->nrows; i++) {
@@ -143,14 +137,7 @@ double nm_bench_param_num(const nm_bench *b, const char *key, double dflt)
 
 const char *nm_bench_tmpdir(nm_bench *b)
 {
-    if (!b->tmpdir[0]) {
-        const char *base = getenv("TMPDIR");
-        snprintf(b->tmpdir, sizeof b->tmpdir, "%s/nearmem-bench-XXXXXX", base && *base ? base : "/tmp");
-        if (!mkdtemp(b->tmpdir)) {
-            b->tmpdir[0] = '\0';
-            return NULL;
-        }
-    }
+    if (!b->tmpdir[0] && nm_tmpdir_create(b->tmpdir, sizeof b->tmpdir, "nearmem-bench") != NM_OK) return NULL;
     return b->tmpdir;
 }
 

@@ -9,4 +9,5 @@
 #include "nearmem/common/timer.h"
 #include "nearmem/common/stats.h"
 #include "nearmem/common/json.h"
+#include "nearmem/common/fs.h"
 #endif

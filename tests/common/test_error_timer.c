@@ -2,7 +2,11 @@
 #include <string.h>
 #include <time.h>
 
+#include <stdio.h>
+#include <sys/stat.h>
+
 #include "nearmem/common/error.h"
+#include "nearmem/common/fs.h"
 #include "nearmem/common/timer.h"
 #include "nearmem/common/util.h"
 #include "nm_test.h"
@@ -78,11 +82,35 @@ static void test_util(void **state)
     assert_int_equal(nm_ctz64(8), 3);
 }
 
+static void test_tmpdir(void **state)
+{
+    (void)state;
+    char dir[256], path[512];
+    assert_int_equal(nm_tmpdir_create(dir, sizeof dir, "nm-test"), NM_OK);
+    struct stat st;
+    assert_int_equal(stat(dir, &st), 0);
+    assert_true(S_ISDIR(st.st_mode));
+    snprintf(path, sizeof path, "%s/sub", dir);
+    assert_int_equal(mkdir(path, 0700), 0);
+    snprintf(path, sizeof path, "%s/sub/f", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("x", f);
+    fclose(f);
+    assert_int_equal(nm_rmtree(dir), NM_OK);
+    assert_int_not_equal(stat(dir, &st), 0);
+    assert_int_equal(nm_rmtree(dir), NM_EIO); /* already gone: an error, not a crash */
+    assert_int_equal(nm_rmtree(""), NM_EINVAL);
+    char tiny[8];
+    assert_int_equal(nm_tmpdir_create(tiny, sizeof tiny, "nm-test"), NM_ERANGE);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_errors), cmocka_unit_test(test_timers),
         cmocka_unit_test(test_process_facts), cmocka_unit_test(test_util),
+        cmocka_unit_test(test_tmpdir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
