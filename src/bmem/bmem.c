@@ -30,12 +30,15 @@ void bmem_bank_unlock(bmem_bank *b) { atomic_store_explicit(&b->lock, 0, memory_
  * Threads get consecutive slots on their first allocation, so with T <= banks
  * threads each works in its own bank and the bank locks are uncontended. */
 static _Atomic unsigned g_next_slot;
-static _Thread_local unsigned t_slot_plus1;
+static _Thread_local unsigned t_slot_plus1, t_home_nbanks, t_home;
 
 static unsigned home_bank(const bmem_dev *d)
 {
-    if (NM_UNLIKELY(!t_slot_plus1)) t_slot_plus1 = atomic_fetch_add(&g_next_slot, 1) + 1;
-    return (t_slot_plus1 - 1) % d->cfg.banks;
+    if (NM_LIKELY(t_home_nbanks == d->cfg.banks)) return t_home; /* no division on the hot path */
+    if (!t_slot_plus1) t_slot_plus1 = atomic_fetch_add(&g_next_slot, 1) + 1;
+    t_home_nbanks = d->cfg.banks;
+    t_home = (t_slot_plus1 - 1) % d->cfg.banks;
+    return t_home;
 }
 
 /* ---- geometry ---- */
@@ -75,7 +78,9 @@ nm_err bmem_size_to_shape(const bmem_config *c, size_t size, bmem_dim dim, unsig
     if (dim == BMEM_HORIZ) {
         /* bits run along a row, across adjacent subarrays; beyond one full
          * bank row, whole bank rows are stacked */
-        if (bits <= S * C) {
+        if (bits <= C) {
+            p = q = 1;
+        } else if (bits <= S * C) {
             p = ceil_div(bits, C);
             q = 1;
         } else {

@@ -51,6 +51,20 @@ bool bmem_fast_find(const bmem_dev *d, const bmem_bank *b, unsigned p, unsigned 
     uint64_t tmp[MAX_RW];
     /* `good` = number of consecutive columns ending at s with >= q free cells:
      * a window [s-p+1, s] is a candidate only when good >= p (O(S) filter). */
+    if (p == 1 && q == 1) {
+        /* one cell: the first column with a free cell, its first free row */
+        for (unsigned s = 0; s < S; s++) {
+            if (!cf[s]) continue;
+            const uint64_t *c = column(d, b, s);
+            for (unsigned k = 0; k < rw; k++)
+                if (c[k]) {
+                    *row = k * 64 + nm_ctz64(c[k]);
+                    *sub = s;
+                    return true;
+                }
+        }
+        return false;
+    }
     unsigned good = 0;
     for (unsigned s = 0; s < S; s++) {
         good = cf[s] >= q ? good + 1 : 0;
@@ -88,6 +102,17 @@ bool bmem_fast_fits(const bmem_dev *d, const bmem_bank *b, unsigned row, unsigne
 
 void bmem_fast_mark(const bmem_dev *d, bmem_bank *b, unsigned row, unsigned sub, unsigned p, unsigned q, bool alloc)
 {
+    if (q == 1 && p == 1) {
+        uint64_t *c = b->u.fast.col + (size_t)sub * d->rw;
+        if (alloc) {
+            nm_bitmap_clear(c, row);
+            b->u.fast.colfree[sub]--;
+        } else {
+            nm_bitmap_set(c, row);
+            b->u.fast.colfree[sub]++;
+        }
+        return;
+    }
     for (unsigned i = 0; i < p; i++) {
         uint64_t *c = b->u.fast.col + (size_t)(sub + i) * d->rw;
         if (alloc) {
