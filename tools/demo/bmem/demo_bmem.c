@@ -32,14 +32,14 @@ int nm_demo_bmem(nm_demo *d)
     int off = 0;
     for (int i = 0; i < 6; i++) {
         if ((e = bmem_dev_geom(dev, all[i], &g[i]))) goto out;
-        off += snprintf(line + off, sizeof line - (size_t)off, "%s%s=b%u s%u+%u r%u+%u", i ? ", " : "", names[i],
+        off += snprintf(line + off, sizeof line - (size_t)off, "%s%s=b%u s%u+%u r%u+%u", off ? ", " : "", names[i],
                         g[i].bank, g[i].sub, g[i].nsubs, g[i].row, g[i].nrows);
         if (i == 2) {
             nm_demo_say(d, "%s", line);
             off = 0;
         }
     }
-    nm_demo_say(d, "%s", line);
+    nm_demo_say(d, "%s  (bank, first subarray + count, first row + count)", line);
     nm_demo_say(d, "double free of the 2 KiB block -> %s (state unchanged)", nm_errname(bad));
     bmem_stats st;
     bmem_bank_stats bs[2];
