@@ -196,7 +196,7 @@ static inline bmem_ptr make_handle(unsigned bank, unsigned row, unsigned sub, ui
 
 /* Claim the rectangle (bank lock held, rectangle known free): mark it and
  * write the anchor with the next generation of that cell. */
-static bmem_ptr commit(bmem_dev *d, unsigned bi, unsigned r, unsigned s, unsigned p, unsigned q, bmem_dim dim)
+static inline bmem_ptr commit(bmem_dev *d, unsigned bi, unsigned r, unsigned s, unsigned p, unsigned q, bmem_dim dim)
 {
     bmem_bank *b = &d->banks[bi];
     s_mark(d, b, r, s, p, q, true);
@@ -212,7 +212,7 @@ static bmem_ptr commit(bmem_dev *d, unsigned bi, unsigned r, unsigned s, unsigne
 }
 
 /* Decode and validate a handle with its bank lock held. Returns the anchor. */
-static nm_err lookup_locked(const bmem_dev *d, bmem_ptr h, unsigned *bank, unsigned *row, unsigned *sub,
+static inline nm_err lookup_locked(const bmem_dev *d, bmem_ptr h, unsigned *bank, unsigned *row, unsigned *sub,
                             uint64_t **anchor)
 {
     unsigned bi = (unsigned)(h >> H_BANK_SHIFT), r = (unsigned)((h >> H_ROW_SHIFT) & 0xffff),
@@ -234,7 +234,7 @@ static nm_err lookup_locked(const bmem_dev *d, bmem_ptr h, unsigned *bank, unsig
 }
 
 /* Cheap range checks before taking a lock. */
-static nm_err precheck(const bmem_dev *d, bmem_ptr h)
+static inline nm_err precheck(const bmem_dev *d, bmem_ptr h)
 {
     if (h == BMEM_NULL) return nm_fail(NM_EBADFREE, "bmem: NULL handle");
     unsigned bi = (unsigned)(h >> H_BANK_SHIFT), r = (unsigned)((h >> H_ROW_SHIFT) & 0xffff),
@@ -244,7 +244,7 @@ static nm_err precheck(const bmem_dev *d, bmem_ptr h)
     return NM_OK;
 }
 
-static void anchor_geom(uint64_t a, unsigned bank, unsigned row, unsigned sub, bmem_geom *g)
+static inline void anchor_geom(uint64_t a, unsigned bank, unsigned row, unsigned sub, bmem_geom *g)
 {
     g->bank = bank;
     g->row = row;
@@ -261,8 +261,8 @@ nm_err bmem_dev_free(bmem_dev *d, bmem_ptr h)
     if (e) return e;
     bmem_bank *b = &d->banks[h >> H_BANK_SHIFT];
     bmem_bank_lock(b);
-    unsigned bi, r, s;
-    uint64_t *a;
+    unsigned bi = 0, r = 0, s = 0;
+    uint64_t *a = NULL;
     e = lookup_locked(d, h, &bi, &r, &s, &a);
     if (!e) {
         bmem_geom g;
@@ -285,8 +285,8 @@ nm_err bmem_dev_geom(bmem_dev *d, bmem_ptr h, bmem_geom *out)
     if (e) return e;
     bmem_bank *b = &d->banks[h >> H_BANK_SHIFT];
     bmem_bank_lock(b);
-    unsigned bi, r, s;
-    uint64_t *a;
+    unsigned bi = 0, r = 0, s = 0;
+    uint64_t *a = NULL;
     e = lookup_locked(d, h, &bi, &r, &s, &a);
     if (!e) anchor_geom(*a, bi, r, s, out);
     bmem_bank_unlock(b);
@@ -302,7 +302,7 @@ static nm_err alloc_in_banks(bmem_dev *d, unsigned start, unsigned p, unsigned q
         bmem_bank *b = &d->banks[bi];
         if (atomic_load_explicit(&b->free_cells, memory_order_relaxed) < need) continue;
         bmem_bank_lock(b);
-        unsigned r, s;
+        unsigned r = 0, s = 0;
         if (s_find(d, b, p, q, &r, &s)) {
             *out = commit(d, bi, r, s, p, q, dim);
             bmem_bank_unlock(b);
@@ -358,8 +358,8 @@ nm_err bmem_dev_malloc_near(bmem_dev *d, size_t size, bmem_dim dim, unsigned nsu
 
     bmem_bank *b = &d->banks[near >> H_BANK_SHIFT];
     bmem_bank_lock(b);
-    unsigned bi, r0, s0;
-    uint64_t *a;
+    unsigned bi = 0, r0 = 0, s0 = 0;
+    uint64_t *a = NULL;
     e = lookup_locked(d, near, &bi, &r0, &s0, &a);
     if (e) {
         bmem_bank_unlock(b);

@@ -61,10 +61,7 @@ struct bmem_dev {
 /* Search-structure operations; the bank lock is held by the caller. */
 nm_err bmem_fast_init(const bmem_dev *d, bmem_bank *b);
 void bmem_fast_fini(bmem_bank *b);
-bool bmem_fast_find(const bmem_dev *d, const bmem_bank *b, unsigned p, unsigned q, unsigned *row, unsigned *sub);
-bool bmem_fast_fits(const bmem_dev *d, const bmem_bank *b, unsigned row, unsigned sub, unsigned p, unsigned q);
-void bmem_fast_mark(const bmem_dev *d, bmem_bank *b, unsigned row, unsigned sub, unsigned p, unsigned q, bool alloc);
-bool bmem_fast_cell_free(const bmem_dev *d, const bmem_bank *b, unsigned row, unsigned sub);
+/* bmem_fast_find/fits/mark/cell_free: static inline in bmem_fast.h */
 
 nm_err bmem_paper_init(const bmem_dev *d, bmem_bank *b);
 void bmem_paper_fini(bmem_bank *b);
@@ -72,6 +69,8 @@ bool bmem_paper_find(const bmem_dev *d, const bmem_bank *b, unsigned p, unsigned
 bool bmem_paper_fits(const bmem_dev *d, const bmem_bank *b, unsigned row, unsigned sub, unsigned p, unsigned q);
 void bmem_paper_mark(const bmem_dev *d, bmem_bank *b, unsigned row, unsigned sub, unsigned p, unsigned q, bool alloc);
 bool bmem_paper_cell_free(const bmem_dev *d, const bmem_bank *b, unsigned row, unsigned sub);
+
+#include "bmem_fast.h"
 
 static inline bool bmem_cell_free(const bmem_dev *d, const bmem_bank *b, unsigned row, unsigned sub)
 {
