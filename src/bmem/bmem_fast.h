@@ -45,8 +45,6 @@ static inline bool bmem_fast_find(const bmem_dev *d, const bmem_bank *b, unsigne
     const unsigned S = d->cfg.subarrays, R = d->cfg.rows, rw = d->rw;
     const uint32_t *cf = b->u.fast.colfree;
     uint64_t tmp[BMEM_MAX_RW];
-    /* `good` = number of consecutive columns ending at s with >= q free cells:
-     * a window [s-p+1, s] is a candidate only when good >= p (O(S) filter). */
     if (p == 1 && q == 1) {
         /* one cell: the first column with a free cell, its first free row */
         for (unsigned s = 0; s < S; s++) {
@@ -61,6 +59,8 @@ static inline bool bmem_fast_find(const bmem_dev *d, const bmem_bank *b, unsigne
         }
         return false;
     }
+    /* `good` = number of consecutive columns ending at s with >= q free cells:
+     * a window [s-p+1, s] is a candidate only when good >= p (O(S) filter). */
     unsigned good = 0;
     for (unsigned s = 0; s < S; s++) {
         good = cf[s] >= q ? good + 1 : 0;

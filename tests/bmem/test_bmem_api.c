@@ -71,6 +71,29 @@ static void test_bad_geometry(void **st)
     c = k_paper_dev;
     c.algo = (bmem_algo)9;
     assert_int_equal(bmem_dev_create(&c, &d), NM_EINVAL);
+    /* the largest row count works: a full 65536-row column, then cells around it */
+    for (int algo = 0; algo < 2; algo++) {
+        bmem_config tall = {BMEM_MAX_ROWS, 64, 3, 1, (bmem_algo)algo};
+        assert_int_equal(bmem_dev_create(&tall, &d), NM_OK);
+        bmem_ptr col, a, b2;
+        bmem_geom g;
+        assert_int_equal(bmem_dev_malloc_raw(d, 1, 100, &a), NM_OK);
+        assert_int_equal(bmem_dev_malloc(d, BMEM_MAX_ROWS / 8, BMEM_VERT, &col), NM_OK);
+        assert_int_equal(bmem_dev_geom(d, col, &g), NM_OK);
+        assert_int_equal(g.sub, 1);
+        assert_int_equal(g.nrows, BMEM_MAX_ROWS);
+        assert_int_equal(bmem_dev_malloc_raw(d, 2, 70, &b2), NM_ENOMEM); /* subarray 1 is full */
+        assert_int_equal(bmem_dev_malloc_raw(d, 1, BMEM_MAX_ROWS - 100, &b2), NM_OK);
+        assert_int_equal(bmem_dev_geom(d, b2, &g), NM_OK);
+        assert_int_equal(g.sub, 0);
+        assert_int_equal(g.row, 100);
+        assert_int_equal(bmem_dev_free(d, col), NM_OK);
+        assert_int_equal(bmem_dev_malloc_raw(d, 2, 70, &b2), NM_OK);
+        assert_int_equal(bmem_dev_geom(d, b2, &g), NM_OK);
+        assert_int_equal(g.sub, 1);
+        assert_int_equal(g.row, 0);
+        bmem_dev_destroy(d);
+    }
     /* the smallest device works */
     bmem_config one = {1, 1, 1, 1, BMEM_ALGO_PAPER};
     assert_int_equal(bmem_dev_create(&one, &d), NM_OK);
