@@ -114,6 +114,10 @@ int nm_suite_bmem_malloc_test(nm_bench *b)
     nm_bench_config_str(b, "device", "Table 3: 1024 rows x 65536 columns x 16 subarrays x 8 banks");
     nm_bench_config_str(b, "statistic", "median over repetitions of ns per malloc/free pair (wall / pairs per thread)");
     nm_bench_config_num(b, "host_cores", nm_nproc());
+    /* GLIBC_TUNABLES=glibc.malloc.tcache_count=0 gives the tcache-less glibc
+     * (2.23, Ubuntu 16.04) the paper compared against; record which one ran */
+    const char *tun = getenv("GLIBC_TUNABLES");
+    nm_bench_config_str(b, "glibc_tunables", tun ? tun : "");
     nm_bench_plot_spec(b, "[{\"title\":\"horizontal: bmem-fast / glibc per pair\",\"x\":\"threads\",\"y\":\"ratio_vs_glibc\","
                           "\"series\":\"size\",\"logx\":true,\"hline\":1,\"filter\":{\"dim\":\"horizontal\",\"allocator\":\"bmem-fast\"}},"
                           "{\"title\":\"vertical: bmem-fast / glibc per pair\",\"x\":\"threads\",\"y\":\"ratio_vs_glibc\","

@@ -11,7 +11,7 @@
  * A bank operation is short (tens of ns), so waiting threads spin briefly and
  * then yield: with more threads than cores (8 on 2 here) a preempted holder
  * must get the CPU back instead of being spun against. */
-void bmem_bank_lock(bmem_bank *b)
+void bmem_bank_lock_slow(bmem_bank *b)
 {
     for (unsigned spins = 0;; spins++) {
         if (!atomic_load_explicit(&b->lock, memory_order_relaxed) &&
@@ -24,7 +24,6 @@ void bmem_bank_lock(bmem_bank *b)
     }
 }
 
-void bmem_bank_unlock(bmem_bank *b) { atomic_store_explicit(&b->lock, 0, memory_order_release); }
 
 /* ---- home bank of the calling thread ----
  * Threads get consecutive slots on their first allocation, so with T <= banks
@@ -142,6 +141,8 @@ nm_err bmem_dev_create(const bmem_config *cfg, bmem_dev **out)
     if (!d) return nm_fail(NM_ENOMEM, "bmem: no host memory for the device");
     d->cfg = *cfg;
     d->rw = (unsigned)nm_bitmap_words(cfg->rows);
+    d->h_cell_bytes = cfg->columns / 8;
+    d->v_col_bytes = cfg->rows / 8;
     d->banks = aligned_alloc(NM_CACHELINE, sizeof(bmem_bank) * cfg->banks);
     if (!d->banks) {
         free(d);
@@ -259,23 +260,27 @@ nm_err bmem_dev_free(bmem_dev *d, bmem_ptr h)
     if (!d) return nm_fail(NM_EINVAL, "bmem: NULL device");
     nm_err e = precheck(d, h);
     if (e) return e;
-    bmem_bank *b = &d->banks[h >> H_BANK_SHIFT];
+    const unsigned bi = (unsigned)(h >> H_BANK_SHIFT), r = (unsigned)((h >> H_ROW_SHIFT) & 0xffff),
+                   s = (unsigned)((h >> H_SUB_SHIFT) & 0x3ff);
+    bmem_bank *b = &d->banks[bi];
+    uint64_t *a = &b->anchor[(size_t)r * d->cfg.subarrays + s];
     bmem_bank_lock(b);
-    unsigned bi = 0, r = 0, s = 0;
-    uint64_t *a = NULL;
-    e = lookup_locked(d, h, &bi, &r, &s, &a);
-    if (!e) {
-        bmem_geom g;
-        anchor_geom(*a, bi, r, s, &g);
-        *a &= ~ANC_LIVE;
-        s_mark(d, b, r, s, g.nsubs, g.nrows, false);
+    uint64_t anc = *a;
+    if (NM_LIKELY((anc & (ANC_LIVE | ANC_GEN_MASK)) == (ANC_LIVE | (h & ANC_GEN_MASK)))) {
+        unsigned q = (unsigned)((anc >> ANC_Q_SHIFT) & 0xffff) + 1, p = (unsigned)((anc >> ANC_P_SHIFT) & 0x3ff) + 1;
+        *a = anc & ~ANC_LIVE;
+        s_mark(d, b, r, s, p, q, false);
         b->live--;
         atomic_store_explicit(&b->free_cells,
-                              atomic_load_explicit(&b->free_cells, memory_order_relaxed) + (uint64_t)g.nsubs * g.nrows,
+                              atomic_load_explicit(&b->free_cells, memory_order_relaxed) + (uint64_t)p * q,
                               memory_order_relaxed);
+        bmem_bank_unlock(b);
+        return NM_OK;
     }
+    unsigned bj, rr, ss;
+    e = lookup_locked(d, h, &bj, &rr, &ss, &a); /* classifies the error */
     bmem_bank_unlock(b);
-    return e;
+    return e ? e : nm_fail(NM_ECORRUPT, "bmem: anchor check disagrees for %#llx", (unsigned long long)h);
 }
 
 nm_err bmem_dev_geom(bmem_dev *d, bmem_ptr h, bmem_geom *out)
@@ -327,9 +332,16 @@ nm_err bmem_dev_malloc(bmem_dev *d, size_t size, bmem_dim dim, bmem_ptr *out)
     if (!out) return nm_fail(NM_EINVAL, "bmem: NULL out");
     *out = BMEM_NULL;
     if (!d) return nm_fail(NM_EINVAL, "bmem: NULL device");
-    unsigned p, q;
-    nm_err e = bmem_size_to_shape(&d->cfg, size, dim, &p, &q);
-    if (e) return e;
+    unsigned p = 1, q;
+    /* the two common shapes without the general mapping's divisions */
+    if (dim == BMEM_HORIZ && size - 1 < d->h_cell_bytes) {
+        q = 1;
+    } else if (dim == BMEM_VERT && size - 1 < d->v_col_bytes) {
+        q = (unsigned)size * 8;
+    } else {
+        nm_err e = bmem_size_to_shape(&d->cfg, size, dim, &p, &q);
+        if (e) return e;
+    }
     return alloc_in_banks(d, home_bank(d), p, q, dim, out);
 }
 

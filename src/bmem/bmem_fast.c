@@ -36,3 +36,33 @@ void bmem_fast_fini(bmem_bank *b)
     b->u.fast.col = NULL;
     b->u.fast.colfree = NULL;
 }
+
+bool bmem_fast_find_wide(const bmem_dev *d, const bmem_bank *b, unsigned p, unsigned q, unsigned *row, unsigned *sub)
+{
+    const unsigned S = d->cfg.subarrays, R = d->cfg.rows, rw = d->rw;
+    const uint32_t *cf = b->u.fast.colfree;
+    uint64_t tmp[BMEM_MAX_RW];
+    /* `good` = number of consecutive columns ending at s with >= q free cells:
+     * a window [s-p+1, s] is a candidate only when good >= p (O(S) filter). */
+    unsigned good = 0;
+    for (unsigned s = 0; s < S; s++) {
+        good = cf[s] >= q ? good + 1 : 0;
+        if (good < p) continue;
+        unsigned s0 = s + 1 - p;
+        const uint64_t *c0 = bmem_fast_column(d, b, s0);
+        bool any = false;
+        for (unsigned k = 0; k < rw; k++) {
+            uint64_t m = c0[k];
+            for (unsigned i = 1; i < p && m; i++) m &= bmem_fast_column(d, b, s0 + i)[k];
+            tmp[k] = m;
+            any |= m != 0;
+        }
+        size_t r = any ? nm_bitmap_find_set_run(tmp, R, q, 0) : NM_BITMAP_NONE;
+        if (r != NM_BITMAP_NONE) {
+            *row = (unsigned)r;
+            *sub = s0;
+            return true;
+        }
+    }
+    return false;
+}

@@ -40,53 +40,32 @@ static inline const uint64_t *bmem_fast_column(const bmem_dev *d, const bmem_ban
     return b->u.fast.col + (size_t)s * d->rw;
 }
 
+/* Windows of p > 1 subarrays (out of line: it needs an R/64-word buffer). */
+bool bmem_fast_find_wide(const bmem_dev *d, const bmem_bank *b, unsigned p, unsigned q, unsigned *row, unsigned *sub);
+
 static inline bool bmem_fast_find(const bmem_dev *d, const bmem_bank *b, unsigned p, unsigned q, unsigned *row, unsigned *sub)
 {
-    const unsigned S = d->cfg.subarrays, R = d->cfg.rows, rw = d->rw;
+    if (p > 1) return bmem_fast_find_wide(d, b, p, q, row, sub);
+    const unsigned S = d->cfg.subarrays, R = d->cfg.rows;
     const uint32_t *cf = b->u.fast.colfree;
-    uint64_t tmp[BMEM_MAX_RW];
-    if (p == 1 && q == 1) {
-        /* one cell: the first column with a free cell, its first free row */
-        for (unsigned s = 0; s < S; s++) {
-            if (!cf[s]) continue;
-            const uint64_t *c = bmem_fast_column(d, b, s);
-            for (unsigned k = 0; k < rw; k++)
-                if (c[k]) {
-                    *row = k * 64 + nm_ctz64(c[k]);
-                    *sub = s;
-                    return true;
-                }
-        }
-        return false;
-    }
-    /* `good` = number of consecutive columns ending at s with >= q free cells:
-     * a window [s-p+1, s] is a candidate only when good >= p (O(S) filter). */
-    unsigned good = 0;
     for (unsigned s = 0; s < S; s++) {
-        good = cf[s] >= q ? good + 1 : 0;
-        if (good < p) continue;
-        unsigned s0 = s + 1 - p;
-        size_t r = NM_BITMAP_NONE;
-        if (p == 1 && cf[s0] == R) {
+        if (cf[s] < q) continue;
+        const uint64_t *c = bmem_fast_column(d, b, s);
+        size_t r;
+        if (cf[s] == R) {
             r = 0; /* an empty subarray: first fit is its first row */
-        } else if (p == 1) {
-            r = nm_bitmap_find_set_run(bmem_fast_column(d, b, s0), R, q, 0);
+        } else if (q == 1) {
+            /* one cell: the first non-zero word */
+            unsigned k = 0;
+            while (!c[k]) k++; /* cf[s] > 0 guarantees a set bit */
+            r = k * 64 + nm_ctz64(c[k]);
         } else {
-            const uint64_t *c0 = bmem_fast_column(d, b, s0);
-            bool any = false;
-            for (unsigned k = 0; k < rw; k++) {
-                uint64_t m = c0[k];
-                for (unsigned i = 1; i < p && m; i++) m &= bmem_fast_column(d, b, s0 + i)[k];
-                tmp[k] = m;
-                any |= m != 0;
-            }
-            r = any ? nm_bitmap_find_set_run(tmp, R, q, 0) : NM_BITMAP_NONE;
+            r = nm_bitmap_find_set_run(c, R, q, 0);
+            if (r == NM_BITMAP_NONE) continue;
         }
-        if (r != NM_BITMAP_NONE) {
-            *row = (unsigned)r;
-            *sub = s0;
-            return true;
-        }
+        *row = (unsigned)r;
+        *sub = s;
+        return true;
     }
     return false;
 }
@@ -100,8 +79,21 @@ static inline bool bmem_fast_fits(const bmem_dev *d, const bmem_bank *b, unsigne
 
 static inline void bmem_fast_mark(const bmem_dev *d, bmem_bank *b, unsigned row, unsigned sub, unsigned p, unsigned q, bool alloc)
 {
+    uint64_t *c = b->u.fast.col + (size_t)sub * d->rw;
+    if (NM_LIKELY(p == 1 && (row & 63) + q <= 64)) {
+        /* one subarray, rows inside one word: the malloc-test shapes */
+        uint64_t m = bmem_word_mask(row & 63, q);
+        if (alloc) {
+            c[row >> 6] &= ~m;
+            b->u.fast.colfree[sub] -= q;
+        } else {
+            c[row >> 6] |= m;
+            b->u.fast.colfree[sub] += q;
+        }
+        return;
+    }
     for (unsigned i = 0; i < p; i++) {
-        bmem_col_update(b->u.fast.col + (size_t)(sub + i) * d->rw, row, q, alloc);
+        bmem_col_update(c + (size_t)i * d->rw, row, q, alloc);
         if (alloc)
             b->u.fast.colfree[sub + i] -= q;
         else

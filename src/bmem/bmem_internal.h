@@ -55,6 +55,9 @@ typedef struct bmem_bank {
 struct bmem_dev {
     bmem_config cfg;
     unsigned rw; /* words per column bitboard = ceil(rows / 64) */
+    /* size-mapping shortcuts: requests of at most this many bytes are one
+     * cell (horizontal) or one subarray x 8*size rows (vertical) */
+    size_t h_cell_bytes, v_col_bytes;
     bmem_bank *banks;
 };
 
@@ -77,7 +80,12 @@ static inline bool bmem_cell_free(const bmem_dev *d, const bmem_bank *b, unsigne
     return d->cfg.algo == BMEM_ALGO_PAPER ? bmem_paper_cell_free(d, b, row, sub) : bmem_fast_cell_free(d, b, row, sub);
 }
 
-void bmem_bank_lock(bmem_bank *b);
-void bmem_bank_unlock(bmem_bank *b);
+void bmem_bank_lock_slow(bmem_bank *b);
+static inline void bmem_bank_lock(bmem_bank *b)
+{
+    if (NM_LIKELY(!atomic_exchange_explicit(&b->lock, 1, memory_order_acquire))) return;
+    bmem_bank_lock_slow(b);
+}
+static inline void bmem_bank_unlock(bmem_bank *b) { atomic_store_explicit(&b->lock, 0, memory_order_release); }
 
 #endif
