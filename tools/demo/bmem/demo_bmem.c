@@ -49,8 +49,8 @@ int nm_demo_bmem(nm_demo *d)
                 (unsigned long long)st.cells_total, g[0].bank, bs[g[0].bank].largest_free_rows,
                 bs[g[0].bank].largest_free_subs);
     char map[16 * 17 + 1];
-    if ((e = bmem_dev_text_map(dev, g[0].bank, 16, map, sizeof map))) goto out;
-    nm_demo_say(d, "bank %u map, 16 subarrays across, 4 rows per line (' ' free, '.' '+' '#' fuller):", g[0].bank);
+    if ((e = bmem_dev_text_map(dev, g[0].bank, 8, map, sizeof map))) goto out;
+    nm_demo_say(d, "bank %u map, 16 subarrays across, 8 rows per line (' ' free, '.' '+' '#' fuller):", g[0].bank);
     char *save = NULL;
     for (char *ln = strtok_r(map, "\n", &save); ln; ln = strtok_r(NULL, "\n", &save)) nm_demo_say(d, "  |%s|", ln);
 out:
