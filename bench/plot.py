@@ -9,6 +9,8 @@ config.plot, a list of panels:
    (one line/bar group per distinct value), "kind": "line"|"bar",
    "filter": {row key: value}, "logx": bool, "logy": bool,
    "xlabel": str, "ylabel": str, "hline": number}
+  or, for a 2-D map, {"kind": "heatmap", "x": row key, "y": row key, "value": row key,
+   "filter": {...}, "cmap": matplotlib colormap name, "mask": value drawn empty}
 Without config.plot, the numeric summary is drawn as a bar chart.
 Needs Debian's python3-matplotlib (run with /usr/bin/python3).
 """
@@ -31,7 +33,32 @@ def as_list(v):
     return v if isinstance(v, list) else [v]
 
 
+def draw_heatmap(ax, rows, panel):
+    x, y, val = panel["x"], panel["y"], panel["value"]
+    pts = [r for r in rows_for(rows, panel) if x in r and y in r and isinstance(r.get(val), (int, float))]
+    xs = sorted({r[x] for r in pts})
+    ys = sorted({r[y] for r in pts})
+    xi = {v: i for i, v in enumerate(xs)}
+    yi = {v: i for i, v in enumerate(ys)}
+    grid = [[math.nan] * len(xs) for _ in ys]
+    mask = panel.get("mask")  # a value drawn as empty (white), e.g. 0 = free
+    for r in pts:
+        grid[yi[r[y]]][xi[r[x]]] = math.nan if r[val] == mask else r[val]
+    if pts:
+        im = ax.imshow(grid, aspect="auto", interpolation="nearest", origin="upper",
+                       cmap=panel.get("cmap", "tab20"),
+                       extent=(min(xs) - 0.5, max(xs) + 0.5, max(ys) + 0.5, min(ys) - 0.5))
+        if panel.get("colorbar"):
+            ax.figure.colorbar(im, ax=ax)
+    ax.set_title(panel.get("title", ""), fontsize=10)
+    ax.set_xlabel(panel.get("xlabel", x))
+    ax.set_ylabel(panel.get("ylabel", y))
+
+
 def draw_panel(ax, rows, panel):
+    if panel.get("kind") == "heatmap":
+        draw_heatmap(ax, rows, panel)
+        return
     x, kind = panel["x"], panel.get("kind", "line")
     ys = as_list(panel["y"])
     series_key = panel.get("series")

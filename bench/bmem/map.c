@@ -2,11 +2,8 @@
  * (horizontal, vertical and raw requests with frees, plus AXPY operand
  * triplets placed with the co-location hint), drawn through bench/plot.py.
  *
- * plot.py has no image/heatmap panel yet, so each bank is drawn as a strip
- * chart: one trace per subarray at height `subarray`, raised by up to 0.85
- * where its rows are allocated (x = row). The per-cell owner labels are in
- * the rows of kind "cell" (bank, row, subarray, owner) for a heatmap panel
- * (docs/bmem.md, "Visibility"). */
+ * Each bank is a heatmap of the rows of kind "cell" (bank, row, subarray,
+ * owner; owner 0 = free, drawn white), see docs/bmem.md, "Visibility". */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -17,7 +14,6 @@
 #define MAP_ROWS 128
 #define MAP_SUBS 16
 #define MAP_BANKS 4
-#define ROW_GROUP 4
 
 int nm_suite_bmem_map(nm_bench *b)
 {
@@ -78,17 +74,7 @@ int nm_suite_bmem_map(nm_bench *b)
         if ((e = bmem_dev_snapshot(d, bank, snap, sizeof snap))) goto out;
         for (unsigned s = 0; s < MAP_SUBS; s++) {
             unsigned used_total = 0;
-            for (unsigned g = 0; g < MAP_ROWS / ROW_GROUP; g++) {
-                unsigned used = 0;
-                for (unsigned r = g * ROW_GROUP; r < (g + 1) * ROW_GROUP; r++) used += snap[r * MAP_SUBS + s] != 0;
-                used_total += used;
-                nm_bench_row *row = nm_bench_row_new(b);
-                nm_bench_row_str(row, "kind", "strip");
-                nm_bench_row_num(row, "bank", bank);
-                nm_bench_row_num(row, "subarray", s);
-                nm_bench_row_num(row, "row", g * ROW_GROUP);
-                nm_bench_row_num(row, "level", s + 0.85 * used / ROW_GROUP);
-            }
+            for (unsigned r = 0; r < MAP_ROWS; r++) used_total += snap[r * MAP_SUBS + s] != 0;
             nm_bench_row *row = nm_bench_row_new(b);
             nm_bench_row_str(row, "kind", "occupancy");
             nm_bench_row_num(row, "bank", bank);
@@ -105,9 +91,9 @@ int nm_suite_bmem_map(nm_bench *b)
                 nm_bench_row_num(row, "owner", snap[r * MAP_SUBS + s]);
             }
         off += snprintf(panels + off, sizeof panels - (size_t)off,
-                        "{\"title\":\"bank %u: allocated rows per subarray (largest free %u x %u)\",\"x\":\"row\","
-                        "\"y\":\"level\",\"series\":\"subarray\",\"filter\":{\"kind\":\"strip\",\"bank\":%u},"
-                        "\"ylabel\":\"subarray (+0.85 = allocated)\"},",
+                        "{\"title\":\"bank %u: owner of each (row, subarray) cell (largest free %u x %u)\","
+                        "\"kind\":\"heatmap\",\"x\":\"subarray\",\"y\":\"row\",\"value\":\"owner\",\"mask\":0,"
+                        "\"filter\":{\"kind\":\"cell\",\"bank\":%u}},",
                         bank, bs[bank].largest_free_rows, bs[bank].largest_free_subs, bank);
         char key[64], map[MAP_SUBS * 40];
         snprintf(key, sizeof key, "text_map_bank%u", bank);
