@@ -49,7 +49,7 @@ int nm_suite_pim_machine(nm_bench *b)
     /* Elements per DPU: the tasklet sweep uses a size where every tasklet
      * streams many blocks; the DPU sweep uses a smaller weak-scaling size. */
     const uint64_t va_one = (uint64_t)nm_bench_param_num(b, "va_elems_one_dpu", quick ? 262144 : 1048576);
-    const uint64_t va_per = (uint64_t)nm_bench_param_num(b, "va_elems_per_dpu", quick ? 4096 : 16384);
+    const uint64_t va_per = (uint64_t)nm_bench_param_num(b, "va_elems_per_dpu", quick ? 16384 : 65536);
     const uint32_t threads = nm_bench_threads(b);
     char profile[64];
     snprintf(profile, sizeof(profile), "threads=%u", threads);
