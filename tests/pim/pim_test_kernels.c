@@ -99,11 +99,14 @@ int DPU_MAIN(void)
         break;
     case M_MUTEX:
         for (uint64_t i = 0; i < arg0; i++) {
-            mutex_lock(mtx);
+            if (!arg1)
+                mutex_lock(mtx);
             uint64_t v = g_counter;
             nm_pim_charge(5);
+            (void)nm_pim_cycle(); /* lets other tasklets run between the read and the write */
             g_counter = v + 1;
-            mutex_unlock(mtx);
+            if (!arg1)
+                mutex_unlock(mtx);
         }
         barrier_wait(&bar);
         if (tid == 0)
