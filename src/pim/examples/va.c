@@ -55,14 +55,22 @@ dpu_error_t nm_pim_va_run(struct dpu_set_t set, uint32_t tasklets, const int32_t
     if (per * 4 * 2 > NM_PIM_MRAM_SIZE)
         return DPU_ERR_INVALID_MRAM_ACCESS;
     uint64_t padded = per * nr_dpus;
-    int32_t *pa = calloc(padded, 4), *pb = calloc(padded, 4);
+    /* Padded copies only when the DPUs' shares do not tile n exactly. */
+    const bool exact = padded == n;
+    int32_t *pa = exact ? (int32_t *)(uintptr_t)a : calloc(padded, 4);
+    int32_t *pb = exact ? (int32_t *)(uintptr_t)b : calloc(padded, 4);
+    int32_t *pc = exact ? c : pb;
     if (!pa || !pb) {
-        free(pa);
-        free(pb);
+        if (!exact) {
+            free(pa);
+            free(pb);
+        }
         return DPU_ERR_ALLOCATION;
     }
-    memcpy(pa, a, n * 4);
-    memcpy(pb, b, n * 4);
+    if (!exact) {
+        memcpy(pa, a, n * 4);
+        memcpy(pb, b, n * 4);
+    }
     nm_pim_totals tot0;
     struct dpu_set_t dpu;
     uint32_t i;
@@ -89,11 +97,12 @@ dpu_error_t nm_pim_va_run(struct dpu_set_t set, uint32_t tasklets, const int32_t
         goto out;
     if ((e = dpu_launch(set, DPU_SYNCHRONOUS)) != DPU_OK)
         goto out;
-    DPU_FOREACH(set, dpu, i) dpu_prepare_xfer(dpu, pb + (uint64_t)i * per);
+    DPU_FOREACH(set, dpu, i) dpu_prepare_xfer(dpu, pc + (uint64_t)i * per);
     if ((e = dpu_push_xfer(set, DPU_XFER_FROM_DPU, DPU_MRAM_HEAP_POINTER_NAME, bytes, bytes, DPU_XFER_DEFAULT)) !=
         DPU_OK)
         goto out;
-    memcpy(c, pb, n * 4);
+    if (!exact)
+        memcpy(c, pb, n * 4);
     if (rep) {
         nm_pim_totals tot;
         nm_pim_launch_stats ls;
@@ -107,7 +116,9 @@ dpu_error_t nm_pim_va_run(struct dpu_set_t set, uint32_t tasklets, const int32_t
         rep->host_s = nm_ns_to_s(nm_now_ns() - t0);
     }
 out:
-    free(pa);
-    free(pb);
+    if (!exact) {
+        free(pa);
+        free(pb);
+    }
     return e;
 }
