@@ -96,6 +96,10 @@ int DPU_MAIN(void)
         nm_pim_charge((uint32_t)arg0);
         res[tid] = nm_pim_cycle();
         break;
+    case M_CHARGE2:
+        nm_pim_charge((uint32_t)(arg0 + tid * arg1));
+        res[tid] = nm_pim_cycle();
+        break;
     case M_DMA_TIMING:
         if (tid == 0) {
             uint64_t *b = mem_alloc(PIM_TEST_BLOCK);
