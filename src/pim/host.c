@@ -103,23 +103,36 @@ static void finish_job_locked(nm_pim_system *sys)
     pthread_cond_broadcast(&sys->done_cv);
 }
 
+/* Host thread k runs the DPUs whose index is k modulo the thread count,
+ * always the same ones: the addresses of a DPU's WRAM globals (thread-local
+ * storage of its host thread) then stay the same from launch to launch, as
+ * WRAM addresses do on the hardware, so kernels may keep pointers to their
+ * globals in globals or MRAM across launches. */
 static void *pool_main(void *arg)
 {
-    nm_pim_system *sys = arg;
+    struct nm_pim_pool_arg *pa = arg;
+    nm_pim_system *sys = pa->sys;
+    const uint32_t k = pa->k, nt = sys->nr_threads;
+    uint64_t seen = 0;
     pthread_mutex_lock(&sys->lock);
     for (;;) {
-        while (!sys->shutdown && !(sys->in_flight && sys->job_next < sys->job_count))
+        while (!sys->shutdown && sys->job_gen == seen)
             pthread_cond_wait(&sys->work_cv, &sys->lock);
         if (sys->shutdown)
             break;
-        nm_pim_dpu *d = &sys->dpus[sys->job_begin + sys->job_next++];
-        d->state = DPU_RUNNING;
-        pthread_mutex_unlock(&sys->lock);
-        nm_pim__run_dpu(d);
-        pthread_mutex_lock(&sys->lock);
-        d->state = d->fault.code != NM_PIM_FAULT_NONE ? DPU_FAULTED : DPU_DONE;
-        if (--sys->job_remaining == 0)
-            finish_job_locked(sys);
+        seen = sys->job_gen;
+        const uint32_t begin = sys->job_begin, end = sys->job_begin + sys->job_count;
+        uint32_t first = begin + (k + nt - begin % nt) % nt;
+        for (uint32_t i = first; i < end; i += nt) {
+            nm_pim_dpu *d = &sys->dpus[i];
+            d->state = DPU_RUNNING;
+            pthread_mutex_unlock(&sys->lock);
+            nm_pim__run_dpu(d);
+            pthread_mutex_lock(&sys->lock);
+            d->state = d->fault.code != NM_PIM_FAULT_NONE ? DPU_FAULTED : DPU_DONE;
+            if (--sys->job_remaining == 0)
+                finish_job_locked(sys);
+        }
     }
     pthread_mutex_unlock(&sys->lock);
     nm_pim__worker_release();
@@ -179,6 +192,7 @@ static void destroy_system(nm_pim_system *sys)
     }
     free(sys->dpus);
     free(sys->threads);
+    free(sys->pool_args);
     pthread_mutex_destroy(&sys->lock);
     pthread_cond_destroy(&sys->work_cv);
     pthread_cond_destroy(&sys->done_cv);
@@ -215,10 +229,11 @@ dpu_error_t dpu_alloc(uint32_t nr_dpus, const char *profile, struct dpu_set_t *d
     sys->cost = cost;
     sys->dpus = calloc(nr_dpus, sizeof(*sys->dpus));
     sys->threads = calloc(threads, sizeof(pthread_t));
+    sys->pool_args = calloc(threads, sizeof(*sys->pool_args));
     pthread_mutex_init(&sys->lock, NULL);
     pthread_cond_init(&sys->work_cv, NULL);
     pthread_cond_init(&sys->done_cv, NULL);
-    if (!sys->dpus || !sys->threads) {
+    if (!sys->dpus || !sys->threads || !sys->pool_args) {
         destroy_system(sys);
         return DPU_ERR_ALLOCATION;
     }
@@ -232,8 +247,12 @@ dpu_error_t dpu_alloc(uint32_t nr_dpus, const char *profile, struct dpu_set_t *d
             return DPU_ERR_ALLOCATION;
         }
     }
+    /* nr_threads is read by the workers: set it before any starts. */
+    sys->nr_threads = threads;
     for (uint32_t t = 0; t < threads; t++) {
-        if (pthread_create(&sys->threads[t], NULL, pool_main, sys) != 0) {
+        sys->pool_args[t].sys = sys;
+        sys->pool_args[t].k = t;
+        if (pthread_create(&sys->threads[t], NULL, pool_main, &sys->pool_args[t]) != 0) {
             pthread_mutex_lock(&sys->lock);
             sys->shutdown = true;
             pthread_cond_broadcast(&sys->work_cv);
@@ -243,7 +262,6 @@ dpu_error_t dpu_alloc(uint32_t nr_dpus, const char *profile, struct dpu_set_t *d
             destroy_system(sys);
             return DPU_ERR_SYSTEM;
         }
-        sys->nr_threads++;
     }
     struct dpu_set_t s = {sys, 0, nr_dpus, DPU_SET_RANKS};
     *dpu_set = s;
@@ -403,7 +421,7 @@ dpu_error_t dpu_launch(struct dpu_set_t set, dpu_launch_policy_t policy)
     sys->in_flight = true;
     sys->job_begin = set.begin;
     sys->job_count = set.count;
-    sys->job_next = 0;
+    sys->job_gen++;
     sys->job_remaining = set.count;
     sys->job_start_ns = nm_now_ns();
     pthread_cond_broadcast(&sys->work_cv);
