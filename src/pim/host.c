@@ -560,12 +560,15 @@ static double ranks_time(const nm_pim_cost *c, const uint64_t *per_rank_bytes, u
     return t;
 }
 
-static dpu_error_t serial_copy(struct dpu_set_t set, const char *sym, uint32_t off, void *buf, size_t len,
-                               bool to_dpu)
+/* One transfer over every DPU of the set: from/to the common buffer `buf`
+ * (serial copies, broadcast) or each DPU's prepared buffer (parallel push,
+ * buf == NULL; DPUs without one take no part). */
+static dpu_error_t transfer(struct dpu_set_t set, nm_pim_xfer_kind kind, bool to_dpu, const char *sym, uint32_t off,
+                            void *buf, size_t len)
 {
     if (!set_ok(set))
         return DPU_ERR_INVALID_DPU_SET;
-    if (!buf)
+    if (kind != NM_PIM_XFER_PARALLEL && !buf)
         return DPU_ERR_INVALID_MEMORY_TRANSFER;
     wait_idle(set.sys);
     const nm_pim_program_def *p;
@@ -575,27 +578,49 @@ static dpu_error_t serial_copy(struct dpu_set_t set, const char *sym, uint32_t o
     resolved r;
     if ((e = resolve(p, sym, off, len, &r)) != DPU_OK)
         return e;
-    uint64_t t0 = nm_now_ns();
-    for (uint32_t i = set.begin; i < set.begin + set.count; i++)
-        if ((e = move(&set.sys->dpus[i], &r, off, buf, len, to_dpu)) != DPU_OK)
-            return e;
-    const nm_pim_cost *c = &set.sys->cost;
-    uint64_t bytes = (uint64_t)len * set.count;
-    double modeled = (double)bytes / ((to_dpu ? c->bw_serial_to_dpu : c->bw_serial_from_dpu) * 1e9);
-    record_xfer(set.sys, NM_PIM_XFER_SERIAL, to_dpu, set.count, nm_pim_set_rank_count(set), bytes, modeled, t0);
-    return DPU_OK;
+    uint32_t nr_ranks = nm_pim_set_rank_count(set), first_rank = set.begin / NM_PIM_DPUS_PER_RANK;
+    uint64_t *per_rank = calloc(nr_ranks, sizeof(uint64_t));
+    if (!per_rank)
+        return DPU_ERR_ALLOCATION;
+    uint64_t t0 = nm_now_ns(), total = 0;
+    uint32_t used = 0, ranks_used = 0;
+    for (uint32_t i = set.begin; i < set.begin + set.count && e == DPU_OK; i++) {
+        nm_pim_dpu *d = &set.sys->dpus[i];
+        void *b = kind == NM_PIM_XFER_PARALLEL ? d->xfer_buf : buf;
+        if (!b)
+            continue;
+        e = move(d, &r, off, b, len, to_dpu);
+        per_rank[i / NM_PIM_DPUS_PER_RANK - first_rank] += len;
+        total += len;
+        used++;
+    }
+    for (uint32_t k = 0; k < nr_ranks; k++)
+        ranks_used += per_rank[k] != 0;
+    if (e == DPU_OK) {
+        const nm_pim_cost *c = &set.sys->cost;
+        double modeled;
+        if (kind == NM_PIM_XFER_SERIAL) /* one DPU after another */
+            modeled = (double)total / ((to_dpu ? c->bw_serial_to_dpu : c->bw_serial_from_dpu) * 1e9);
+        else if (kind == NM_PIM_XFER_PARALLEL)
+            modeled = ranks_time(c, per_rank, nr_ranks, to_dpu ? c->bw_rank_to_dpu : c->bw_rank_from_dpu, total);
+        else
+            modeled = ranks_time(c, per_rank, nr_ranks, c->bw_rank_broadcast, total);
+        record_xfer(set.sys, kind, to_dpu, used, ranks_used, total, modeled, t0);
+    }
+    free(per_rank);
+    return e;
 }
 
 dpu_error_t dpu_copy_to(struct dpu_set_t set, const char *symbol_name, uint32_t symbol_offset, const void *src,
                         size_t length)
 {
-    return serial_copy(set, symbol_name, symbol_offset, (void *)src, length, true);
+    return transfer(set, NM_PIM_XFER_SERIAL, true, symbol_name, symbol_offset, (void *)(uintptr_t)src, length);
 }
 
 dpu_error_t dpu_copy_from(struct dpu_set_t set, const char *symbol_name, uint32_t symbol_offset, void *dst,
                           size_t length)
 {
-    return serial_copy(set, symbol_name, symbol_offset, dst, length, false);
+    return transfer(set, NM_PIM_XFER_SERIAL, false, symbol_name, symbol_offset, dst, length);
 }
 
 dpu_error_t dpu_prepare_xfer(struct dpu_set_t set, void *buffer)
@@ -615,39 +640,8 @@ dpu_error_t dpu_push_xfer(struct dpu_set_t set, dpu_xfer_t xfer, const char *sym
         return DPU_ERR_INVALID_DPU_SET;
     if (xfer != DPU_XFER_TO_DPU && xfer != DPU_XFER_FROM_DPU)
         return DPU_ERR_INVALID_MEMORY_TRANSFER;
-    wait_idle(set.sys);
-    const nm_pim_program_def *p;
-    dpu_error_t e = set_program(set, &p);
-    if (e != DPU_OK)
-        return e;
-    resolved r;
-    if ((e = resolve(p, symbol_name, symbol_offset, length, &r)) != DPU_OK)
-        return e;
-    bool to = xfer == DPU_XFER_TO_DPU;
-    uint32_t nr_ranks = nm_pim_set_rank_count(set), first_rank = set.begin / NM_PIM_DPUS_PER_RANK;
-    uint64_t *per_rank = calloc(nr_ranks, sizeof(uint64_t));
-    if (!per_rank)
-        return DPU_ERR_ALLOCATION;
-    uint64_t t0 = nm_now_ns(), total = 0;
-    uint32_t used = 0;
-    for (uint32_t i = set.begin; i < set.begin + set.count && e == DPU_OK; i++) {
-        nm_pim_dpu *d = &set.sys->dpus[i];
-        if (!d->xfer_buf)
-            continue; /* DPUs without a prepared buffer take no part */
-        e = move(d, &r, symbol_offset, d->xfer_buf, length, to);
-        per_rank[i / NM_PIM_DPUS_PER_RANK - first_rank] += length;
-        total += length;
-        used++;
-    }
-    if (e == DPU_OK) {
-        const nm_pim_cost *c = &set.sys->cost;
-        uint32_t ranks_used = 0;
-        for (uint32_t k = 0; k < nr_ranks; k++)
-            ranks_used += per_rank[k] != 0;
-        double modeled = ranks_time(c, per_rank, nr_ranks, to ? c->bw_rank_to_dpu : c->bw_rank_from_dpu, total);
-        record_xfer(set.sys, NM_PIM_XFER_PARALLEL, to, used, ranks_used, total, modeled, t0);
-    }
-    free(per_rank);
+    dpu_error_t e = transfer(set, NM_PIM_XFER_PARALLEL, xfer == DPU_XFER_TO_DPU, symbol_name, symbol_offset, NULL,
+                             length);
     if (!(flags & DPU_XFER_NO_RESET))
         for (uint32_t i = set.begin; i < set.begin + set.count; i++)
             set.sys->dpus[i].xfer_buf = NULL;
@@ -657,36 +651,8 @@ dpu_error_t dpu_push_xfer(struct dpu_set_t set, dpu_xfer_t xfer, const char *sym
 dpu_error_t dpu_broadcast_to(struct dpu_set_t set, const char *symbol_name, uint32_t symbol_offset, const void *src,
                              size_t length, dpu_xfer_flags_t flags)
 {
-    (void)flags;
-    if (!set_ok(set))
-        return DPU_ERR_INVALID_DPU_SET;
-    if (!src)
-        return DPU_ERR_INVALID_MEMORY_TRANSFER;
-    wait_idle(set.sys);
-    const nm_pim_program_def *p;
-    dpu_error_t e = set_program(set, &p);
-    if (e != DPU_OK)
-        return e;
-    resolved r;
-    if ((e = resolve(p, symbol_name, symbol_offset, length, &r)) != DPU_OK)
-        return e;
-    uint32_t nr_ranks = nm_pim_set_rank_count(set), first_rank = set.begin / NM_PIM_DPUS_PER_RANK;
-    uint64_t *per_rank = calloc(nr_ranks, sizeof(uint64_t));
-    if (!per_rank)
-        return DPU_ERR_ALLOCATION;
-    uint64_t t0 = nm_now_ns(), total = 0;
-    for (uint32_t i = set.begin; i < set.begin + set.count && e == DPU_OK; i++) {
-        e = move(&set.sys->dpus[i], &r, symbol_offset, (void *)src, length, true);
-        per_rank[i / NM_PIM_DPUS_PER_RANK - first_rank] += length;
-        total += length;
-    }
-    if (e == DPU_OK) {
-        const nm_pim_cost *c = &set.sys->cost;
-        double modeled = ranks_time(c, per_rank, nr_ranks, c->bw_rank_broadcast, total);
-        record_xfer(set.sys, NM_PIM_XFER_BROADCAST, true, set.count, nr_ranks, total, modeled, t0);
-    }
-    free(per_rank);
-    return e;
+    (void)flags; /* DPU_XFER_ASYNC is accepted; transfers complete synchronously */
+    return transfer(set, NM_PIM_XFER_BROADCAST, true, symbol_name, symbol_offset, (void *)(uintptr_t)src, length);
 }
 
 /* ------------------------------------------------------------------------ */

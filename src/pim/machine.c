@@ -19,6 +19,7 @@
  * a charge costs no context switch. Everything is a function of the DPU's own
  * inputs: the same run gives the same cycles on any number of host threads. */
 #include <math.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -738,54 +739,26 @@ void nm_pim_mem_reset(void)
     w->heap_top = 0;
 }
 
-void nm_pim_mutex_lock(mutex_id_t m)
+/* Synchronisation calls: charge the API's instructions, then let the
+ * scheduler perform the operation at the tasklet's modeled time. */
+static worker *sync_op(const char *fn, size_t cost_field, void *obj, opkind op)
 {
-    worker *w = cur_worker("mutex_lock");
-    w->cur->pending += w->cost->instr_mutex;
-    w->cur->op_obj = m;
-    post(w, OP_LOCK);
+    worker *w = cur_worker(fn);
+    w->cur->pending += *(const uint32_t *)((const char *)w->cost + cost_field);
+    w->cur->op_obj = obj;
+    post(w, op);
+    return w;
 }
 
+void nm_pim_mutex_lock(mutex_id_t m) { sync_op("mutex_lock", offsetof(nm_pim_cost, instr_mutex), m, OP_LOCK); }
 bool nm_pim_mutex_trylock(mutex_id_t m)
 {
-    worker *w = cur_worker("mutex_trylock");
-    w->cur->pending += w->cost->instr_mutex;
-    w->cur->op_obj = m;
-    post(w, OP_TRYLOCK);
-    return w->cur->op_result;
+    return sync_op("mutex_trylock", offsetof(nm_pim_cost, instr_mutex), m, OP_TRYLOCK)->cur->op_result;
 }
-
-void nm_pim_mutex_unlock(mutex_id_t m)
-{
-    worker *w = cur_worker("mutex_unlock");
-    w->cur->pending += w->cost->instr_mutex;
-    w->cur->op_obj = m;
-    post(w, OP_UNLOCK);
-}
-
-void nm_pim_barrier_wait(barrier_t *b)
-{
-    worker *w = cur_worker("barrier_wait");
-    w->cur->pending += w->cost->instr_barrier;
-    w->cur->op_obj = b;
-    post(w, OP_BARRIER);
-}
-
-void nm_pim_sem_take(sem_t *s)
-{
-    worker *w = cur_worker("sem_take");
-    w->cur->pending += w->cost->instr_sem;
-    w->cur->op_obj = s;
-    post(w, OP_SEM_TAKE);
-}
-
-void nm_pim_sem_give(sem_t *s)
-{
-    worker *w = cur_worker("sem_give");
-    w->cur->pending += w->cost->instr_sem;
-    w->cur->op_obj = s;
-    post(w, OP_SEM_GIVE);
-}
+void nm_pim_mutex_unlock(mutex_id_t m) { sync_op("mutex_unlock", offsetof(nm_pim_cost, instr_mutex), m, OP_UNLOCK); }
+void nm_pim_barrier_wait(barrier_t *b) { sync_op("barrier_wait", offsetof(nm_pim_cost, instr_barrier), b, OP_BARRIER); }
+void nm_pim_sem_take(sem_t *s) { sync_op("sem_take", offsetof(nm_pim_cost, instr_sem), s, OP_SEM_TAKE); }
+void nm_pim_sem_give(sem_t *s) { sync_op("sem_give", offsetof(nm_pim_cost, instr_sem), s, OP_SEM_GIVE); }
 
 static double counter_now(worker *w)
 {
