@@ -73,6 +73,14 @@ static bool set_ok(struct dpu_set_t s)
     return s.sys && s.count > 0 && s.begin + s.count <= s.sys->nr_dpus;
 }
 
+/* Common checks of the calls that fill an out-parameter for a set. */
+static dpu_error_t check_out(struct dpu_set_t set, const void *out)
+{
+    if (!out)
+        return DPU_ERR_INVALID_ARGUMENT;
+    return set_ok(set) ? DPU_OK : DPU_ERR_INVALID_DPU_SET;
+}
+
 uint32_t nm_pim_dpu_index(struct dpu_set_t dpu)
 {
     return set_ok(dpu) && dpu.count == 1 ? dpu.begin : UINT32_MAX;
@@ -298,20 +306,18 @@ dpu_error_t dpu_free(struct dpu_set_t set)
 
 dpu_error_t dpu_get_nr_dpus(struct dpu_set_t set, uint32_t *nr)
 {
-    if (!nr)
-        return DPU_ERR_INVALID_ARGUMENT;
-    if (!set_ok(set))
-        return DPU_ERR_INVALID_DPU_SET;
+    dpu_error_t ce = check_out(set, nr);
+    if (ce != DPU_OK)
+        return ce;
     *nr = set.count;
     return DPU_OK;
 }
 
 dpu_error_t dpu_get_nr_ranks(struct dpu_set_t set, uint32_t *nr)
 {
-    if (!nr)
-        return DPU_ERR_INVALID_ARGUMENT;
-    if (!set_ok(set))
-        return DPU_ERR_INVALID_DPU_SET;
+    dpu_error_t ce = check_out(set, nr);
+    if (ce != DPU_OK)
+        return ce;
     *nr = nm_pim_set_rank_count(set);
     return DPU_OK;
 }
@@ -320,10 +326,9 @@ uint32_t nm_pim_host_threads(struct dpu_set_t set) { return set.sys ? set.sys->n
 
 dpu_error_t nm_pim_get_cost(struct dpu_set_t set, nm_pim_cost *cost)
 {
-    if (!cost)
-        return DPU_ERR_INVALID_ARGUMENT;
-    if (!set_ok(set))
-        return DPU_ERR_INVALID_DPU_SET;
+    dpu_error_t ce = check_out(set, cost);
+    if (ce != DPU_OK)
+        return ce;
     *cost = set.sys->cost;
     return DPU_OK;
 }
@@ -705,10 +710,9 @@ dpu_error_t nm_pim_get_fault(struct dpu_set_t dpu, nm_pim_fault_info *out)
 
 dpu_error_t nm_pim_last_launch(struct dpu_set_t set, nm_pim_launch_stats *out)
 {
-    if (!out)
-        return DPU_ERR_INVALID_ARGUMENT;
-    if (!set_ok(set))
-        return DPU_ERR_INVALID_DPU_SET;
+    dpu_error_t ce = check_out(set, out);
+    if (ce != DPU_OK)
+        return ce;
     wait_idle(set.sys);
     *out = set.sys->last_launch;
     return DPU_OK;
@@ -716,20 +720,18 @@ dpu_error_t nm_pim_last_launch(struct dpu_set_t set, nm_pim_launch_stats *out)
 
 dpu_error_t nm_pim_last_xfer(struct dpu_set_t set, nm_pim_xfer_stats *out)
 {
-    if (!out)
-        return DPU_ERR_INVALID_ARGUMENT;
-    if (!set_ok(set))
-        return DPU_ERR_INVALID_DPU_SET;
+    dpu_error_t ce = check_out(set, out);
+    if (ce != DPU_OK)
+        return ce;
     *out = set.sys->last_xfer;
     return DPU_OK;
 }
 
 dpu_error_t nm_pim_get_totals(struct dpu_set_t set, nm_pim_totals *out)
 {
-    if (!out)
-        return DPU_ERR_INVALID_ARGUMENT;
-    if (!set_ok(set))
-        return DPU_ERR_INVALID_DPU_SET;
+    dpu_error_t ce = check_out(set, out);
+    if (ce != DPU_OK)
+        return ce;
     wait_idle(set.sys);
     *out = set.sys->totals;
     return DPU_OK;
