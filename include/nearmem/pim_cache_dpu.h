@@ -88,10 +88,36 @@ void nm_pimc_svb_phase_decode(const nm_pimc_mram_io *io, const nm_pimc_svb_args 
 /* Number of control bytes for `count` integers. */
 static inline uint32_t nm_pimc_svb_ctrl_len(uint32_t count) { return (count + 3u) / 4u; }
 
+/* Order-independent checksum of a logical buffer: the sum over its 8-byte words (the last
+ * one zero-padded) of word * (2 * word_index + 1), modulo 2^64. The block form adds the
+ * words of n bytes starting at word index first_word, so tasklets can sum their blocks. */
+uint64_t nm_pimc_checksum_block(const void *blk, uint32_t n, uint64_t first_word);
+static inline uint64_t nm_pimc_checksum(const void *buf, uint64_t len)
+{
+    uint64_t s = 0;
+    for (uint64_t at = 0; at < len; at += 4096)
+        s += nm_pimc_checksum_block((const uint8_t *)buf + at, (uint32_t)(len - at < 4096 ? len - at : 4096), at / 8);
+    return s;
+}
+
+/* --------------------------------------------------------------- the pim_cache program
+ * Kernel arguments of the DPU program "pim_cache" (src/pim_cache/kernel.c): WRAM symbol
+ * "pimc_args", all 32-bit for 4-byte WRAM transfers. */
+enum { NM_PIMC_OP_NOP = 0, NM_PIMC_OP_SVB = 1, NM_PIMC_OP_VADD = 2, NM_PIMC_OP_SUM = 3 };
+typedef struct nm_pimc_kargs {
+    uint32_t op;
+    uint32_t desc_a, desc_b; /* VADD: C = A + B (uint32); SUM: checksum of A */
+    uint32_t out;            /* VADD: MRAM address of C (block i at out + i * block_size) */
+    uint32_t in_off, in_len, out_off, count; /* SVB */
+} nm_pimc_kargs;
+#define NM_PIMC_TASKLETS 16u
+
 /* Instruction charges (per primitive), fixed once; see docs/pim-cache.md. */
 #define NM_PIMC_INSN_CTRL_BYTE 6u  /* phase 1: load, table lookup, add, loop */
 #define NM_PIMC_INSN_DECODE_INT 12u /* phase 2: code extract, up to 4 byte loads, shifts, store */
 #define NM_PIMC_INSN_READER_BLOCK 20u /* reader bookkeeping per block */
+#define NM_PIMC_INSN_VADD_ELEM 6u     /* vector add: 2 loads, add, store, index, branch */
+#define NM_PIMC_INSN_SUM_WORD 5u      /* checksum: load, multiply-add, index, branch */
 
 #ifdef __cplusplus
 }

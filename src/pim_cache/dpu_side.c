@@ -158,3 +158,15 @@ void nm_pimc_svb_phase_decode(const nm_pimc_mram_io *io, const nm_pimc_svb_args 
     }
     charge(io, (uint64_t)(last - first) * NM_PIMC_INSN_DECODE_INT);
 }
+
+uint64_t nm_pimc_checksum_block(const void *blk, uint32_t n, uint64_t first_word)
+{
+    const uint8_t *p = blk;
+    uint64_t s = 0;
+    for (uint32_t at = 0, w = 0; at < n; at += 8, w++) {
+        uint64_t v = 0;
+        memcpy(&v, p + at, n - at >= 8 ? 8 : n - at);
+        s += v * (2 * (first_word + w) + 1);
+    }
+    return s;
+}
