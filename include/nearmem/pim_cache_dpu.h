@@ -51,7 +51,7 @@ typedef struct nm_pimc_reader {
     uint32_t desc_off;
     uint32_t next, stride;
     uint32_t cache_base, cache_n;
-    uint32_t offs[NM_PIMC_READER_OFFS];
+    uint32_t offs[NM_PIMC_READER_OFFS] __attribute__((aligned(8))); /* DMA target: 8-byte aligned */
 } nm_pimc_reader;
 
 /* 0 on success, -1 if the descriptor is not one (bad magic, mode or block size). */

@@ -57,8 +57,18 @@ static nm_err launch(mctx *m, const nm_pimc_kargs *args)
     }
     nm_err e = conv(dpu_push_xfer(m->set, DPU_XFER_TO_DPU, "pimc_args", 0, sizeof *args, DPU_XFER_DEFAULT),
                     "kernel arguments");
-    if (!e) e = conv(dpu_launch(m->set, DPU_SYNCHRONOUS), "dpu_launch");
-    return e;
+    if (e) return e;
+    dpu_error_t le = dpu_launch(m->set, DPU_SYNCHRONOUS);
+    if (le == DPU_ERR_DPU_FAULT) {
+        /* Say which DPU stopped and why (the machine's fault record). */
+        for (uint32_t i = 0; i < m->nr; i++) {
+            nm_pim_fault_info fi;
+            if (nm_pim_get_fault(nm_pim_set_dpu(m->set, i), &fi) == DPU_OK && fi.code != NM_PIM_FAULT_NONE)
+                return nm_fail(NM_EFAULT, "pim_cache machine: DPU %u faulted (%s, tasklet %u): %s", i,
+                               nm_pim_fault_name(fi.code), fi.tasklet, fi.message);
+        }
+    }
+    return conv(le, "dpu_launch");
 }
 
 static nm_err m_svb(void *ctx, const nm_pimc_svb_job *jobs)
@@ -86,9 +96,12 @@ static double m_modeled(void *ctx)
     return (t.modeled_xfer_seconds + t.modeled_kernel_seconds) * 1e9;
 }
 
+extern int nm_pimc__kernel_anchor;
+
 nm_err nm_pimc_machine_transport(struct dpu_set_t set, uint64_t heap_off, uint64_t size, nm_pimc_transport *t)
 {
     if (!t) return nm_fail(NM_EINVAL, "pim_cache machine: NULL transport");
+    nm_pimc__kernel_anchor = 1;
     const nm_pim_program_def *p = nm_pim_find_program(NM_PIMC_PROGRAM);
     if (!p) return nm_fail(NM_ENOENT, "pim_cache machine: program %s is not linked in", NM_PIMC_PROGRAM);
     uint32_t nr = 0;

@@ -112,9 +112,9 @@ typedef struct md_io_ctx {
     unsigned dpu;
 } md_io_ctx;
 
-static int dma_ok(md_io_ctx *c, uint32_t off, uint32_t n)
+static int dma_ok(md_io_ctx *c, uint32_t off, const void *wram, uint32_t n)
 {
-    if ((off & 7u) || (n & 7u) || n == 0 || n > NM_PIMC_DMA_MAX || off + (uint64_t)n > c->m->mram_size) {
+    if (((uintptr_t)wram & 7u) || (off & 7u) || (n & 7u) || n == 0 || n > NM_PIMC_DMA_MAX || off + (uint64_t)n > c->m->mram_size) {
         c->m->dma_fault = 1;
         return 0;
     }
@@ -124,7 +124,7 @@ static int dma_ok(md_io_ctx *c, uint32_t off, uint32_t n)
 static void md_read(void *ctx, uint32_t off, void *wram, uint32_t n)
 {
     md_io_ctx *c = ctx;
-    if (dma_ok(c, off, n))
+    if (dma_ok(c, off, wram, n))
         memcpy(wram, c->m->mram[c->dpu] + off, n);
     else
         memset(wram, 0, n <= NM_PIMC_DMA_MAX ? n : 0);
@@ -133,7 +133,7 @@ static void md_read(void *ctx, uint32_t off, void *wram, uint32_t n)
 static void md_write(void *ctx, const void *wram, uint32_t off, uint32_t n)
 {
     md_io_ctx *c = ctx;
-    if (dma_ok(c, off, n)) memcpy(c->m->mram[c->dpu] + off, wram, n);
+    if (dma_ok(c, off, wram, n)) memcpy(c->m->mram[c->dpu] + off, wram, n);
 }
 
 static nm_err md_svb_decode(void *ctx, const nm_pimc_svb_job *jobs)

@@ -23,7 +23,7 @@ typedef struct test_io {
 static void tio_read(void *ctx, uint32_t off, void *wram, uint32_t n)
 {
     test_io *t = ctx;
-    if ((off & 7u) || (n & 7u) || n == 0 || n > NM_PIMC_DMA_MAX) {
+    if ((off & 7u) || (n & 7u) || n == 0 || n > NM_PIMC_DMA_MAX || ((uintptr_t)wram & 7u)) {
         t->violations++;
         return;
     }
@@ -33,7 +33,7 @@ static void tio_read(void *ctx, uint32_t off, void *wram, uint32_t n)
 static void tio_write(void *ctx, const void *wram, uint32_t off, uint32_t n)
 {
     test_io *t = ctx;
-    if ((off & 7u) || (n & 7u) || n == 0 || n > NM_PIMC_DMA_MAX) {
+    if ((off & 7u) || (n & 7u) || n == 0 || n > NM_PIMC_DMA_MAX || ((uintptr_t)wram & 7u)) {
         t->violations++;
         return;
     }
