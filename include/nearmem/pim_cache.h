@@ -84,10 +84,12 @@ typedef struct nm_pimc_options {
     bool compress;             /* nm_pimc_copy_u32 sends Stream VByte streams; default false */
     bool parallel;             /* CAC with lockstep BRB tops + dpu_push_xfer; default false (paper: serial) */
     bool verify;               /* compare bytes on a fingerprint hit (host shadow of each BRB) */
-    double fallback_threshold; /* dedup fraction below which plain copies take over; 0 = never; default 0.3 */
+    double fallback_threshold; /* dedup fraction below which plain copies take over; 0 = never; default 0.3.
+                                * With it on, the first copy starts with a probe. */
     unsigned fallback_window;  /* CAC copies averaged for the decision; default 2 */
     unsigned probe_interval;   /* in fallback, probe redundancy every N copies; default 4 */
-    unsigned probe_stride;     /* a probe fingerprints every N-th block; default 8 */
+    unsigned probe_stride;     /* a probe fingerprints every N-th block; default 16 */
+    bool plain_serial;         /* plain (fallback) copies always serial, never a push; default false */
 } nm_pimc_options;
 
 void nm_pimc_options_default(nm_pimc_options *o);

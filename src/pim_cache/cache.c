@@ -14,6 +14,7 @@
 #include "nearmem/pim_cache_dpu.h"
 
 #define FALLBACK_WINDOW_MAX 16u
+#define MAX_RUNS 8u
 #define NO_GEN UINT64_MAX
 
 /* Fingerprint -> BRB offset, open addressing with linear probing. Keys and values live in
@@ -35,6 +36,17 @@ typedef struct dpu_state {
     uint8_t *bb;      /* block buffer (the paper's tau_BB) */
     size_t bb_cap;
     uint32_t nmiss;
+    /* Serial mode sends up to MAX_RUNS runs of consecutive missing blocks straight from the
+     * caller's buffer and gathers only beyond that (beyond the paper: saves a copy of
+     * every missing byte when redundancy is low). */
+    struct run {
+        const uint8_t *src;
+        uint32_t n;
+    } runs[8];
+    unsigned nruns;
+    bool gathered;
+    uint8_t *tails;   /* zero-padded last blocks of the batch's buffers */
+    size_t tails_cap;
     uint32_t **ob;    /* per slot of the batch: descriptor + offsets (tau_OB) */
     size_t *ob_cap;
     uint64_t blocks, hits, invalidations, collisions, verify_bytes;
@@ -144,7 +156,7 @@ void nm_pimc_options_default(nm_pimc_options *o)
     o->fallback_threshold = 0.3; /* the paper's example tau (Sec. 6.8) */
     o->fallback_window = 2;
     o->probe_interval = 4;
-    o->probe_stride = 8;
+    o->probe_stride = 16;
 }
 
 static void dpu_state_free(dpu_state *s, unsigned slots)
@@ -153,6 +165,7 @@ static void dpu_state_free(dpu_state *s, unsigned slots)
     free(s->t.off1);
     free(s->shadow);
     free(s->bb);
+    free(s->tails);
     if (s->ob)
         for (unsigned i = 0; i < slots; i++) free(s->ob[i]);
     free(s->ob);
@@ -231,6 +244,12 @@ nm_err nm_pimc_create(const nm_pimc_transport *t, const nm_pimc_options *opt, nm
         if (!c->d[i].ob || !c->d[i].ob_cap) goto oom;
     }
     c->mode = NM_PIMC_MODE_CAC;
+    if (o.fallback_threshold > 0) {
+        /* Start as if in fallback with a probe due, so a first copy without redundancy
+         * costs a sampled probe instead of a full DRM pass. */
+        c->mode = NM_PIMC_MODE_PLAIN;
+        c->plain_run = o.probe_interval - 1;
+    }
     c->st.last_xfer_modeled_ns = NAN;
     *out = c;
     return NM_OK;
@@ -333,6 +352,19 @@ static inline const uint8_t *block_at(const nm_pimc *c, const uint8_t *buf, size
     return tmp;
 }
 
+/* Switch from runs to a gathered block buffer: copy the runs so far into it. */
+static int gather_runs(dpu_state *s, uint32_t bs)
+{
+    if (reserve((void **)&s->bb, &s->bb_cap, (size_t)(s->nmiss + 1) * bs)) return -1;
+    size_t at = 0;
+    for (unsigned i = 0; i < s->nruns; i++) {
+        memcpy(s->bb + at, s->runs[i].src, (size_t)s->runs[i].n * bs);
+        at += (size_t)s->runs[i].n * bs;
+    }
+    s->gathered = true;
+    return 0;
+}
+
 /* Sec. 4.2 steps 1-3 for one DPU and every slot of the batch: fingerprint, look up, gather
  * the missing blocks (placed from BRB offset `from`), record every block's offset. Returns
  * 0, 1 when the BRB would overflow, -1 on host memory exhaustion. */
@@ -344,6 +376,9 @@ static int plan_dpu(nm_pimc *c, unsigned d, const batch *b, uint32_t from)
     uint64_t pos = from;
     s->nmiss = 0;
     s->blocks = s->hits = 0;
+    s->nruns = 0;
+    s->gathered = c->o.parallel; /* a push needs one contiguous buffer per DPU */
+    if (!s->gathered && reserve((void **)&s->tails, &s->tails_cap, (size_t)b->n * bs)) return -1;
     for (unsigned k = 0; k < b->n; k++) {
         const uint8_t *buf = b->bufs[(size_t)k * c->t.nr_dpus + d];
         size_t len = b->lens[(size_t)k * c->t.nr_dpus + d];
@@ -380,8 +415,24 @@ static int plan_dpu(nm_pimc *c, unsigned d, const batch *b, uint32_t from)
                 if (pos + bs > c->brb_size) return 1;
                 off = (uint32_t)pos;
                 pos += bs;
-                if (reserve((void **)&s->bb, &s->bb_cap, (size_t)(s->nmiss + 1) * bs)) return -1;
-                memcpy(s->bb + (size_t)s->nmiss * bs, p, bs);
+                if (!s->gathered) {
+                    const uint8_t *src = p;
+                    if (p == tmp) { /* the tail block lives in tmp: keep it */
+                        memcpy(s->tails + (size_t)k * bs, tmp, bs);
+                        src = s->tails + (size_t)k * bs;
+                    }
+                    struct run *last = s->nruns ? &s->runs[s->nruns - 1] : NULL;
+                    if (last && last->src + (size_t)last->n * bs == src)
+                        last->n++;
+                    else if (s->nruns < MAX_RUNS)
+                        s->runs[s->nruns++] = (struct run){src, 1};
+                    else if (gather_runs(s, bs)) /* too fragmented: gather from now on */
+                        return -1;
+                }
+                if (s->gathered) {
+                    if (reserve((void **)&s->bb, &s->bb_cap, (size_t)(s->nmiss + 1) * bs)) return -1;
+                    memcpy(s->bb + (size_t)s->nmiss * bs, p, bs);
+                }
                 s->nmiss++;
                 if (insert && table_put(&s->t, fp, off)) return -1;
                 if (c->o.verify) {
@@ -530,10 +581,18 @@ static nm_err send_cac(nm_pimc *c, const batch *b, bool lockstep, uint32_t from,
     if (!lockstep) {
         for (unsigned d = 0; d < nd && !e; d++) {
             dpu_state *s = &c->d[d];
-            if (s->nmiss) {
+            if (s->nmiss && s->gathered) {
                 size_t n = (size_t)s->nmiss * c->bs;
                 e = c->t.copy_to(c->t.ctx, d, c->brb_base + s->top, s->bb, n);
                 *sent += n;
+            } else {
+                uint64_t at = c->brb_base + s->top;
+                for (unsigned i = 0; i < s->nruns && !e; i++) {
+                    size_t n = (size_t)s->runs[i].n * c->bs;
+                    e = c->t.copy_to(c->t.ctx, d, at, s->runs[i].src, n);
+                    at += n;
+                    *sent += n;
+                }
             }
             for (unsigned k = 0; k < b->n && !e; k++) {
                 uint32_t nb = nblocks(c, b->lens[(size_t)k * nd + d]);
@@ -712,7 +771,7 @@ static nm_err copy_plain(nm_pimc *c, const batch *b)
     for (unsigned k = 0; k < b->n && !e; k++) {
         const size_t *lens = b->lens + (size_t)k * nd;
         const void *const *bufs = b->bufs + (size_t)k * nd;
-        bool equal = true;
+        bool equal = !c->o.plain_serial;
         for (unsigned d = 1; d < nd; d++) equal &= lens[d] == lens[0];
         uint32_t data_off[nd];
         if (equal) {
@@ -751,7 +810,7 @@ static nm_err copy_plain(nm_pimc *c, const batch *b)
                 sent += NM_ALIGN_UP(lens[d], 8u);
             }
         }
-        /* Descriptors are 32 bytes everywhere: always one push. */
+        /* Descriptors are 32 bytes everywhere: one push (unless plain_serial). */
         for (unsigned d = 0; d < nd && !e; d++) {
             dpu_state *s = &c->d[d];
             if (reserve((void **)&s->ob[k], &s->ob_cap[k], NM_PIMC_DESC_SIZE)) {
@@ -762,7 +821,9 @@ static nm_err copy_plain(nm_pimc *c, const batch *b)
             srcs[d] = s->ob[k];
             logical += lens[d];
         }
-        if (!e) e = c->t.push_to(c->t.ctx, nm_pimc_slot_desc(c, b->slots[k]), srcs, NM_PIMC_DESC_SIZE);
+        if (!e && !c->o.plain_serial) e = c->t.push_to(c->t.ctx, nm_pimc_slot_desc(c, b->slots[k]), srcs, NM_PIMC_DESC_SIZE);
+        for (unsigned d = 0; d < nd && !e && c->o.plain_serial; d++)
+            e = c->t.copy_to(c->t.ctx, d, nm_pimc_slot_desc(c, b->slots[k]), srcs[d], NM_PIMC_DESC_SIZE);
         meta += (uint64_t)NM_PIMC_DESC_SIZE * nd;
     }
     free(srcs);
