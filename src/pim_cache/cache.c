@@ -908,6 +908,31 @@ nm_err nm_pimc_copy(nm_pimc *c, unsigned slot, const void *const *bufs, const si
 
 /* ------------------------------------------------------------------ VByte */
 
+typedef struct enc_job {
+    const uint32_t *const *bufs;
+    const size_t *counts;
+    uint8_t **enc;
+    size_t *enc_len;
+} enc_job;
+
+typedef struct enc_worker {
+    enc_job *j;
+    unsigned d0, d1;
+    pthread_t th;
+} enc_worker;
+
+static void *enc_work(void *arg)
+{
+    enc_worker *w = arg;
+    for (unsigned d = w->d0; d < w->d1; d++) {
+        size_t n = streamvbyte_encode(w->j->bufs[d], (uint32_t)w->j->counts[d], w->j->enc[d]);
+        size_t padded = NM_ALIGN_UP(n, 8u);
+        memset(w->j->enc[d] + n, 0, padded - n);
+        w->j->enc_len[d] = padded;
+    }
+    return NULL;
+}
+
 nm_err nm_pimc_copy_u32(nm_pimc *c, unsigned slot, const uint32_t *const *bufs, const size_t *counts)
 {
     if (!c || !bufs || !counts) return nm_fail(NM_EINVAL, "pim_cache: NULL argument");
@@ -937,7 +962,9 @@ nm_err nm_pimc_copy_u32(nm_pimc *c, unsigned slot, const uint32_t *const *bufs, 
             return nm_fail(NM_ERANGE, "pim_cache: DPU %u: %zu integers do not fit the BRB with their stream", d,
                            counts[d]);
     }
-    /* Encode (real host time, like the DRM). */
+    /* Encode (real host time, like the DRM), host threads partitioning the DPUs (Sec. 4.2
+     * "the CE partitions input buffers across host CPU threads"); each DPU's stream goes
+     * into its block-buffer scratch. */
     uint64_t t0 = nm_now_ns();
     uint8_t **enc = calloc(nd, sizeof *enc);
     size_t *enc_len = calloc(nd, sizeof *enc_len);
@@ -946,16 +973,34 @@ nm_err nm_pimc_copy_u32(nm_pimc *c, unsigned slot, const uint32_t *const *bufs, 
     nm_err e = NM_OK;
     bool started = false;
     if (!enc || !enc_len || !jobs || !srcs) e = nm_fail(NM_ENOMEM, "pim_cache: no memory");
+    for (unsigned d = 0; d < nd && !e; d++) {
+        size_t cap = NM_ALIGN_UP(streamvbyte_max_compressedbytes((uint32_t)counts[d]), 8u) + 8;
+        if (reserve((void **)&c->d[d].bb, &c->d[d].bb_cap, cap)) e = nm_fail(NM_ENOMEM, "pim_cache: no memory");
+        else enc[d] = c->d[d].bb;
+    }
+    if (!e) {
+        enc_job ej = {bufs, counts, enc, enc_len};
+        unsigned nt = c->o.threads < nd ? c->o.threads : nd;
+        enc_worker ws[nt];
+        unsigned per = nd / nt, extra = nd % nt, at = 0;
+        for (unsigned i = 0; i < nt; i++) {
+            unsigned n = per + (i < extra);
+            ws[i] = (enc_worker){&ej, at, at + n, 0};
+            at += n;
+        }
+        bool ok[nt];
+        for (unsigned i = 1; i < nt; i++) ok[i] = pthread_create(&ws[i].th, NULL, enc_work, &ws[i]) == 0;
+        enc_work(&ws[0]);
+        for (unsigned i = 1; i < nt; i++) {
+            if (ok[i])
+                pthread_join(ws[i].th, NULL);
+            else
+                enc_work(&ws[i]);
+        }
+    }
     size_t maxlen = 0;
     bool equal = true;
     for (unsigned d = 0; d < nd && !e; d++) {
-        size_t cap = NM_ALIGN_UP(streamvbyte_max_compressedbytes((uint32_t)counts[d]), 8u) + 8;
-        enc[d] = calloc(1, cap);
-        if (!enc[d]) {
-            e = nm_fail(NM_ENOMEM, "pim_cache: no memory");
-            break;
-        }
-        enc_len[d] = NM_ALIGN_UP(streamvbyte_encode(bufs[d], (uint32_t)counts[d], enc[d]), 8u);
         maxlen = NM_MAX(maxlen, enc_len[d]);
         equal &= enc_len[d] == enc_len[0];
     }
@@ -967,7 +1012,7 @@ nm_err nm_pimc_copy_u32(nm_pimc *c, unsigned slot, const uint32_t *const *bufs, 
         c->seq++;
         c->st.copies++;
         /* Decoded integers at the BRB top (plain data), the stream right after them. */
-        bool push = equal || c->o.parallel;
+        bool push = !c->o.plain_serial && (equal || c->o.parallel);
         uint64_t at = 0;
         if (push) {
             uint64_t need = 0;
@@ -979,12 +1024,19 @@ nm_err nm_pimc_copy_u32(nm_pimc *c, unsigned slot, const uint32_t *const *bufs, 
                 for (unsigned d = 0; d < nd; d++) invalidate(c, d);
                 at = 0;
             }
-            for (unsigned d = 0; d < nd; d++) {
+            for (unsigned d = 0; d < nd && !e; d++) {
                 c->d[d].top = (uint32_t)at; /* lockstep for the push */
+                /* every stream is pushed with the longest one's length: pad with zeros */
+                if (reserve((void **)&c->d[d].bb, &c->d[d].bb_cap, maxlen)) {
+                    e = nm_fail(NM_ENOMEM, "pim_cache: no memory");
+                    break;
+                }
+                enc[d] = c->d[d].bb;
+                memset(enc[d] + enc_len[d], 0, maxlen - enc_len[d]);
                 srcs[d] = enc[d];
             }
             uint64_t in_off = c->brb_base + at + need;
-            if (maxlen) e = c->t.push_to(c->t.ctx, in_off, srcs, maxlen);
+            if (maxlen && !e) e = c->t.push_to(c->t.ctx, in_off, srcs, maxlen);
             sent = (uint64_t)maxlen * nd;
             for (unsigned d = 0; d < nd; d++) {
                 jobs[d] = (nm_pimc_svb_job){in_off, maxlen, c->brb_base + at, (uint32_t)counts[d]};
@@ -1028,8 +1080,6 @@ nm_err nm_pimc_copy_u32(nm_pimc *c, unsigned slot, const uint32_t *const *bufs, 
         c->st.last_xfer_modeled_ns = modeled_now(c) - m0;
         c->st.last_probe = false;
     }
-    if (enc)
-        for (unsigned d = 0; d < nd; d++) free(enc[d]);
     free(enc);
     free(enc_len);
     free(jobs);
