@@ -12,7 +12,7 @@ enum pim_test_mode {
     M_CHARGE,      /* charge arg0 instructions; res[tid] = cycle */
     M_DMA_TIMING,  /* tasklet 0: res[0] = cycles of one mram_read(arg0 bytes), res[1] = of one write */
     M_FAULT,       /* tasklet arg2 does fault arg0 with argument arg1 */
-    M_MUTEX,       /* arg0 iterations of lock; counter++; charge 5; unlock. res[0] = counter */
+    M_MUTEX,       /* arg0 iterations of lock; counter++ (with a yield inside); unlock. res[0] = counter; arg1 = 1: no lock */
     M_TRYLOCK,     /* every tasklet trylocks once, holds it for arg0 instructions */
     M_BARRIER,     /* arg0 phases of write slot / barrier / check all / barrier; res[0] = errors */
     M_SEM,         /* tasklet 0 gives NR_TASKLETS-1 times, others take once; res[0] = takes */
@@ -40,6 +40,8 @@ enum pim_test_fault {
     F_BARRIER_COUNT,   /* barrier of 30 tasklets */
     F_KERNEL,          /* nm_pim_fault */
     F_HW_REFUSE,       /* nm_pim_hw_refuse */
+    F_WRAM_HOSTPTR,    /* mram_read into a host malloc buffer */
+    F_STACK_DMA,       /* (not a fault) mram_read into a tasklet stack buffer and a global */
     F_COUNT
 };
 
