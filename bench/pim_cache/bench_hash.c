@@ -63,7 +63,7 @@ static double measure(const uint8_t *src, uint8_t *dst, size_t len, size_t bs, n
 /* The full DRM on one thread: a cache over a host-memory DPU set (no time model; only the
  * DRM wall time of each copy is used). rep = repeated-block probability. */
 static double measure_drm(nm_bench *b, size_t total, unsigned nd, nm_pimc_hash h, unsigned threads, double rep,
-                          unsigned reps, uint64_t seed)
+                          unsigned reps, uint64_t seed, bool verify)
 {
     size_t per = total / nd;
     nm_pimc_memdev *m;
@@ -73,6 +73,7 @@ static double measure_drm(nm_bench *b, size_t total, unsigned nd, nm_pimc_hash h
     nm_pimc_options_default(&o);
     o.hash = h;
     o.threads = threads;
+    o.verify = verify;
     o.fallback_threshold = 0;
     uint8_t *data = malloc(total);
     const void **bufs = malloc(nd * sizeof *bufs);
@@ -182,7 +183,7 @@ int nm_bench_pim_cache_hash(nm_bench *b)
         for (int rr = 0; rr < 2; rr++)
             for (int all = 0; all < 2; all++) {
                 unsigned th = all ? nt : 1;
-                double g = measure_drm(b, len, 64, (nm_pimc_hash)h, th, rr ? 1.0 : 0.0, reps, nm_bench_seed(b) + 1);
+                double g = measure_drm(b, len, 64, (nm_pimc_hash)h, th, rr ? 1.0 : 0.0, reps, nm_bench_seed(b) + 1, false);
                 nm_bench_row *row = nm_bench_row_new(b);
                 nm_bench_row_str(row, "kind", "drm");
                 nm_bench_row_str(row, "hash", names[h]);
@@ -193,6 +194,20 @@ int nm_bench_pim_cache_hash(nm_bench *b)
                 if (h == 0 && rr == 0 && !all) drm = g;
                 nm_bench_progress(b, "DRM %s R=%d threads=%u: %.2f GB/s", names[h], rr, th, g);
             }
+    /* Verify mode (beyond the paper): the same DRM with byte comparison on every hit and a
+     * host shadow of every BRB; its cost relative to the plain DRM, 1 thread, XXH64. */
+    for (int rr = 0; rr < 2; rr++) {
+        double base = measure_drm(b, len, 64, NM_PIMC_XXH64, 1, rr ? 1.0 : 0.0, reps, nm_bench_seed(b) + 2, false);
+        double ver = measure_drm(b, len, 64, NM_PIMC_XXH64, 1, rr ? 1.0 : 0.0, reps, nm_bench_seed(b) + 2, true);
+        nm_bench_row *row = nm_bench_row_new(b);
+        nm_bench_row_str(row, "kind", "drm_verify");
+        nm_bench_row_num(row, "R", rr);
+        nm_bench_row_num(row, "gbps", ver);
+        nm_bench_row_num(row, "gbps_without_verify", base);
+        nm_bench_row_num(row, "time_ratio", base / ver);
+        nm_bench_summary_num(b, rr ? "verify_time_ratio_R1" : "verify_time_ratio_R0", base / ver);
+        nm_bench_progress(b, "DRM verify R=%d: %.2f GB/s vs %.2f GB/s without (%.2fx time)", rr, ver, base, base / ver);
+    }
     nm_bench_summary_num(b, "drm_gbps_per_thread", drm);
     nm_bench_summary_num(b, "memcpy_gbps_per_thread", mc1);
     nm_bench_summary_num(b, "drm_over_memcpy", drm / mc1);

@@ -91,6 +91,18 @@ int nm_bench_pim_cache_synthetic(nm_bench *b)
     for (unsigned d = 0; d < nd; d++) make_segment(&r, data + (size_t)d * per, per, 0);
     cac_run w;
     if ((e = cac_once(cser, bufs, lens, &w)) || (e = cac_once(cpar, bufs, lens, &w))) goto out;
+    {
+        /* Sec. 6.7 metadata formulas against the bytes of this all-distinct copy (N bytes,
+         * D DPUs): index 12 N / 1024 + 4 D; offsets N / 256 (+ our 32-byte descriptors). */
+        nm_pimc_stats st;
+        nm_pimc_get_stats(cser, &st);
+        double N = (double)per * nd;
+        nm_bench_summary_num(b, "meta_index_formula_bytes", 12.0 * N / 1024 + 4.0 * nd);
+        nm_bench_summary_num(b, "meta_index_entries_bytes", 12.0 * (double)st.table_entries + 4.0 * nd);
+        nm_bench_summary_num(b, "meta_index_allocated_bytes", (double)st.table_bytes + 4.0 * nd);
+        nm_bench_summary_num(b, "meta_offsets_formula_bytes", N / 256);
+        nm_bench_summary_num(b, "meta_offsets_sent_bytes", (double)st.last_meta_bytes);
+    }
     const double Rs[5] = {0, 0.25, 0.5, 0.75, 1};
     double sum_R1[2] = {NAN, NAN}, dedup_R1 = NAN, slow_R0_nofb = NAN;
     for (unsigned ri = 0; ri < 5 && !e; ri++) {
