@@ -1,5 +1,6 @@
 /* Suite pim-cache-vbyte (paper Sec. 6.4, Fig. 7): uint32 arrays in [0, 2^7) (group 1) and
- * [2^7, 2^14) (group 2) sent to 256 DPUs raw or Stream VByte-encoded (host: libstreamvbyte,
+ * [2^7, 2^14) (group 2; Stream VByte codes 1 byte below 2^8 and 2 bytes above, so its
+ * streams are 1.78x smaller, not 2x as with classic VByte) sent to 256 DPUs raw or Stream VByte-encoded (host: libstreamvbyte,
  * real time; DPUs: 16 tasklets decode into MRAM, modeled). Transfers are modeled by the
  * emulated machine. Serial setting (the paper's: dpu_copy_to for both) and parallel setting
  * (dpu_push_xfer for both) are reported; the DPUs' decoded arrays are checked. */
@@ -46,6 +47,7 @@ int nm_bench_pim_cache_vbyte(nm_bench *b)
     o.plain_serial = true;
     if ((e = nm_pimc_create(&m.t, &o, &cs))) goto out;
     o.plain_serial = false;
+    o.parallel = true; /* Stream VByte lengths differ per DPU in group 2: pad to the longest and push */
     if ((e = nm_pimc_create(&m.t, &o, &cp))) goto out;
     nm_rng r;
     nm_rng_seed(&r, nm_bench_seed(b));
