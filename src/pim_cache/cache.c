@@ -768,6 +768,18 @@ static nm_err copy_plain(nm_pimc *c, const batch *b)
         return nm_fail(NM_ENOMEM, "pim_cache: no memory");
     }
     c->seq++;
+    /* Make room for the whole batch first: invalidating between two of its slots would
+     * leave the earlier slot's data in BRB space the cache considers free. From the
+     * largest top, the largest per-DPU need fits, whichever slots go by push or serially. */
+    uint64_t max_top = 0, max_need = 0;
+    for (unsigned d = 0; d < nd; d++) {
+        uint64_t need = 0;
+        for (unsigned k = 0; k < b->n; k++) need += (uint64_t)nblocks(c, b->lens[(size_t)k * nd + d]) * c->bs;
+        max_top = NM_MAX(max_top, c->d[d].top);
+        max_need = NM_MAX(max_need, need);
+    }
+    if (max_top + max_need > c->brb_size)
+        for (unsigned d = 0; d < nd; d++) invalidate(c, d);
     for (unsigned k = 0; k < b->n && !e; k++) {
         const size_t *lens = b->lens + (size_t)k * nd;
         const void *const *bufs = b->bufs + (size_t)k * nd;
@@ -777,10 +789,6 @@ static nm_err copy_plain(nm_pimc *c, const batch *b)
         if (equal) {
             uint64_t res = (uint64_t)nblocks(c, lens[0]) * c->bs, at = 0;
             for (unsigned d = 0; d < nd; d++) at = NM_MAX(at, c->d[d].top);
-            if (at + res > c->brb_size) {
-                for (unsigned d = 0; d < nd; d++) invalidate(c, d);
-                at = 0;
-            }
             size_t body = NM_ALIGN_DOWN(lens[0], 8u), tail = lens[0] - body;
             for (unsigned d = 0; d < nd; d++) {
                 srcs[d] = bufs[d];
@@ -796,7 +804,6 @@ static nm_err copy_plain(nm_pimc *c, const batch *b)
         } else {
             for (unsigned d = 0; d < nd && !e; d++) {
                 uint64_t res = (uint64_t)nblocks(c, lens[d]) * c->bs;
-                if (c->d[d].top + res > c->brb_size) invalidate(c, d);
                 uint64_t at = c->d[d].top;
                 size_t body = NM_ALIGN_DOWN(lens[d], 8u), tail = lens[d] - body;
                 if (body) e = c->t.copy_to(c->t.ctx, d, c->brb_base + at, bufs[d], body);

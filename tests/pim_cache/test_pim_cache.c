@@ -476,6 +476,79 @@ static void test_metadata_overhead(void **state)
     nm_pimc_memdev_destroy(m);
 }
 
+/* Invariant across modes: a slot the cache calls valid reads back exactly the bytes of its
+ * last copy, however later batches filled and invalidated the BRB. */
+static void run_validity(double thr, bool parallel, uint64_t seed)
+{
+    enum { ND = 3, NS = 3 };
+    nm_pimc_memdev *m = mkdev(ND, 64 * KiB);
+    nm_pimc_options o;
+    nm_pimc_options_default(&o);
+    o.slots = NS;
+    o.fallback_threshold = thr;
+    o.parallel = parallel;
+    o.probe_interval = 3;
+    nm_pimc *c = mkcache(m, &o);
+    nm_rng r;
+    nm_rng_seed(&r, seed);
+    uint8_t *last[NS][ND] = {{0}};
+    size_t last_len[NS][ND] = {{0}};
+    uint8_t *pool = malloc(4 * 1024);
+    fill_blocks(&r, pool, 4 * 1024, 1024, 0, NULL, 0);
+    for (int round = 0; round < 40; round++) {
+        unsigned ns = 1 + (unsigned)nm_rng_below(&r, NS);
+        unsigned slots[NS] = {0, 1, 2};
+        nm_rng_shuffle(&r, slots, NS, sizeof slots[0]);
+        const void *pb[NS * ND];
+        size_t pl[NS * ND];
+        uint8_t *nb[NS][ND];
+        bool equal = nm_rng_below(&r, 2);
+        for (unsigned k = 0; k < ns; k++) {
+            size_t el = nm_rng_below(&r, 18 * KiB);
+            for (unsigned d = 0; d < ND; d++) {
+                pl[k * ND + d] = equal ? el : nm_rng_below(&r, 18 * KiB);
+                nb[k][d] = malloc(pl[k * ND + d] + 1);
+                fill_blocks(&r, nb[k][d], pl[k * ND + d], 1024, round % 4 == 3 ? 0.9 : 0.1, pool, 4);
+                pb[k * ND + d] = nb[k][d];
+            }
+        }
+        assert_int_equal(nm_pimc_copy_multi(c, ns, slots, pb, pl), NM_OK);
+        for (unsigned k = 0; k < ns; k++)
+            for (unsigned d = 0; d < ND; d++) {
+                free(last[slots[k]][d]);
+                last[slots[k]][d] = nb[k][d];
+                last_len[slots[k]][d] = pl[k * ND + d];
+                assert_true(nm_pimc_slot_valid(c, slots[k], d));
+            }
+        for (unsigned s2 = 0; s2 < NS; s2++)
+            for (unsigned d = 0; d < ND; d++)
+                if (last[s2][d] && nm_pimc_slot_valid(c, s2, d)) {
+                    check_read_back(c, s2, d, last[s2][d], last_len[s2][d]);
+                    check_dpu_reader(c, m, s2, d, last[s2][d], last_len[s2][d], 2);
+                }
+    }
+    nm_pimc_stats st;
+    nm_pimc_get_stats(c, &st);
+    assert_true(st.invalidations > 0);
+    if (thr >= 1.0) assert_true(st.plain_copies > 30);
+    for (unsigned s2 = 0; s2 < NS; s2++)
+        for (unsigned d = 0; d < ND; d++) free(last[s2][d]);
+    free(pool);
+    nm_pimc_destroy(c);
+    nm_pimc_memdev_destroy(m);
+}
+
+static void test_slot_validity(void **state)
+{
+    (void)state;
+    uint64_t seed = nm_test_seed(9);
+    for (int par = 0; par < 2; par++) {
+        run_validity(0.0, par, seed++);  /* always CAC */
+        run_validity(1.0, par, seed++);  /* plain copies (probes never reach 100%) */
+        run_validity(0.3, par, seed++);  /* switching */
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -483,6 +556,7 @@ int main(void)
         cmocka_unit_test(test_invalidation),      cmocka_unit_test(test_option_matrix),
         cmocka_unit_test(test_verify_collisions), cmocka_unit_test(test_fallback),
         cmocka_unit_test(test_errors),            cmocka_unit_test(test_metadata_overhead),
+        cmocka_unit_test(test_slot_validity),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
