@@ -78,7 +78,7 @@ int nm_bench_pim_cache_e2e(nm_bench *b)
     nm_bench_config_str(b, "time",
                         "cpu = real host time; dpu = modeled xfer + modeled kernel (+ real host DRM for dpu-cac)");
     nm_bench_plot_spec(b, "[{\"title\":\"vector add end to end\",\"x\":\"R\",\"y\":[\"cpu_1_s\",\"cpu_all_s\","
-                          "\"dpu_naive_s\",\"dpu_cac_s\"],\"kind\":\"bar\",\"logy\":true,\"ylabel\":\"seconds\"}]");
+                          "\"dpu_naive_s\",\"dpu_naive_push_s\",\"dpu_cac_s\"],\"kind\":\"bar\",\"logy\":true,\"ylabel\":\"seconds\"}]");
     if (2 * vbytes + 4096 > region / 2) return nm_fail(NM_ERANGE, "pim-cache-e2e: %zu elements per DPU is too many", nv);
     pb_machine m;
     nm_err e = pb_open(&m, nd, region);
