@@ -183,7 +183,44 @@ int nm_bench_pim_cache_synthetic(nm_bench *b)
         nm_bench_progress(b, "R=0 x%u with fallback (%s): %.3fx of naive (%u plain copies)", seq,
                           par ? "push" : "serial", cac / naive, plain);
     }
+    /* Temporal redundancy (training epochs): the same R = 0 data `seq` times through a new
+     * cache, serial API, with the fallback on and off. */
+    double epochs[2] = {NAN, NAN};
+    if (!e)
+        for (unsigned d = 0; d < nd; d++) make_segment(&r, data + (size_t)d * per, per, 0);
+    for (int fb = 0; fb < 2 && !e; fb++) {
+        nm_pimc_options o;
+        nm_pimc_options_default(&o);
+        o.threads = threads;
+        o.plain_serial = true;
+        if (!fb) o.fallback_threshold = 0;
+        nm_pimc *c;
+        if ((e = nm_pimc_create(&m.t, &o, &c))) break;
+        double naive = 0, cac = 0;
+        unsigned plain = 0;
+        for (unsigned k = 0; k < seq && !e; k++) {
+            naive += pb_naive(&m, bufs, per, 0, false);
+            e = nm_pimc_copy(c, 0, bufs, lens);
+            nm_pimc_stats st;
+            nm_pimc_get_stats(c, &st);
+            cac += st.last_xfer_modeled_ns * 1e-9 + (double)st.last_drm_ns * 1e-9;
+            plain += st.last_mode == NM_PIMC_MODE_PLAIN;
+        }
+        nm_pimc_destroy(c);
+        epochs[fb] = naive / cac;
+        nm_bench_row *row = nm_bench_row_new(b);
+        nm_bench_row_str(row, "run", fb ? "epochs_fallback" : "epochs_nofallback");
+        nm_bench_row_num(row, "copies", seq);
+        nm_bench_row_num(row, "plain_copies", plain);
+        nm_bench_row_num(row, "naive_total_s", naive);
+        nm_bench_row_num(row, "cac_total_s", cac);
+        nm_bench_row_num(row, "speedup", naive / cac);
+        nm_bench_progress(b, "same data x%u (epochs), fallback %s: %.2fx (%u plain copies)", seq, fb ? "on" : "off",
+                          naive / cac, plain);
+    }
     if (!e) {
+        nm_bench_summary_num(b, "epochs_speedup_nofallback", epochs[0]);
+        nm_bench_summary_num(b, "epochs_speedup_fallback", epochs[1]);
         nm_bench_summary_num(b, "dedup_pct_R1", dedup_R1);
         nm_bench_summary_num(b, "transfer_speedup_R1", sum_R1[0]);
         nm_bench_summary_num(b, "transfer_slowdown_R0", slow_fb[0]);

@@ -67,6 +67,7 @@ struct nm_pimc {
     unsigned plain_run;
     double hist[FALLBACK_WINDOW_MAX];
     unsigned hist_n;
+    unsigned grace; /* CAC copies not judged: the first one after a probe seeds the table */
     uint32_t seq;
     nm_pimc_stats st;
 };
@@ -857,6 +858,12 @@ static nm_err copy_plain(nm_pimc *c, const batch *b)
 static void record_dedup(nm_pimc *c, double frac)
 {
     unsigned w = c->o.fallback_window;
+    if (c->grace) {
+        /* The probe saw redundancy against blocks the table does not hold (they came by
+         * plain copies), so this first CAC copy had to send them: do not judge it. */
+        c->grace--;
+        return;
+    }
     if (c->hist_n < w)
         c->hist[c->hist_n++] = frac;
     else {
@@ -891,6 +898,7 @@ static nm_err copy_batch(nm_pimc *c, const batch *b)
         if (oom) return nm_fail(NM_ENOMEM, "pim_cache: no memory for a probe");
         if (samples && (double)hits / (double)samples >= c->o.fallback_threshold) {
             c->mode = NM_PIMC_MODE_CAC;
+            c->grace = 1;
             c->st.mode_switches++;
         }
     }

@@ -351,6 +351,45 @@ static void test_fallback(void **state)
     nm_pimc_memdev_destroy(m);
 }
 
+/* Epochs: the same data again and again with the fallback on. The first copies find no
+ * redundancy and go plain; the probe at copy probe_interval sees the samples of the first
+ * probe again and switches to CAC; that first CAC copy must send everything (the plain
+ * copies were not indexed) and is not held against CAC; later copies send no block. */
+static void test_fallback_epochs(void **state)
+{
+    (void)state;
+    const unsigned nd = 2;
+    nm_pimc_memdev *m = mkdev(nd, 1024 * KiB);
+    nm_pimc_options o;
+    nm_pimc_options_default(&o);
+    o.fallback_window = 1;
+    o.probe_interval = 4;
+    nm_pimc *c = mkcache(m, &o);
+    nm_rng r;
+    nm_rng_seed(&r, nm_test_seed(10));
+    uint8_t *bufs[2];
+    size_t lens[2] = {64 * KiB, 50 * KiB + 3};
+    for (unsigned d = 0; d < nd; d++) {
+        bufs[d] = malloc(lens[d]);
+        fill_blocks(&r, bufs[d], lens[d], 1024, 0, NULL, 0);
+    }
+    const nm_pimc_mode want[8] = {NM_PIMC_MODE_PLAIN, NM_PIMC_MODE_PLAIN, NM_PIMC_MODE_PLAIN, NM_PIMC_MODE_PLAIN,
+                                  NM_PIMC_MODE_CAC,   NM_PIMC_MODE_CAC,   NM_PIMC_MODE_CAC,   NM_PIMC_MODE_CAC};
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(nm_pimc_copy(c, 0, (const void *const *)bufs, lens), NM_OK);
+        nm_pimc_stats st;
+        nm_pimc_get_stats(c, &st);
+        assert_int_equal(st.last_mode, want[i]);
+        assert_int_equal(st.last_probe, i == 0 || i == 4);
+        if (i == 4) assert_int_equal(st.last_hits, 0);
+        if (i > 4) assert_int_equal(st.last_sent_bytes, 0);
+        check_all(c, m, 0, nd, bufs, lens);
+    }
+    for (unsigned d = 0; d < nd; d++) free(bufs[d]);
+    nm_pimc_destroy(c);
+    nm_pimc_memdev_destroy(m);
+}
+
 /* Bad options and bad calls: clear codes, nothing changed. */
 static void test_errors(void **state)
 {
@@ -555,6 +594,7 @@ int main(void)
         cmocka_unit_test(test_round_trip_uneven), cmocka_unit_test(test_dedup_temporal_spatial),
         cmocka_unit_test(test_invalidation),      cmocka_unit_test(test_option_matrix),
         cmocka_unit_test(test_verify_collisions), cmocka_unit_test(test_fallback),
+        cmocka_unit_test(test_fallback_epochs),
         cmocka_unit_test(test_errors),            cmocka_unit_test(test_metadata_overhead),
         cmocka_unit_test(test_slot_validity),
     };
