@@ -1,0 +1,71 @@
+/* Shared pieces of the PIM-CACHE suites that run on the emulated machine. */
+#ifndef PIMC_BENCH_UTIL_H
+#define PIMC_BENCH_UTIL_H
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nearmem/bench.h"
+#include "nearmem/common.h"
+#include "nearmem/pim_cache.h"
+#include "nearmem/pim_cache_machine.h"
+
+/* A machine with the pim_cache program and a cache region of `region` bytes per DPU. */
+typedef struct pb_machine {
+    struct dpu_set_t set;
+    nm_pimc_transport t;
+    unsigned nr;
+} pb_machine;
+
+static inline nm_err pb_open(pb_machine *m, unsigned nr, uint64_t region)
+{
+    dpu_error_t de = dpu_alloc(nr, NULL, &m->set);
+    if (de) return nm_fail(NM_ENOMEM, "dpu_alloc(%u): %s", nr, dpu_error_to_string(de));
+    if ((de = dpu_load(m->set, NM_PIMC_PROGRAM, NULL))) {
+        dpu_free(m->set);
+        return nm_fail(NM_ENOENT, "dpu_load: %s", dpu_error_to_string(de));
+    }
+    m->nr = nr;
+    nm_err e = nm_pimc_machine_transport(m->set, 0, region, &m->t);
+    if (e) dpu_free(m->set);
+    return e;
+}
+
+static inline void pb_close(pb_machine *m)
+{
+    nm_pimc_machine_transport_free(&m->t);
+    dpu_free(m->set);
+}
+
+/* Modeled device seconds so far (transfers + launches). */
+static inline double pb_modeled_s(pb_machine *m)
+{
+    nm_pim_totals t;
+    nm_pim_get_totals(m->set, &t);
+    return t.modeled_xfer_seconds + t.modeled_kernel_seconds;
+}
+
+/* Content-oblivious copies into the heap at `off`: serial (dpu_copy_to per DPU, the paper's
+ * baseline, Sec. 6.8) or parallel (one dpu_push_xfer; needs equal lengths). Returns the
+ * modeled seconds, NAN on error. */
+static inline double pb_naive(pb_machine *m, const void *const *bufs, size_t len, uint64_t off, bool push)
+{
+    double t0 = pb_modeled_s(m);
+    size_t n = NM_ALIGN_DOWN(len, 8u);
+    if (!n) return 0.0;
+    if (push) {
+        for (unsigned d = 0; d < m->nr; d++) dpu_prepare_xfer(nm_pim_set_dpu(m->set, d), (void *)(uintptr_t)bufs[d]);
+        if (dpu_push_xfer(m->set, DPU_XFER_TO_DPU, DPU_MRAM_HEAP_POINTER_NAME, (uint32_t)off, n, DPU_XFER_DEFAULT))
+            return NAN;
+    } else {
+        for (unsigned d = 0; d < m->nr; d++)
+            if (dpu_copy_to(nm_pim_set_dpu(m->set, d), DPU_MRAM_HEAP_POINTER_NAME, (uint32_t)off, bufs[d], n))
+                return NAN;
+    }
+    return pb_modeled_s(m) - t0;
+}
+
+static inline double pb_median(double *x, unsigned n) { return nm_stats_median(x, n); }
+
+#endif

@@ -1,0 +1,165 @@
+/* PIM-CACHE: content-aware host-to-DPU copy (Yuhala et al., "PIM-CACHE: High-Efficiency
+ * Content-Aware Copy for Processing-In-Memory"; docs/pim-cache.md).
+ *
+ * A cache is bound to a set of DPUs through a transport (the emulated PIM machine, or host
+ * memory in tests). Each DPU's MRAM region is split (Sec. 4.2) into a block retention
+ * buffer (BRB, default 90%) that keeps every distinct block already sent, and a working
+ * area holding, per slot, a descriptor and the ordered list of BRB offsets of the logical
+ * buffer (the paper's offset buffer). A copy takes one buffer per DPU, of any size:
+ * for each DPU the data reduction module (DRM) fingerprints the blocks, looks them up in
+ * that DPU's table (fingerprint -> BRB offset), gathers the missing blocks into a block
+ * buffer and every block's offset into the offset buffer, and sends both. A DPU kernel then
+ * reads the logical buffer block by block through the offsets (pim_cache_dpu.h).
+ *
+ * Beyond the paper: a fallback to a plain copy when redundancy stays low (Sec. 6.8 left
+ * it as future work), a verify mode that compares bytes on a fingerprint hit, a parallel
+ * transfer mode that keeps BRB tops in lockstep so one dpu_push_xfer serves every DPU, and
+ * several slots so a kernel can read more than one logical buffer. */
+#ifndef NEARMEM_PIM_CACHE_H
+#define NEARMEM_PIM_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nearmem/common/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- transport
+ * What the cache needs from a DPU set. Offsets are MRAM byte addresses. Serial copies go
+ * to one DPU (dpu_copy_to); a push sends `len` bytes at the same offset to every DPU from
+ * one source per DPU (dpu_prepare_xfer + dpu_push_xfer). Lengths and offsets handed to the
+ * transport are multiples of 8 (UPMEM's MRAM transfer rule). */
+typedef struct nm_pimc_svb_job {
+    uint64_t in_off;  /* compressed stream: control bytes then data bytes */
+    uint64_t in_len;  /* bytes of the stream (multiple of 8, padded) */
+    uint64_t out_off; /* decoded uint32 array */
+    uint32_t count;   /* number of integers */
+} nm_pimc_svb_job;
+
+typedef struct nm_pimc_transport {
+    void *ctx;
+    unsigned nr_dpus;
+    uint64_t mram_base; /* first MRAM byte the cache may use (multiple of 8) */
+    uint64_t mram_size; /* bytes from mram_base the cache may use */
+    nm_err (*copy_to)(void *ctx, unsigned dpu, uint64_t off, const void *src, size_t len);
+    nm_err (*push_to)(void *ctx, uint64_t off, const void *const *srcs, size_t len);
+    nm_err (*copy_from)(void *ctx, unsigned dpu, uint64_t off, void *dst, size_t len);
+    /* Run the Stream VByte decoder on every DPU (jobs[d] for DPU d; count 0 = nothing). */
+    nm_err (*svb_decode)(void *ctx, const nm_pimc_svb_job *jobs);
+    /* Modeled device time spent so far (transfers and kernels), ns; NULL if not modeled. */
+    double (*modeled_ns)(void *ctx);
+} nm_pimc_transport;
+
+/* A host-memory transport: nr_dpus MRAM arrays of mram_size bytes, no time model
+ * (modeled_ns is NULL). Counts bytes and calls. For tests and host-only use. */
+typedef struct nm_pimc_memdev nm_pimc_memdev;
+nm_err nm_pimc_memdev_create(unsigned nr_dpus, uint64_t mram_size, nm_pimc_memdev **out);
+void nm_pimc_memdev_destroy(nm_pimc_memdev *m);
+nm_pimc_transport nm_pimc_memdev_transport(nm_pimc_memdev *m);
+uint8_t *nm_pimc_memdev_mram(nm_pimc_memdev *m, unsigned dpu); /* direct view, for DPU-side code */
+typedef struct nm_pimc_memdev_stats {
+    uint64_t serial_calls, serial_bytes, push_calls, push_bytes, read_calls, read_bytes, decode_calls;
+} nm_pimc_memdev_stats;
+nm_pimc_memdev_stats nm_pimc_memdev_get_stats(const nm_pimc_memdev *m);
+/* Make the next `n`th transport call (1 = next) fail with NM_EFAULT, to test recovery. */
+void nm_pimc_memdev_fail_after(nm_pimc_memdev *m, unsigned n);
+
+/* ---------------------------------------------------------------- options */
+typedef enum nm_pimc_hash {
+    NM_PIMC_XXH64 = 0, /* the paper's fingerprint (Sec. 5) */
+    NM_PIMC_XXH3 = 1,  /* XXH3_64bits: faster on modern x86 */
+    NM_PIMC_WEAK8 = 2  /* TEST ONLY: XXH64 truncated to 8 bits, to force collisions */
+} nm_pimc_hash;
+
+typedef struct nm_pimc_options {
+    uint32_t block_size;       /* bytes, power of two in [64, 4096]; default 1024 (Sec. 6.5) */
+    double brb_share;          /* share of the MRAM region for the BRB, (0,1); default 0.9 */
+    nm_pimc_hash hash;         /* default NM_PIMC_XXH64 */
+    unsigned threads;          /* DRM host threads; DPUs are partitioned among them; default 1 */
+    unsigned slots;            /* logical buffers resident at once; default 2 */
+    bool compress;             /* nm_pimc_copy_u32 sends Stream VByte streams; default false */
+    bool parallel;             /* CAC with lockstep BRB tops + dpu_push_xfer; default false (paper: serial) */
+    bool verify;               /* compare bytes on a fingerprint hit (host shadow of each BRB) */
+    double fallback_threshold; /* dedup fraction below which plain copies take over; 0 = never; default 0.3.
+                                * With it on, the first copy starts with a probe. */
+    unsigned fallback_window;  /* CAC copies averaged for the decision; default 2 */
+    unsigned probe_interval;   /* in fallback, probe redundancy every N copies; default 4 */
+    unsigned probe_stride;     /* a probe fingerprints every N-th block; default 16 */
+    bool plain_serial;         /* plain (fallback) copies always serial, never a push; default false */
+} nm_pimc_options;
+
+void nm_pimc_options_default(nm_pimc_options *o);
+
+/* ---------------------------------------------------------------- cache */
+typedef struct nm_pimc nm_pimc;
+
+/* Fails with NM_EINVAL on bad options or transport, NM_ERANGE when the BRB cannot hold one
+ * block or a slot cannot hold one offset, NM_ENOMEM on host memory. */
+nm_err nm_pimc_create(const nm_pimc_transport *t, const nm_pimc_options *o, nm_pimc **out);
+void nm_pimc_destroy(nm_pimc *c);
+
+/* Copy bufs[d] (lens[d] bytes, any size, 0 allowed, NULL only when 0) to DPU d's `slot`.
+ * A buffer larger than the BRB fails with NM_ERANGE before anything changes. A copy may
+ * invalidate a DPU's BRB (global invalidation, Sec. 4.2): other slots of that DPU then
+ * become stale (nm_pimc_slot_valid). On a transport error the affected tables are
+ * invalidated so the cache never refers to blocks that did not arrive. */
+nm_err nm_pimc_copy(nm_pimc *c, unsigned slot, const void *const *bufs, const size_t *lens);
+/* Several slots at once, planned together so none of them can invalidate another:
+ * bufs[s * nr_dpus + d], lens likewise, for slots[0..nslots). */
+nm_err nm_pimc_copy_multi(nm_pimc *c, unsigned nslots, const unsigned *slots, const void *const *bufs,
+                          const size_t *lens);
+/* 32-bit integers: with options.compress, encoded with Stream VByte on the host and decoded
+ * by the DPUs into MRAM (slot then reads as a plain buffer); otherwise nm_pimc_copy. */
+nm_err nm_pimc_copy_u32(nm_pimc *c, unsigned slot, const uint32_t *const *bufs, const size_t *counts);
+
+/* True when `slot` of DPU `dpu` holds the buffer of its last copy (not invalidated since). */
+bool nm_pimc_slot_valid(const nm_pimc *c, unsigned slot, unsigned dpu);
+/* MRAM address of the descriptor of `slot` (the DPU kernel's entry point, same on every DPU). */
+uint64_t nm_pimc_slot_desc(const nm_pimc *c, unsigned slot);
+/* Read back the logical buffer of `slot` on `dpu` through the transport (len bytes). */
+nm_err nm_pimc_read_back(nm_pimc *c, unsigned slot, unsigned dpu, void *dst, size_t len);
+/* Forget every retained block of every DPU. */
+void nm_pimc_invalidate_all(nm_pimc *c);
+
+typedef enum nm_pimc_mode { NM_PIMC_MODE_CAC = 0, NM_PIMC_MODE_PLAIN = 1 } nm_pimc_mode;
+
+/* Figures of the last copy and running totals. */
+typedef struct nm_pimc_stats {
+    /* last copy */
+    nm_pimc_mode last_mode;
+    bool last_probe;             /* a fallback probe ran during the last copy */
+    uint64_t last_logical_bytes; /* bytes of the buffers */
+    uint64_t last_sent_bytes;    /* block bytes sent (incl. padding in parallel mode) */
+    uint64_t last_meta_bytes;    /* descriptors + offset lists sent */
+    uint64_t last_blocks, last_hits;
+    double last_dedup_pct;     /* (1 - block bytes sent / logical bytes) * 100, the paper's metric */
+    uint64_t last_drm_ns;      /* host wall time of fingerprinting, lookups, gathering (real) */
+    double last_xfer_modeled_ns; /* modeled device time of the copy (NAN without a model) */
+    /* totals */
+    uint64_t copies, cac_copies, plain_copies, probes, mode_switches;
+    uint64_t invalidations;    /* per-DPU table invalidations */
+    uint64_t collisions;       /* verify mode: fingerprint hits whose bytes differed */
+    uint64_t verify_bytes;     /* verify mode: bytes compared */
+    uint64_t table_entries;    /* fingerprints held now, all DPUs */
+    uint64_t table_bytes;      /* host bytes of the tables now (slots * 12) */
+    uint64_t shadow_bytes;     /* verify mode: host bytes of the BRB shadows */
+} nm_pimc_stats;
+
+void nm_pimc_get_stats(const nm_pimc *c, nm_pimc_stats *out);
+nm_pimc_mode nm_pimc_current_mode(const nm_pimc *c);
+uint64_t nm_pimc_brb_size(const nm_pimc *c);
+uint64_t nm_pimc_brb_top(const nm_pimc *c, unsigned dpu);
+/* Largest buffer (bytes) one slot of one DPU can take. */
+uint64_t nm_pimc_max_len(const nm_pimc *c);
+
+/* Fingerprint one block with the cache's hash (exposed for benchmarks). */
+uint64_t nm_pimc_fingerprint(nm_pimc_hash h, const void *p, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,172 @@
+/* PIM-CACHE DPU-side code: the logical-buffer reader (Sec. 4.2, "data reconstruction on
+ * DPUs": no DPU ever rebuilds the whole buffer) and the parallel Stream VByte decoder
+ * (Sec. 4.2 "Compression", Sec. 6.4). Written for the DPU's rules, see pim_cache_dpu.h. */
+#include <string.h>
+
+#include "nearmem/pim_cache_dpu.h"
+
+static inline void charge(const nm_pimc_mram_io *io, uint64_t n)
+{
+    if (io->charge && n) io->charge(io->ctx, n);
+}
+
+int nm_pimc_reader_open(nm_pimc_reader *r, const nm_pimc_mram_io *io, uint32_t desc_off, uint32_t first,
+                        uint32_t stride)
+{
+    uint64_t raw[NM_PIMC_DESC_SIZE / 8];
+    if ((desc_off & 7u) != 0) return -1;
+    io->read(io->ctx, desc_off, raw, NM_PIMC_DESC_SIZE);
+    memcpy(&r->d, raw, sizeof r->d);
+    uint32_t bs = r->d.block_size;
+    if (r->d.magic != NM_PIMC_DESC_MAGIC || r->d.mode > 1 || bs < 64 || bs > 4096 || (bs & (bs - 1)) != 0)
+        return -1;
+    if (r->d.nblocks != (uint32_t)((r->d.length + bs - 1) / bs)) return -1;
+    r->io = io;
+    r->desc_off = desc_off;
+    r->next = first;
+    r->stride = stride ? stride : 1;
+    r->cache_base = 0;
+    r->cache_n = 0;
+    return 0;
+}
+
+uint32_t nm_pimc_reader_next(nm_pimc_reader *r, void *wram, uint32_t *index)
+{
+    if (r->next >= r->d.nblocks) return 0;
+    uint32_t i = r->next, bs = r->d.block_size;
+    r->next += r->stride;
+    uint32_t addr;
+    if (r->d.mode == 1) {
+        addr = r->d.data_off + i * bs;
+    } else {
+        if (i < r->cache_base || i >= r->cache_base + r->cache_n) {
+            /* Refill on an aligned group so the MRAM read starts on 8 bytes; the host pads
+             * the list to 8 bytes, so rounding the length up stays inside it. */
+            uint32_t base = i & ~(NM_PIMC_READER_OFFS - 1u);
+            uint32_t n = r->d.nblocks - base;
+            if (n > NM_PIMC_READER_OFFS) n = NM_PIMC_READER_OFFS;
+            uint32_t bytes = (n * 4u + 7u) & ~7u;
+            r->io->read(r->io->ctx, r->desc_off + NM_PIMC_DESC_SIZE + base * 4u, r->offs, bytes);
+            r->cache_base = base;
+            r->cache_n = n;
+        }
+        addr = r->offs[i - r->cache_base];
+    }
+    for (uint32_t done = 0; done < bs; done += NM_PIMC_DMA_MAX) {
+        uint32_t n = bs - done < NM_PIMC_DMA_MAX ? bs - done : NM_PIMC_DMA_MAX;
+        r->io->read(r->io->ctx, addr + done, (uint8_t *)wram + done, n);
+    }
+    charge(r->io, NM_PIMC_INSN_READER_BLOCK);
+    if (index) *index = i;
+    uint64_t left = r->d.length - (uint64_t)i * bs;
+    return left < bs ? (uint32_t)left : bs;
+}
+
+/* ------------------------------------------------------------------ Stream VByte */
+
+/* Data bytes described by one control byte holding `valid` codes (1..4). */
+static inline uint32_t ctrl_len(uint8_t c, uint32_t valid)
+{
+    uint32_t s = 0;
+    for (uint32_t k = 0; k < valid; k++) s += ((c >> (2 * k)) & 3u) + 1u;
+    return s;
+}
+
+/* Control bytes [c0, c1) of tasklet tid: equal shares, so every tasklet starts on a
+ * multiple of 4 integers (16 output bytes: aligned for mram_write). */
+static void share(uint32_t nctrl, unsigned tid, unsigned nt, uint32_t *c0, uint32_t *c1)
+{
+    uint32_t per = (nctrl + nt - 1) / nt;
+    uint64_t a = (uint64_t)per * tid, b = a + per;
+    if (a > nctrl) a = nctrl;
+    if (b > nctrl) b = nctrl;
+    *c0 = (uint32_t)a;
+    *c1 = (uint32_t)b;
+}
+
+/* A read-only byte window over MRAM [lo, hi) fetched through WRAM in aligned pieces. */
+#define SVB_WIN 256u
+typedef struct bytewin {
+    const nm_pimc_mram_io *io;
+    uint32_t lo, hi;   /* readable area, lo aligned, hi multiple of 8 */
+    uint32_t base, n;  /* buf holds MRAM [base, base + n) */
+    uint64_t buf[SVB_WIN / 8];
+} bytewin;
+
+static inline uint8_t win_byte(bytewin *w, uint32_t a)
+{
+    if (a < w->base || a >= w->base + w->n) {
+        uint32_t base = a & ~7u, n = w->hi - base;
+        if (n > SVB_WIN) n = SVB_WIN;
+        w->io->read(w->io->ctx, base, w->buf, n);
+        w->base = base;
+        w->n = n;
+    }
+    return ((const uint8_t *)w->buf)[a - w->base];
+}
+
+void nm_pimc_svb_phase_sum(const nm_pimc_mram_io *io, const nm_pimc_svb_args *a, unsigned tid,
+                           unsigned ntasklets, nm_pimc_svb_shared *shared)
+{
+    uint32_t nctrl = nm_pimc_svb_ctrl_len(a->count), c0, c1;
+    share(nctrl, tid, ntasklets, &c0, &c1);
+    bytewin w = {.io = io, .lo = a->in_off, .hi = a->in_off + a->in_len, .base = 0, .n = 0};
+    uint32_t sum = 0;
+    for (uint32_t c = c0; c < c1; c++) {
+        uint32_t valid = (c == nctrl - 1 && (a->count & 3u)) ? (a->count & 3u) : 4u;
+        sum += ctrl_len(win_byte(&w, a->in_off + c), valid);
+    }
+    charge(io, (uint64_t)(c1 - c0) * NM_PIMC_INSN_CTRL_BYTE);
+    shared->part[tid] = sum;
+}
+
+void nm_pimc_svb_phase_decode(const nm_pimc_mram_io *io, const nm_pimc_svb_args *a, unsigned tid,
+                              unsigned ntasklets, const nm_pimc_svb_shared *shared)
+{
+    uint32_t nctrl = nm_pimc_svb_ctrl_len(a->count), c0, c1;
+    share(nctrl, tid, ntasklets, &c0, &c1);
+    if (c0 >= c1) return;
+    uint32_t data = a->in_off + nctrl;
+    for (unsigned t = 0; t < tid; t++) data += shared->part[t]; /* prefix over <= 24 parts */
+    /* Two windows: one over control bytes, one over data bytes. */
+    bytewin cw = {.io = io, .lo = a->in_off, .hi = a->in_off + a->in_len, .base = 0, .n = 0};
+    bytewin dw = cw;
+    uint32_t out[64]; /* 256 B of WRAM; flushed to MRAM when full */
+    uint32_t nout = 0, out_at = a->out_off + c0 * 16u;
+    uint32_t first = c0 * 4u, last = c1 * 4u < a->count ? c1 * 4u : a->count;
+    uint8_t ctrl = 0;
+    for (uint32_t i = first; i < last; i++) {
+        if ((i & 3u) == 0) ctrl = win_byte(&cw, a->in_off + i / 4u);
+        uint32_t len = ((ctrl >> (2 * (i & 3u))) & 3u) + 1u, v = 0;
+        for (uint32_t j = 0; j < len; j++) v |= (uint32_t)win_byte(&dw, data++) << (8 * j);
+        out[nout++] = v;
+        if (nout == 64) {
+            io->write(io->ctx, out, out_at, sizeof out);
+            out_at += sizeof out;
+            nout = 0;
+        }
+    }
+    if (nout) {
+        /* Only the very last tasklet can end on an odd count; pad to 8 bytes (the host
+         * reserves the room). */
+        uint32_t bytes = nout * 4u;
+        if (bytes & 7u) {
+            out[nout] = 0;
+            bytes += 4;
+        }
+        io->write(io->ctx, out, out_at, bytes);
+    }
+    charge(io, (uint64_t)(last - first) * NM_PIMC_INSN_DECODE_INT);
+}
+
+uint64_t nm_pimc_checksum_block(const void *blk, uint32_t n, uint64_t first_word)
+{
+    const uint8_t *p = blk;
+    uint64_t s = 0;
+    for (uint32_t at = 0, w = 0; at < n; at += 8, w++) {
+        uint64_t v = 0;
+        memcpy(&v, p + at, n - at >= 8 ? 8 : n - at);
+        s += v * (2 * (first_word + w) + 1);
+    }
+    return s;
+}
