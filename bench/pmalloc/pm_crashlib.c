@@ -1,0 +1,234 @@
+#include "pm_crashlib.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PMC_MAGIC 0x4f424a4543544f4bull
+#define PMC_SIZEX 0xa5a5a5a5a5a5a5a5ull
+
+static uint64_t mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
+
+static uint64_t obj_check(const pmc_obj *o) { return mix(o->self ^ mix(o->sizex ^ mix(o->seed ^ mix(o->next)))); }
+
+static pmalloc_ptr *root(pmalloc_heap *h, unsigned i) { return pmalloc_root_slot(h, PMC_ROOT0 + i); }
+
+static size_t pick_size(nm_rng *r, const pmc_config *cfg)
+{
+    if (nm_rng_below(r, 100) < cfg->large_pct) return (size_t)nm_rng_range(r, PMALLOC_SMALL_MAX + 1, cfg->large_max);
+    return (size_t)nm_rng_range(r, sizeof(pmc_obj) + 8, 600);
+}
+
+/* Payload words are random 64-bit values: they never look like heap offsets. */
+static void fill(pmalloc_heap *h, pmc_obj *o, size_t size, uint64_t seed, pmalloc_ptr self)
+{
+    uint64_t *pl = (uint64_t *)(o + 1);
+    size_t words = (size - sizeof *o) / 8;
+    uint64_t s = seed;
+    for (size_t i = 0; i < words; i++) pl[i] = mix(s + i) | 1ull << 63;
+    o->self = self;
+    o->sizex = size ^ PMC_SIZEX;
+    o->seed = seed;
+    o->next = 0;
+    o->check = obj_check(o);
+    pmalloc_persist(h, o, size);
+    o->magic = PMC_MAGIC;
+    pmalloc_persist(h, &o->magic, sizeof o->magic);
+}
+
+static bool intact(pmalloc_heap *h, pmalloc_ptr p, const pmc_obj *o, size_t usable)
+{
+    if (o->magic != PMC_MAGIC || o->self != p || o->check != obj_check(o)) return false;
+    size_t size = o->sizex ^ PMC_SIZEX;
+    if (size < sizeof *o || size > usable) return false;
+    const uint64_t *pl = (const uint64_t *)(o + 1);
+    for (size_t i = 0; i < (size - sizeof *o) / 8; i++)
+        if (pl[i] != (mix(o->seed + i) | 1ull << 63)) return false;
+    NM_UNUSED(h);
+    return true;
+}
+
+static void scrub(pmalloc_heap *h, pmc_obj *o)
+{
+    o->magic = 0;
+    pmalloc_persist(h, &o->magic, sizeof o->magic);
+}
+
+/* Slot that points to the last object of list i (root or a next field), and its length. */
+static pmalloc_ptr *tail_slot(pmalloc_heap *h, unsigned i, unsigned *len)
+{
+    pmalloc_ptr *slot = root(h, i);
+    *len = 0;
+    while (*slot) {
+        pmc_obj *o = pmalloc_direct(h, *slot);
+        (*len)++;
+        if (!o->next || *len > PMC_MAXLEN * 4) break;
+        slot = &o->next;
+    }
+    return slot;
+}
+
+int pmc_step(pmalloc_heap *h, nm_rng *r, const pmc_config *cfg)
+{
+    unsigned i = (unsigned)nm_rng_below(r, PMC_NLISTS), len;
+    unsigned what = (unsigned)nm_rng_below(r, 100);
+    pmalloc_ptr *slot = tail_slot(h, i, &len);
+    nm_err e = NM_OK;
+    if (what < 8 && len > 0) { /* move list i to an empty root */
+        unsigned j = (unsigned)nm_rng_below(r, PMC_NLISTS);
+        if (j != i && pmalloc_get_root(h, PMC_ROOT0 + j) == 0) {
+            e = pmalloc_set_root(h, PMC_ROOT0 + j, pmalloc_get_root(h, PMC_ROOT0 + i));
+            if (!e) e = pmalloc_set_root(h, PMC_ROOT0 + i, 0);
+        }
+    } else if (what < 55 && len < PMC_MAXLEN) { /* append */
+        pmalloc_ptr *dst = len == 0 ? slot : &((pmc_obj *)pmalloc_direct(h, *slot))->next;
+        size_t size = pick_size(r, cfg);
+        e = pmalloc_malloc_to(h, size, dst);
+        if (!e) fill(h, pmalloc_direct(h, *dst), size, nm_rng_u64(r), *dst);
+    } else if (len > 0) { /* free the tail */
+        scrub(h, pmalloc_direct(h, *slot));
+        e = pmalloc_free_from(h, slot);
+    }
+    return e == NM_ENOMEM ? 0 : (int)e;
+}
+
+int pmc_repair(pmalloc_heap *h)
+{
+    for (unsigned i = 0; i < PMC_NLISTS; i++) {
+        pmalloc_ptr p = pmalloc_get_root(h, PMC_ROOT0 + i);
+        for (unsigned j = 0; p && j < i; j++)
+            if (pmalloc_get_root(h, PMC_ROOT0 + j) == p) { /* a move cut short by the crash */
+                pmalloc_set_root(h, PMC_ROOT0 + i, 0);
+                break;
+            }
+    }
+    for (unsigned i = 0; i < PMC_NLISTS; i++) {
+        unsigned len;
+        pmalloc_ptr *slot = tail_slot(h, i, &len);
+        if (!len) continue;
+        pmc_obj *o = pmalloc_direct(h, *slot);
+        if (o->magic != PMC_MAGIC) { /* allocated, not initialised before the crash */
+            nm_err e = pmalloc_free_from(h, slot);
+            if (e) return (int)e;
+        }
+    }
+    return 0;
+}
+
+/* ---- checker ---- */
+
+typedef struct span { uint64_t p, n; } span;
+typedef struct spans { span *v; size_t n, cap; } spans;
+
+static void spans_add(spans *s, uint64_t p, uint64_t n)
+{
+    if (s->n == s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 256;
+        s->v = realloc(s->v, s->cap * sizeof *s->v);
+    }
+    s->v[s->n++] = (span){p, n};
+}
+
+static int collect(void *arg, pmalloc_ptr p, size_t usable)
+{
+    spans_add(arg, p, usable);
+    return 0;
+}
+
+static int cmp_span(const void *a, const void *b)
+{
+    const span *x = a, *y = b;
+    return x->p < y->p ? -1 : x->p > y->p;
+}
+
+#define FAIL(...) do { snprintf(res->msg, sizeof res->msg, __VA_ARGS__); ok = false; goto out; } while (0)
+
+bool pmc_check(pmalloc_heap *h, bool full, pmc_result *res)
+{
+    memset(res, 0, sizeof *res);
+    bool ok = true;
+    spans alloc = {0}, reach = {0};
+    if (pmalloc_check(h)) FAIL("pmalloc_check: %s", nm_last_errmsg());
+    pmalloc_walk(h, collect, &alloc);
+    for (size_t i = 1; i < alloc.n; i++)
+        if (alloc.v[i - 1].p + alloc.v[i - 1].n > alloc.v[i].p)
+            FAIL("allocated objects overlap at %#llx", (unsigned long long)alloc.v[i].p);
+    for (unsigned i = 0; i < PMALLOC_NROOTS; i++) {
+        pmalloc_ptr p = pmalloc_get_root(h, i);
+        if (p && (i < PMC_ROOT0 || i >= PMC_ROOT0 + PMC_NLISTS)) FAIL("root %u is set outside the workload's roots", i);
+        unsigned depth = 0;
+        while (p) {
+            size_t us = pmalloc_usable_size(h, p);
+            if (!us) FAIL("root %u: object %#llx at depth %u is reachable but not allocated", i, (unsigned long long)p, depth);
+            pmc_obj *o = pmalloc_direct(h, p);
+            spans_add(&reach, p, us);
+            if (o->magic != PMC_MAGIC) {
+                /* a last object whose initialisation the crash cut short */
+                if (o->next && pmalloc_usable_size(h, o->next)) FAIL("root %u: uninitialised object %#llx has a successor", i, (unsigned long long)p);
+                res->uninit++;
+                break;
+            }
+            if (!intact(h, p, o, us)) FAIL("root %u: object %#llx at depth %u is damaged", i, (unsigned long long)p, depth);
+            if (++depth > PMC_MAXLEN * 4) FAIL("root %u: list too long (cycle?)", i);
+            p = o->next;
+        }
+    }
+    qsort(reach.v, reach.n, sizeof *reach.v, cmp_span);
+    size_t u = 0;
+    for (size_t i = 0; i < reach.n; i++) /* lists moved between roots appear twice */
+        if (!u || reach.v[i].p != reach.v[u - 1].p) reach.v[u++] = reach.v[i];
+    reach.n = u;
+    res->reachable = reach.n;
+    res->allocated = alloc.n;
+    for (size_t i = 0, j = 0; i < alloc.n; i++) {
+        while (j < reach.n && reach.v[j].p < alloc.v[i].p) j++;
+        if (j >= reach.n || reach.v[j].p != alloc.v[i].p)
+            FAIL("leak: %#llx (%llu bytes) is allocated but unreachable", (unsigned long long)alloc.v[i].p,
+                 (unsigned long long)alloc.v[i].n);
+    }
+    if (alloc.n != reach.n) FAIL("%zu reachable objects, %zu allocated", reach.n, alloc.n);
+    if (full) { /* everything free can be allocated again, and given back */
+        pmalloc_stats st0, st1;
+        pmalloc_stats_get(h, &st0);
+        pmalloc_ptr *anchor = pmalloc_root_slot(h, 1);
+        if (*anchor) FAIL("reuse anchor root is busy");
+        pmalloc_ptr *dst = anchor;
+        uint64_t got = 0;
+        /* extents first (the whole free-extent space in 16 KiB pieces), then slab blocks */
+        size_t sizes[] = {16384, 512, 64};
+        for (size_t k = 0; k < 3; k++) {
+            for (;;) {
+                nm_err e = pmalloc_malloc_to(h, sizes[k], dst);
+                if (e == NM_ENOMEM) break;
+                if (e) FAIL("reuse: malloc_to(%zu): %s", sizes[k], nm_last_errmsg());
+                uint64_t *o = pmalloc_direct(h, *dst);
+                o[0] = 0;
+                got += pmalloc_usable_size(h, *dst);
+                dst = (pmalloc_ptr *)o;
+            }
+        }
+        /* the 16 KiB pieces alone must take every free extent's whole 16 KiB multiples */
+        if (got < st0.free_bytes / 2) FAIL("reuse: only %llu bytes allocatable, %llu were free", (unsigned long long)got,
+                                           (unsigned long long)st0.free_bytes);
+        while (*anchor) { /* free the chain from the head: the next pointer is in the object */
+            pmalloc_ptr next = *(pmalloc_ptr *)pmalloc_direct(h, *anchor);
+            nm_err e = pmalloc_free_from(h, anchor);
+            if (e) FAIL("reuse: free_from: %s", nm_last_errmsg());
+            pmalloc_set_root(h, 1, next);
+        }
+        pmalloc_stats_get(h, &st1);
+        if (st1.bytes_live != st0.bytes_live) FAIL("reuse: live bytes %llu -> %llu", (unsigned long long)st0.bytes_live, (unsigned long long)st1.bytes_live);
+        if (pmalloc_check(h)) FAIL("after reuse: %s", nm_last_errmsg());
+    }
+out:
+    free(alloc.v);
+    free(reach.v);
+    return ok;
+}

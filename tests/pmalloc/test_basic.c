@@ -1,0 +1,248 @@
+/* PMAlloc: API behaviour, sanity checks, format checks, randomized stress
+ * against a reference model with clean reopens, flush accounting. */
+#include "nm_test.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+
+#include "nearmem/common/prng.h"
+#include "nearmem/common/util.h"
+#include "pm_testutil.h"
+
+#define MiB (1u << 20)
+
+static void test_roundtrip(void **state)
+{
+    (void)state;
+    char dir[256];
+    pmt_tmpdir(dir, sizeof dir, "rt");
+    pmalloc_options o = pmt_opts(8 * MiB, PMALLOC_LOG, PMALLOC_PERSIST_CPU);
+    pmalloc_heap *h;
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+    pmalloc_recovery_info ri;
+    pmalloc_recovery_info_get(h, &ri);
+    assert_true(ri.created);
+    size_t sizes[] = {1, 16, 100, 4096, 14336, 14337, 100000, 2 * MiB + 1};
+    for (unsigned i = 0; i < NM_ARRAY_LEN(sizes); i++) {
+        assert_int_equal(pmalloc_malloc_to(h, sizes[i], pmalloc_root_slot(h, i)), NM_OK);
+        pmalloc_ptr p = pmalloc_get_root(h, i);
+        assert_true(p != 0);
+        assert_true(pmalloc_usable_size(h, p) >= sizes[i]);
+        assert_true(p % 16 == 0);
+        memset(pmalloc_direct(h, p), (int)(0x10 + i), sizes[i]);
+        pmalloc_persist(h, pmalloc_direct(h, p), sizes[i]);
+    }
+    pmalloc_stats st;
+    assert_int_equal(pmalloc_stats_get(h, &st), NM_OK);
+    assert_int_equal(st.objects_live, NM_ARRAY_LEN(sizes));
+    assert_true(st.extents == 3 && st.slabs >= 1);
+    assert_int_equal(pmalloc_check(h), NM_OK);
+    void *old_base = pmalloc_direct(h, pmalloc_get_root(h, 0));
+    assert_int_equal(pmalloc_close(h), NM_OK);
+
+    /* occupy the old address range so the heap maps elsewhere */
+    void *blocker = mmap(NULL, 16 * MiB, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    o.create = false;
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+    pmalloc_recovery_info_get(h, &ri);
+    assert_true(ri.was_clean && !ri.created);
+    (void)old_base;
+    for (unsigned i = 0; i < NM_ARRAY_LEN(sizes); i++) {
+        pmalloc_ptr p = pmalloc_get_root(h, i);
+        const unsigned char *c = pmalloc_direct(h, p);
+        for (size_t k = 0; k < sizes[i]; k += 97) assert_int_equal(c[k], 0x10 + i);
+        assert_int_equal(c[sizes[i] - 1], 0x10 + i);
+    }
+    for (unsigned i = 0; i < NM_ARRAY_LEN(sizes); i++) {
+        assert_int_equal(pmalloc_free_from(h, pmalloc_root_slot(h, i)), NM_OK);
+        assert_int_equal(pmalloc_get_root(h, i), 0);
+    }
+    assert_int_equal(pmalloc_stats_get(h, &st), NM_OK);
+    assert_int_equal(st.objects_live, 0);
+    assert_int_equal(st.bytes_live, 0);
+    assert_int_equal(pmalloc_check(h), NM_OK);
+    assert_int_equal(pmalloc_close(h), NM_OK);
+    munmap(blocker, 16 * MiB);
+    pmt_rmdir(dir);
+}
+
+static void test_bad_input(void **state)
+{
+    (void)state;
+    char dir[256];
+    pmt_tmpdir(dir, sizeof dir, "bad");
+    pmalloc_options o = pmt_opts(8 * MiB, PMALLOC_LOG, PMALLOC_PERSIST_CPU);
+    pmalloc_heap *h;
+    o.create = false;
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_ENOENT);
+    o.create = true;
+    o.size = 1000;
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_ERANGE);
+    o.size = 8 * MiB;
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+    pmalloc_ptr *r0 = pmalloc_root_slot(h, 0), *r1 = pmalloc_root_slot(h, 1), *r2 = pmalloc_root_slot(h, 2);
+    assert_int_equal(pmalloc_malloc_to(h, 0, r0), NM_ERANGE);
+    assert_int_equal(pmalloc_malloc_to(h, 64 * MiB, r0), NM_ERANGE);
+    pmalloc_ptr local = 0;
+    assert_int_equal(pmalloc_malloc_to(h, 64, &local), NM_EINVAL); /* not in the heap */
+    assert_int_equal(pmalloc_malloc_to(h, 64, (pmalloc_ptr *)((char *)r0 + 4)), NM_EINVAL);
+    assert_null(pmalloc_root_slot(h, PMALLOC_NROOTS));
+    assert_int_equal(pmalloc_set_root(h, PMALLOC_NROOTS, 0), NM_ERANGE);
+    assert_int_equal(pmalloc_set_root(h, 3, 12345), NM_EINVAL);
+
+    assert_int_equal(pmalloc_malloc_to(h, 64, r0), NM_OK);
+    assert_int_equal(pmalloc_malloc_to(h, 100000, r1), NM_OK);
+    pmalloc_ptr small = *r0, large = *r1;
+    pmalloc_stats before, after;
+    pmalloc_stats_get(h, &before);
+    /* not at a block start / inside an extent / outside the data area */
+    assert_int_equal(pmalloc_set_root(h, 2, small + 8), NM_OK);
+    assert_int_equal(pmalloc_free_from(h, r2), NM_EBADFREE);
+    assert_int_equal(*r2, small + 8);
+    assert_int_equal(pmalloc_set_root(h, 2, large + 4096), NM_OK);
+    assert_int_equal(pmalloc_free_from(h, r2), NM_EBADFREE);
+    *r2 = 64; /* in the superblock */
+    assert_int_equal(pmalloc_free_from(h, r2), NM_EBADFREE);
+    assert_int_equal(*r2, 64);
+    /* double frees */
+    assert_int_equal(pmalloc_set_root(h, 2, small), NM_OK);
+    assert_int_equal(pmalloc_free_from(h, r0), NM_OK);
+    assert_int_equal(pmalloc_free_from(h, r2), NM_EDOUBLEFREE);
+    assert_int_equal(*r2, small);
+    assert_int_equal(pmalloc_set_root(h, 2, large), NM_OK);
+    assert_int_equal(pmalloc_free_from(h, r1), NM_OK);
+    assert_int_equal(pmalloc_free_from(h, r2), NM_EDOUBLEFREE);
+    assert_int_equal(*r2, large);
+    pmalloc_stats_get(h, &after);
+    assert_int_equal(after.objects_live, before.objects_live - 2);
+    assert_int_equal(pmalloc_check(h), NM_OK);
+    *r2 = 0;
+    assert_int_equal(pmalloc_free_from(h, r2), NM_OK); /* NULL: nothing */
+    assert_int_equal(pmalloc_close(h), NM_OK);
+
+    /* a corrupt superblock and a foreign file are refused */
+    char path[400];
+    snprintf(path, sizeof path, "%s/%s", dir, PMALLOC_FILE_NAME);
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    uint32_t junk = 0xdeadbeef;
+    assert_int_equal(pwrite(fd, &junk, 4, 16), 4); /* heap_size field */
+    o.create = false;
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_ECORRUPT);
+    assert_int_equal(pwrite(fd, "NOTAHEAP", 8, 0), 8);
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_EFORMAT);
+    close(fd);
+    assert_int_equal(truncate(path, 100), 0);
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_EFORMAT);
+    pmt_rmdir(dir);
+}
+
+/* Randomized stress against a reference model, with clean reopens. */
+static void stress(pmalloc_model model, uint64_t seed)
+{
+    char dir[256];
+    pmt_tmpdir(dir, sizeof dir, "stress");
+    pmalloc_options o = pmt_opts(16 * MiB, model, PMALLOC_PERSIST_CPU);
+    pmalloc_heap *h;
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+    enum { N = 400 };
+    static size_t msize[N];
+    static uint8_t mpat[N];
+    memset(msize, 0, sizeof msize);
+    nm_rng r;
+    nm_rng_seed(&r, seed);
+    for (int it = 0; it < 12000; it++) {
+        unsigned i = (unsigned)nm_rng_below(&r, N);
+        pmalloc_ptr *slot = pmalloc_root_slot(h, i);
+        if (msize[i]) {
+            const uint8_t *c = pmalloc_direct(h, *slot);
+            assert_true(pmalloc_usable_size(h, *slot) >= msize[i]);
+            assert_int_equal(c[0], mpat[i]);
+            assert_int_equal(c[msize[i] - 1], mpat[i]);
+            assert_int_equal(c[msize[i] / 2], mpat[i]);
+            assert_int_equal(pmalloc_free_from(h, slot), NM_OK);
+            msize[i] = 0;
+        } else {
+            size_t sz = nm_rng_below(&r, 10) == 0 ? nm_rng_range(&r, 14337, 300000) : nm_rng_range(&r, 1, 3000);
+            nm_err e = pmalloc_malloc_to(h, sz, slot);
+            if (e == NM_ENOMEM) continue;
+            assert_int_equal(e, NM_OK);
+            msize[i] = sz;
+            mpat[i] = (uint8_t)nm_rng_u64(&r);
+            memset(pmalloc_direct(h, *slot), mpat[i], sz);
+        }
+        if (it % 3000 == 2999) {
+            assert_int_equal(pmalloc_check(h), NM_OK);
+            assert_int_equal(pmalloc_close(h), NM_OK);
+            o.create = false;
+            assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+            assert_int_equal(pmalloc_check(h), NM_OK);
+        }
+    }
+    /* no two live objects overlap */
+    struct { pmalloc_ptr p; size_t n; } *v = calloc(N, sizeof *v);
+    unsigned nv = 0;
+    for (unsigned i = 0; i < N; i++)
+        if (msize[i]) { v[nv].p = pmalloc_get_root(h, i); v[nv].n = pmalloc_usable_size(h, v[nv].p); nv++; }
+    for (unsigned a = 0; a < nv; a++)
+        for (unsigned b = a + 1; b < nv; b++)
+            assert_true(v[a].p + v[a].n <= v[b].p || v[b].p + v[b].n <= v[a].p);
+    free(v);
+    pmalloc_stats st;
+    pmalloc_stats_get(h, &st);
+    assert_int_equal(st.objects_live, nv);
+    assert_int_equal(pmalloc_close(h), NM_OK);
+    pmt_rmdir(dir);
+}
+
+static void test_stress_log(void **state) { (void)state; stress(PMALLOC_LOG, nm_test_seed(11)); }
+static void test_stress_gc(void **state) { (void)state; stress(PMALLOC_GC, nm_test_seed(12)); }
+
+/* Flush accounting: LOG small malloc = WAL line + bitmap line of metadata;
+ * interleaving removes the reflushes that the sequential layout causes. */
+static double reflush_pct(unsigned stripes, double *meta_per_op, double *fences_per_op)
+{
+    char dir[256];
+    pmt_tmpdir(dir, sizeof dir, "flush");
+    pmalloc_options o = pmt_opts(8 * MiB, PMALLOC_LOG, PMALLOC_PERSIST_SIM);
+    o.stripes = stripes;
+    pmalloc_heap *h;
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+    pmalloc_stats st;
+    /* warm up: the first fill creates the slab */
+    assert_int_equal(pmalloc_malloc_to(h, 64, pmalloc_root_slot(h, 1000)), NM_OK);
+    pmalloc_stats_reset_counters(h);
+    unsigned n = 600;
+    for (unsigned i = 0; i < n; i++) assert_int_equal(pmalloc_malloc_to(h, 64, pmalloc_root_slot(h, i)), NM_OK);
+    pmalloc_stats_get(h, &st);
+    *meta_per_op = (double)st.meta_flushes / n;
+    *fences_per_op = (double)st.fences / n;
+    double pct = 100.0 * (double)st.reflushes / (double)st.meta_flushes;
+    pmalloc_abandon(h);
+    pmt_rmdir(dir);
+    return pct;
+}
+
+static void test_flush_accounting(void **state)
+{
+    (void)state;
+    double m6, f6, m1, f1;
+    double inter = reflush_pct(6, &m6, &f6), seq = reflush_pct(1, &m1, &f1);
+    print_message("reflush interleaved %.1f%% sequential %.1f%%, meta flushes/op %.2f, fences/op %.2f\n", inter, seq, m6, f6);
+    assert_true(seq > 40.0);
+    assert_true(inter < 5.0);
+    assert_true(m6 >= 2.0 && m6 < 2.3);
+    assert_true(f6 >= 3.0 && f6 < 3.3);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_roundtrip),
+        cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_stress_log),
+        cmocka_unit_test(test_stress_gc),
+        cmocka_unit_test(test_flush_accounting),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
