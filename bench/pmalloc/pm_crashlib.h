@@ -54,3 +54,24 @@ typedef struct pmc_result {
 bool pmc_check(pmalloc_heap *h, bool full, pmc_result *res);
 
 #endif
+
+/* Crash campaigns. `tmpdir` must exist; results are added to the counters. */
+typedef struct pmc_run {
+    pmalloc_model model;
+    size_t heap_size;
+    unsigned points;             /* crash points to try */
+    unsigned gap;                /* SIM: mean flushes between crash points */
+    unsigned recovery_crash_pct; /* SIM: % of points whose recovery is crashed too */
+    uint64_t seed;
+    pmc_config cfg;
+    const char *tmpdir;
+    uint64_t tried, failures, recovery_tried, flush_points_seen;
+    char first_failure[512];
+} pmc_run;
+void pmc_run_defaults(pmc_run *r, pmalloc_model m, const char *tmpdir);
+/* Power failure: a persisted image updated only by flush + drain; crash at
+ * random flush points (torn fences included), recover the image, check. */
+int pmc_run_sim(pmc_run *r);
+/* Process crash: fork a child running the workload, SIGKILL it at a random
+ * moment (sometimes during its own recovery), reopen and check. */
+int pmc_run_proc(pmc_run *r);

@@ -81,6 +81,10 @@ typedef struct pmalloc_options {
     pmalloc_persist_mode persist;
     unsigned narenas;             /* 0 = one per online CPU (paper Sec. 4.2) */
     bool create;                  /* create the heap when the file does not exist */
+    /* PMALLOC_PERSIST_SIM only: flush hook installed before recovery runs, so a
+     * test can crash the recovery itself (see pmalloc_sim_set_hook). */
+    void (*sim_hook)(void *arg, struct pmalloc_heap *h, uint64_t flush_no);
+    void *sim_arg;
 } pmalloc_options;
 
 /* Defaults: LOG, 6 stripes, eADR auto, persistence auto, create with 64 MiB. */

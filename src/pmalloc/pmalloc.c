@@ -754,7 +754,11 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
     if (h->persist == PMALLOC_PERSIST_SIM) h->eadr = false; /* the simulation models flushes */
     h->stripes = h->eadr ? 1 : o.stripes;
     h->interleave = h->stripes > 1;
-    if (h->persist == PMALLOC_PERSIST_SIM && (err = pm_sim_init(h, !exists))) { heap_free(h); return err; }
+    if (h->persist == PMALLOC_PERSIST_SIM) {
+        if ((err = pm_sim_init(h, !exists))) { heap_free(h); return err; }
+        h->sim_hook = o.sim_hook;
+        h->sim_arg = o.sim_arg;
+    }
 
     layout l;
     compute_layout(exists ? h->sb->heap_size : mapped, &l);

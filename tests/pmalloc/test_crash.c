@@ -1,0 +1,40 @@
+/* PMAlloc crash tests (small sizes; the pmalloc-crash suite runs thousands). */
+#include "nm_test.h"
+
+#include <stdio.h>
+#include "pm_crashlib.h"
+#include "pm_testutil.h"
+
+static void run(pmalloc_model m, bool sim, unsigned points)
+{
+    char dir[256];
+    pmt_tmpdir(dir, sizeof dir, sim ? "sim" : "proc");
+    pmc_run r;
+    pmc_run_defaults(&r, m, dir);
+    r.points = points;
+    r.seed = nm_test_seed(sim ? 21 : 22) + m;
+    int rc = sim ? pmc_run_sim(&r) : pmc_run_proc(&r);
+    print_message("%s %s: %llu crash points (%llu during recovery), %llu failures %s\n", sim ? "power-failure" : "process",
+                  m == PMALLOC_LOG ? "LOG" : "GC", (unsigned long long)r.tried, (unsigned long long)r.recovery_tried,
+                  (unsigned long long)r.failures, r.first_failure);
+    assert_int_equal(rc, 0);
+    assert_int_equal(r.failures, 0);
+    assert_true(r.tried >= points);
+    rmdir(dir);
+}
+
+static void test_sim_log(void **s) { (void)s; run(PMALLOC_LOG, true, 150); }
+static void test_sim_gc(void **s) { (void)s; run(PMALLOC_GC, true, 150); }
+static void test_proc_log(void **s) { (void)s; run(PMALLOC_LOG, false, 60); }
+static void test_proc_gc(void **s) { (void)s; run(PMALLOC_GC, false, 60); }
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sim_log),
+        cmocka_unit_test(test_sim_gc),
+        cmocka_unit_test(test_proc_log),
+        cmocka_unit_test(test_proc_gc),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
