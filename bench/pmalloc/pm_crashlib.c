@@ -186,7 +186,7 @@ bool pmc_check(pmalloc_heap *h, bool full, pmc_result *res)
             p = o->next;
         }
     }
-    qsort(reach.v, reach.n, sizeof *reach.v, cmp_span);
+    if (reach.n) qsort(reach.v, reach.n, sizeof *reach.v, cmp_span);
     size_t u = 0;
     for (size_t i = 0; i < reach.n; i++) /* lists moved between roots appear twice */
         if (!u || reach.v[i].p != reach.v[u - 1].p) reach.v[u++] = reach.v[i];

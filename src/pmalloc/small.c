@@ -196,9 +196,10 @@ static void tc_drain(pmalloc_heap *h, pm_tcache *tc)
         for (unsigned st = 0; st < PMALLOC_MAX_STRIPES; st++)
             for (unsigned i = 0; i < b->n[st]; i++) {
                 pm_tcblk k = b->slot[st * PM_TC_PER_STRIPE + i];
-                pthread_mutex_lock(&k.s->arena->lock);
+                pm_arena *a = k.s->arena; /* vslab_put may free the slab */
+                pthread_mutex_lock(&a->lock);
                 vslab_put(h, k.s, k.idx);
-                pthread_mutex_unlock(&k.s->arena->lock);
+                pthread_mutex_unlock(&a->lock);
             }
         memset(b->n, 0, sizeof b->n);
         free(b->slot);
@@ -351,9 +352,10 @@ void pm_small_put(pmalloc_heap *h, pm_tcache *tc, pm_tcblk k)
         b->slot[st * PM_TC_PER_STRIPE + b->n[st]++] = k;
         return;
     }
-    pthread_mutex_lock(&k.s->arena->lock);
+    pm_arena *a = k.s->arena; /* vslab_put may free the slab */
+    pthread_mutex_lock(&a->lock);
     vslab_put(h, k.s, k.idx);
-    pthread_mutex_unlock(&k.s->arena->lock);
+    pthread_mutex_unlock(&a->lock);
 }
 
 void pm_tc_forget_all(pmalloc_heap *h)
