@@ -235,6 +235,67 @@ static void test_flush_accounting(void **state)
     assert_true(f6 >= 3.0 && f6 < 3.3);
 }
 
+
+/* Runtime slow GC of the bookkeeping log, and a clean reopen after it. */
+static void test_bklog_gc(void **state)
+{
+    (void)state;
+    char dir[256];
+    pmt_tmpdir(dir, sizeof dir, "bkgc");
+    pmalloc_options o = pmt_opts(4 * MiB, PMALLOC_LOG, PMALLOC_PERSIST_CPU);
+    pmalloc_heap *h;
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+    assert_int_equal(pmalloc_malloc_to(h, 40000, pmalloc_root_slot(h, 7)), NM_OK); /* a survivor */
+    for (int i = 0; i < 3000; i++) {
+        assert_int_equal(pmalloc_malloc_to(h, 20000 + (size_t)i, pmalloc_root_slot(h, 0)), NM_OK);
+        assert_int_equal(pmalloc_free_from(h, pmalloc_root_slot(h, 0)), NM_OK);
+    }
+    pmalloc_stats st;
+    pmalloc_stats_get(h, &st);
+    assert_true(st.bklog_gcs > 0);
+    assert_int_equal(st.extents, 1);
+    assert_int_equal(pmalloc_check(h), NM_OK);
+    assert_int_equal(pmalloc_close(h), NM_OK);
+    o.create = false;
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+    assert_int_equal(pmalloc_usable_size(h, pmalloc_get_root(h, 7)), 40960);
+    assert_int_equal(pmalloc_check(h), NM_OK);
+    assert_int_equal(pmalloc_close(h), NM_OK);
+    pmt_rmdir(dir);
+}
+
+/* eADR: no cache flushes at all, fences only, interleaving off; msync mode works. */
+static void test_modes(void **state)
+{
+    (void)state;
+    char dir[256];
+    pmt_tmpdir(dir, sizeof dir, "modes");
+    pmalloc_options o = pmt_opts(4 * MiB, PMALLOC_LOG, PMALLOC_PERSIST_CPU);
+    o.eadr = PMALLOC_EADR_ON;
+    pmalloc_heap *h;
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+    pmalloc_stats_reset_counters(h);
+    for (unsigned i = 0; i < 50; i++) assert_int_equal(pmalloc_malloc_to(h, 100, pmalloc_root_slot(h, i)), NM_OK);
+    pmalloc_stats st;
+    pmalloc_stats_get(h, &st);
+    assert_true(st.eadr);
+    assert_int_equal(st.stripes, 1);
+    assert_int_equal(st.flushes, 0);
+    assert_true(st.fences >= 150);
+    assert_int_equal(pmalloc_close(h), NM_OK);
+    o.eadr = PMALLOC_EADR_OFF;
+    o.persist = PMALLOC_PERSIST_MSYNC;
+    o.create = false;
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+    pmalloc_stats_get(h, &st);
+    assert_int_equal(st.persist, PMALLOC_PERSIST_MSYNC);
+    assert_int_equal(st.objects_live, 50);
+    for (unsigned i = 0; i < 50; i++) assert_int_equal(pmalloc_free_from(h, pmalloc_root_slot(h, i)), NM_OK);
+    assert_int_equal(pmalloc_check(h), NM_OK);
+    assert_int_equal(pmalloc_close(h), NM_OK);
+    pmt_rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -243,6 +304,8 @@ int main(void)
         cmocka_unit_test(test_stress_log),
         cmocka_unit_test(test_stress_gc),
         cmocka_unit_test(test_flush_accounting),
+        cmocka_unit_test(test_bklog_gc),
+        cmocka_unit_test(test_modes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
