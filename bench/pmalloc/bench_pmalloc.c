@@ -166,6 +166,7 @@ void pm_bench_crash_campaign(nm_bench *b, const char *dir, unsigned points, uint
                 nm_bench_row_num(row, "crash_points", (double)r.tried);
                 nm_bench_row_num(row, "recovery_crash_points", (double)r.recovery_tried);
                 nm_bench_row_num(row, "failures", (double)r.failures);
+                nm_bench_row_num(row, "log_gcs_under_crash", (double)r.log_gcs);
                 nm_bench_row_num(row, "seconds", s);
                 if (r.first_failure[0]) nm_bench_row_str(row, "first_failure", r.first_failure);
             }

@@ -29,6 +29,10 @@ static size_t pick_size(nm_rng *r, const pmc_config *cfg)
     return (size_t)nm_rng_range(r, sizeof(pmc_obj) + 8, 600);
 }
 
+/* Set while the workload persists its own object data: crash points are
+ * moved past those flushes so that they land on allocator operations. */
+static int g_user_persist;
+
 /* Payload words are random 64-bit values: they never look like heap offsets. */
 static void fill(pmalloc_heap *h, pmc_obj *o, size_t size, uint64_t seed, pmalloc_ptr self)
 {
@@ -41,7 +45,9 @@ static void fill(pmalloc_heap *h, pmc_obj *o, size_t size, uint64_t seed, pmallo
     o->seed = seed;
     o->next = 0;
     o->check = obj_check(o);
+    g_user_persist = 1;
     pmalloc_persist(h, o, size);
+    g_user_persist = 0;
     o->magic = PMC_MAGIC;
     pmalloc_persist(h, &o->magic, sizeof o->magic);
 }
@@ -255,8 +261,9 @@ void pmc_run_defaults(pmc_run *r, pmalloc_model m, const char *tmpdir)
     r->gap = 40;
     r->recovery_crash_pct = 25;
     r->seed = 1;
-    r->cfg.large_pct = 8;
-    r->cfg.large_max = 64 * 1024;
+    r->cfg.large_pct = 30;
+    r->log_chunks = 6; /* 720 entries: the log GC runs every few hundred operations */
+    r->cfg.large_max = 24 * 1024;
     r->tmpdir = tmpdir;
 }
 
@@ -274,8 +281,9 @@ static pmalloc_options run_opts(const pmc_run *r, pmalloc_persist_mode pm, bool 
     o.model = r->model;
     o.persist = pm;
     o.eadr = PMALLOC_EADR_OFF;
-    o.narenas = 2;
+    o.narenas = 1; /* one thread: one arena keeps slab space small */
     o.create = create;
+    o.log_chunks = r->log_chunks;
     return o;
 }
 
@@ -306,6 +314,7 @@ typedef struct sim_ctx {
     /* nested: crash during recovery */
     uint64_t rec_point;
     bool rec_fired;
+    uint64_t alloc_flushes;
     bool ready; /* the live heap's create finished (a crash inside create leaves
                  * a file without magic, refused with NM_EFORMAT: not a crash point) */
 } sim_ctx;
@@ -322,10 +331,12 @@ static void live_hook(void *arg, pmalloc_heap *h, uint64_t no)
 {
     sim_ctx *c = arg;
     pmc_run *r = c->r;
-    r->flush_points_seen = no;
-    if (no != c->next_point || r->tried >= r->points) return;
-    if (!c->ready) { c->next_point = no + 1; return; }
-    c->next_point = no + 1 + nm_rng_below(&c->rng, 2 * (uint64_t)r->gap);
+    NM_UNUSED(no);
+    if (!c->ready || g_user_persist) return; /* only allocator flushes are crash points */
+    uint64_t k = ++c->alloc_flushes;
+    r->flush_points_seen = k;
+    if (k != c->next_point || r->tried >= r->points) return;
+    c->next_point = k + 1 + nm_rng_below(&c->rng, 2 * (uint64_t)r->gap);
     if (pmalloc_sim_snapshot(h, c->s1, nm_rng_u64(&c->rng))) { fail_note(r, "snapshot: %s%s", nm_last_errmsg(), ""); return; }
     if (nm_rng_below(&c->rng, 100) < r->recovery_crash_pct) {
         /* recover the image under simulation and crash that recovery */
@@ -368,6 +379,7 @@ int pmc_run_sim(pmc_run *r)
         pmalloc_options o = run_opts(r, PMALLOC_PERSIST_SIM, true);
         o.sim_hook = live_hook;
         o.sim_arg = &c;
+        c.alloc_flushes = 0;
         c.next_point = 1 + nm_rng_below(&c.rng, 2 * (uint64_t)r->gap);
         pmalloc_heap *h;
         nm_err e = pmalloc_open(live, &o, &h);
@@ -379,6 +391,10 @@ int pmc_run_sim(pmc_run *r)
             int err = pmc_step(h, &w, &r->cfg);
             if (err) { fail_note(r, "workload step failed: %s%s", nm_last_errmsg(), ""); break; }
         }
+        pmalloc_stats st;
+        pmalloc_stats_get(h, &st);
+        r->log_gcs += st.bklog_gcs;
+        if (getenv("PMC_DEBUG")) fprintf(stderr, "round %u: %llu log appends, %llu gcs, %llu flushes\n", rounds, (unsigned long long)st.bklog_appends, (unsigned long long)st.bklog_gcs, (unsigned long long)st.flushes);
         pmalloc_abandon(h);
         c.ready = false;
         rm_heap(live);

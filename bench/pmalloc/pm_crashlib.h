@@ -62,10 +62,12 @@ typedef struct pmc_run {
     unsigned points;             /* crash points to try */
     unsigned gap;                /* SIM: mean flushes between crash points */
     unsigned recovery_crash_pct; /* SIM: % of points whose recovery is crashed too */
+    unsigned log_chunks;         /* small bookkeeping log, so its GC runs under crashes */
     uint64_t seed;
     pmc_config cfg;
     const char *tmpdir;
     uint64_t tried, failures, recovery_tried, flush_points_seen;
+    uint64_t log_gcs; /* SIM: runtime bookkeeping-log GCs in the live heaps */
     char first_failure[512];
 } pmc_run;
 void pmc_run_defaults(pmc_run *r, pmalloc_model m, const char *tmpdir);

@@ -80,6 +80,8 @@ typedef struct pmalloc_options {
     pmalloc_eadr eadr;
     pmalloc_persist_mode persist;
     unsigned narenas;             /* 0 = one per online CPU (paper Sec. 4.2) */
+    unsigned log_chunks;          /* bookkeeping-log size in 1 KiB chunks when creating
+                                   * (>= 4); 0 = one 8-byte entry per data page + 16 chunks */
     bool create;                  /* create the heap when the file does not exist */
     /* PMALLOC_PERSIST_SIM only: flush hook installed before recovery runs, so a
      * test can crash the recovery itself (see pmalloc_sim_set_hook). */

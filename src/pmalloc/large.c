@@ -187,10 +187,11 @@ static void chunk_init(pmalloc_heap *h, uint32_t c, uint32_t next)
 
 static nm_err new_tail_chunk(pmalloc_heap *h)
 {
-    /* Slow GC when the free chunks would no longer hold a compacted copy of
-     * the live entries (and there is something to drop). */
-    uint64_t need = (h->bk_live_entries + PM_CHUNK_ENTRIES - 1) / PM_CHUNK_ENTRIES + 1;
-    if (h->bk_free_count < need + 1 && h->bk_tombs > 0) {
+    /* Slow GC once half the chunks are in use (and there is something to
+     * drop). pm_bk_record keeps the live entries under half the log, so the
+     * compacted copy always fits in the free half: a free never fails for
+     * want of log space. */
+    if (h->bk_free_count <= h->nchunks / 2 && h->bk_tombs > 0) {
         nm_err e = pm_bk_compact(h);
         if (e) return e;
         if (h->bk_tail_count < PM_CHUNK_ENTRIES) return NM_OK; /* compaction left room */
@@ -213,7 +214,10 @@ static nm_err new_tail_chunk(pmalloc_heap *h)
     return NM_OK;
 }
 
-nm_err pm_bk_append(pmalloc_heap *h, uint64_t entry, int64_t *pos)
+/* Make sure the next append has a free slot, running the slow GC if needed.
+ * Callers reserve BEFORE computing an entry: the GC moves live entries, so a
+ * tombstone's target position is only stable once no GC can intervene. */
+static nm_err bk_reserve(pmalloc_heap *h)
 {
     for (;;) {
         if (h->bk_tail_count >= PM_CHUNK_ENTRIES) {
@@ -221,9 +225,18 @@ nm_err pm_bk_append(pmalloc_heap *h, uint64_t entry, int64_t *pos)
             if (e) return e;
             continue;
         }
+        if (chunk_ent(h, h->bk_tail)[bk_slot(h, h->bk_tail_count)] == 0) return NM_OK;
+        h->bk_tail_count++; /* written in another session with another slot order */
+    }
+}
+
+nm_err pm_bk_append(pmalloc_heap *h, uint64_t entry, int64_t *pos)
+{
+    {
+        nm_err e = bk_reserve(h);
+        if (e) return e;
         uint64_t *ents = chunk_ent(h, h->bk_tail);
         uint32_t idx = bk_slot(h, h->bk_tail_count++);
-        if (ents[idx] != 0) continue; /* written in another session with another slot order */
         __atomic_store_n(&ents[idx], entry, __ATOMIC_RELAXED);
         pm_persist(h, &ents[idx], sizeof(uint64_t), PM_META);
         pm_count(&h->c_bk, 1);
@@ -235,6 +248,12 @@ nm_err pm_bk_append(pmalloc_heap *h, uint64_t entry, int64_t *pos)
 
 nm_err pm_bk_record(pmalloc_heap *h, pm_veh *v)
 {
+    uint64_t max_live = (uint64_t)(h->nchunks / 2 - 1) * PM_CHUNK_ENTRIES;
+    if (h->bk_live_entries + 1 > max_live)
+        return nm_fail(NM_ENOMEM, "pmalloc: bookkeeping log holds its maximum of %llu extents and slabs",
+                       (unsigned long long)max_live);
+    nm_err r = bk_reserve(h);
+    if (r) return r;
     uint64_t type = v->state == PM_VEH_SLAB ? PM_BK_SLAB : PM_BK_EXTENT;
     uint64_t e = type << 62 | v->npages << 36 | v->page;
     nm_err err = pm_bk_append(h, e, &v->bkpos);
@@ -244,7 +263,9 @@ nm_err pm_bk_record(pmalloc_heap *h, pm_veh *v)
 
 nm_err pm_bk_tombstone(pmalloc_heap *h, pm_veh *v)
 {
-    nm_err err = pm_bk_append(h, PM_BK_TOMB << 62 | (uint64_t)v->bkpos, NULL);
+    nm_err err = bk_reserve(h);
+    if (err) return err;
+    err = pm_bk_append(h, PM_BK_TOMB << 62 | (uint64_t)v->bkpos, NULL);
     if (err) return err;
     h->bk_live_entries--;
     h->bk_tombs++;
@@ -264,7 +285,8 @@ static pm_veh **collect_allocated(pmalloc_heap *h, size_t *n)
     for (uint64_t p = 0; p < h->data_pages;) {
         pm_veh *v = pm_pmap_get(h, p);
         if (v && v->state != PM_VEH_FREE && v->page == p) {
-            if (k < cap) arr[k++] = v;
+            /* an extent being allocated has no entry yet: its own append follows */
+            if (k < cap && v->bkpos >= 0) arr[k++] = v;
             p += v->npages;
         } else if (v && v->state == PM_VEH_FREE && v->page == p) {
             p += v->npages;

@@ -45,13 +45,13 @@ typedef struct layout {
     uint32_t nchunks;
 } layout;
 
-static void compute_layout(uint64_t size, layout *l)
+static void compute_layout(uint64_t size, uint32_t nchunks, layout *l)
 {
     l->roots_off = PM_PAGE;
     l->wal_off = l->roots_off + NM_ALIGN_UP((uint64_t)PMALLOC_NROOTS * 8, PM_PAGE);
     l->bk_off = l->wal_off + (uint64_t)PM_NRINGS * PM_RING_BYTES;
     /* one log entry per data page: 4x the most extents+slabs that fit (>= 16 KiB each) */
-    l->nchunks = (uint32_t)(size / PM_PAGE / PM_CHUNK_ENTRIES + 16);
+    l->nchunks = nchunks ? nchunks : (uint32_t)(size / PM_PAGE / PM_CHUNK_ENTRIES + 16);
     l->data_off = NM_ALIGN_UP(l->bk_off + (uint64_t)l->nchunks * PM_CHUNK_BYTES, PM_PAGE);
 }
 
@@ -696,8 +696,8 @@ static nm_err validate_super(const pm_super *sb, size_t len)
         return nm_fail(NM_EFORMAT, "pmalloc: heap format version %u, this build reads %u", sb->version, PM_VERSION);
     if (sb->check != super_check(sb)) return nm_fail(NM_ECORRUPT, "pmalloc: superblock checksum mismatch");
     layout l;
-    compute_layout(sb->heap_size, &l);
-    if (sb->heap_size != len || sb->roots_off != l.roots_off || sb->wal_off != l.wal_off || sb->bk_off != l.bk_off ||
+    compute_layout(sb->heap_size, sb->nchunks, &l);
+    if (sb->nchunks < 4 || l.data_off + 64 * PM_PAGE > len || sb->heap_size != len || sb->roots_off != l.roots_off || sb->wal_off != l.wal_off || sb->bk_off != l.bk_off ||
         sb->data_off != l.data_off || sb->nchunks != l.nchunks || sb->nrings != PM_NRINGS || sb->nroots != PMALLOC_NROOTS ||
         sb->model > PMALLOC_GC || sb->stripes == 0 || sb->stripes > PMALLOC_MAX_STRIPES)
         return nm_fail(NM_ECORRUPT, "pmalloc: superblock layout does not match a %zu-byte heap", len);
@@ -761,7 +761,12 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
     }
 
     layout l;
-    compute_layout(exists ? h->sb->heap_size : mapped, &l);
+    if (!exists && o.log_chunks && (o.log_chunks < 4 || (uint64_t)o.log_chunks * PM_CHUNK_BYTES > mapped / 4)) {
+        heap_free(h);
+        unlink(path);
+        return nm_fail(NM_ERANGE, "pmalloc_open: %u log chunks (need 4 .. heap/4 KiB)", o.log_chunks);
+    }
+    compute_layout(exists ? h->sb->heap_size : mapped, exists ? h->sb->nchunks : o.log_chunks, &l);
     if (!exists) {
         pm_super *sb = h->sb;
         sb->version = PM_VERSION;

@@ -14,8 +14,8 @@ static void run(pmalloc_model m, bool sim, unsigned points)
     r.points = points;
     r.seed = nm_test_seed(sim ? 21 : 22) + m;
     int rc = sim ? pmc_run_sim(&r) : pmc_run_proc(&r);
-    print_message("%s %s: %llu crash points (%llu during recovery), %llu failures %s\n", sim ? "power-failure" : "process",
-                  m == PMALLOC_LOG ? "LOG" : "GC", (unsigned long long)r.tried, (unsigned long long)r.recovery_tried,
+    print_message("%s %s: %llu crash points (%llu during recovery, %llu log GCs), %llu failures %s\n", sim ? "power-failure" : "process",
+                  m == PMALLOC_LOG ? "LOG" : "GC", (unsigned long long)r.tried, (unsigned long long)r.recovery_tried, (unsigned long long)r.log_gcs,
                   (unsigned long long)r.failures, r.first_failure);
     assert_int_equal(rc, 0);
     assert_int_equal(r.failures, 0);
