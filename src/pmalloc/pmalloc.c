@@ -755,7 +755,7 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
     h->stripes = h->eadr ? 1 : o.stripes;
     h->interleave = h->stripes > 1;
     if (h->persist == PMALLOC_PERSIST_SIM) {
-        if ((err = pm_sim_init(h, !exists))) { heap_free(h); return err; }
+        if ((err = pm_sim_init(h, !exists))) { heap_free(h); if (!exists) unlink(path); return err; }
         h->sim_hook = o.sim_hook;
         h->sim_arg = o.sim_arg;
     }
@@ -790,13 +790,13 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
     h->narenas = o.narenas ? o.narenas : nm_nproc();
     if (h->narenas == 0) h->narenas = 1;
     h->arenas = calloc(h->narenas, sizeof *h->arenas);
-    if (!h->arenas) { heap_free(h); return nm_fail(NM_ENOMEM, "pmalloc_open: arenas"); }
+    if (!h->arenas) { heap_free(h); if (!exists) unlink(path); return nm_fail(NM_ENOMEM, "pmalloc_open: arenas"); }
     for (unsigned i = 0; i < h->narenas; i++) {
         pthread_mutex_init(&h->arenas[i].lock, NULL);
         h->arenas[i].id = i;
         h->arenas[i].node = 0; /* NUMA placement: issue 7 */
     }
-    if ((err = pm_small_init(h)) || (err = pm_large_init(h, !exists))) { heap_free(h); return err; }
+    if ((err = pm_small_init(h)) || (err = pm_large_init(h, !exists))) { heap_free(h); if (!exists) unlink(path); return err; }
     if (!exists) {
         /* the zero-filled file already has empty roots and WAL rings; the
          * magic goes last, so an interrupted create is refused, not misread */
@@ -813,7 +813,7 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
         if (v->state == PM_VEH_SLAB) err = pm_slab_adopt(h, v);
         p += v->npages;
     }
-    if (err) { heap_free(h); return err; }
+    if (err) { heap_free(h); if (!exists) unlink(path); return err; }
     h->wal_seq = h->sb->wal_retired + 1;
     if (exists) {
         uint64_t state = h->sb->state;
