@@ -56,7 +56,7 @@ typedef struct pm_super {
     uint32_t nroots;
     uint64_t roots_off, wal_off, bk_off, data_off;
     uint64_t check; /* XXH64 of the fields above */
-    uint8_t pad0[128 - 72];
+    uint8_t pad0[128 - 80];
     /* line 2: session state */
     uint64_t state;
     uint8_t pad1[56];
@@ -68,6 +68,10 @@ typedef struct pm_super {
     uint64_t wal_retired;
     uint8_t pad3[56];
 } pm_super;
+NM_STATIC_ASSERT(offsetof(pm_super, state) == 2 * PM_LINE, "state on line 2");
+NM_STATIC_ASSERT(offsetof(pm_super, bk_head) == 3 * PM_LINE, "log heads on line 3");
+NM_STATIC_ASSERT(offsetof(pm_super, wal_retired) == 4 * PM_LINE, "wal_retired on line 4");
+
 
 typedef struct pm_chunk_hdr {
     uint32_t magic;
@@ -101,6 +105,8 @@ typedef struct pm_slab_hdr {
     uint32_t check;     /* low 32 bits of XXH64 of the fields above */
     uint8_t reserved[64 - 40];
 } pm_slab_hdr;
+NM_STATIC_ASSERT(sizeof(pm_slab_hdr) == PM_LINE, "slab header is one line");
+NM_STATIC_ASSERT(sizeof(pm_chunk_hdr) == PM_LINE, "chunk header is one line");
 
 /* WAL entry (32 bytes). */
 #define PM_OP_ALLOC_SMALL 1u
@@ -146,6 +152,7 @@ typedef struct pm_arena {
     pthread_mutex_t lock;
     pm_vslab *partial[PM_NCLS_MAX];
     unsigned id, node;
+    unsigned nthreads; /* thread caches attached (under tc_lock) */
 } pm_arena;
 
 typedef struct pm_tcblk {

@@ -216,6 +216,7 @@ static void tc_destroy(void *p)
     for (pm_tcache **pp = &h->tcaches; *pp; pp = &(*pp)->next)
         if (*pp == tc) { *pp = tc->next; break; }
     if (tc->ring >= 0) h->ring_used[tc->ring] = 0;
+    tc->arena->nthreads--;
     pthread_mutex_unlock(&h->tc_lock);
     free(tc);
 }
@@ -244,8 +245,12 @@ pm_tcache *pm_tc_get(pmalloc_heap *h)
         nm_fail(NM_EBUSY, "pmalloc: more than %u threads use the heap at once", PM_NRINGS);
         return NULL;
     }
-    /* each thread goes to the arena with the fewest threads: round robin */
-    tc->arena = &h->arenas[h->next_arena++ % h->narenas];
+    /* each thread goes to the arena with the fewest threads (paper Sec. 4.2) */
+    pm_arena *best = &h->arenas[h->next_arena++ % h->narenas];
+    for (unsigned i = 0; i < h->narenas; i++)
+        if (h->arenas[i].nthreads < best->nthreads) best = &h->arenas[i];
+    best->nthreads++;
+    tc->arena = best;
     tc->next = h->tcaches;
     h->tcaches = tc;
     pthread_mutex_unlock(&h->tc_lock);

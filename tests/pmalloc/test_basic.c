@@ -305,6 +305,49 @@ static void test_modes(void **state)
     pmt_rmdir(dir);
 }
 
+/* Damaged metadata is refused at open with NM_ECORRUPT, not misread. */
+static void corrupt_and_open(const char *dir, long off, uint32_t val)
+{
+    char path[400];
+    snprintf(path, sizeof path, "%s/%s", dir, PMALLOC_FILE_NAME);
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    uint32_t old;
+    assert_int_equal(pread(fd, &old, 4, off), 4);
+    assert_int_equal(pwrite(fd, &val, 4, off), 4);
+    pmalloc_options o = pmt_opts(8 * MiB, PMALLOC_LOG, PMALLOC_PERSIST_CPU);
+    o.create = false;
+    pmalloc_heap *h;
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_ECORRUPT);
+    print_message("refused: %s\n", nm_last_errmsg());
+    assert_int_equal(pwrite(fd, &old, 4, off), 4); /* repaired: opens again */
+    close(fd);
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+    assert_int_equal(pmalloc_check(h), NM_OK);
+    assert_int_equal(pmalloc_close(h), NM_OK);
+}
+
+static void test_corrupt_metadata(void **state)
+{
+    (void)state;
+    char dir[256];
+    pmt_tmpdir(dir, sizeof dir, "corrupt");
+    pmalloc_options o = pmt_opts(8 * MiB, PMALLOC_LOG, PMALLOC_PERSIST_CPU);
+    pmalloc_heap *h;
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+    assert_int_equal(pmalloc_malloc_to(h, 64, pmalloc_root_slot(h, 0)), NM_OK);
+    assert_int_equal(pmalloc_malloc_to(h, 50000, pmalloc_root_slot(h, 1)), NM_OK);
+    long slab = (long)(pmalloc_get_root(h, 0) & ~(pmalloc_ptr)4095); /* the first slab starts the data area */
+    assert_int_equal(pmalloc_close(h), NM_OK);
+    long bk = 4096 + 8192 + 128 * 1024; /* superblock, roots, WAL rings */
+    corrupt_and_open(dir, bk, 0x12345678);         /* bookkeeping-log chunk magic */
+    corrupt_and_open(dir, bk + 4, 0x7fffffff);     /* chunk next pointer out of range */
+    corrupt_and_open(dir, slab, 0);                /* slab header magic */
+    corrupt_and_open(dir, slab + 8, 12345);        /* slab block size (checksum) */
+    corrupt_and_open(dir, 128, 0x0bad0bad);        /* session state */
+    pmt_rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -315,6 +358,7 @@ int main(void)
         cmocka_unit_test(test_flush_accounting),
         cmocka_unit_test(test_bklog_gc),
         cmocka_unit_test(test_modes),
+        cmocka_unit_test(test_corrupt_metadata),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
