@@ -259,6 +259,7 @@ void pmc_run_defaults(pmc_run *r, pmalloc_model m, const char *tmpdir)
     r->heap_size = 4u << 20;
     r->points = 100;
     r->gap = 40;
+    r->evict_pct = 10;
     r->recovery_crash_pct = 25;
     r->seed = 1;
     r->cfg.large_pct = 30;
@@ -324,7 +325,7 @@ static void rec_hook(void *arg, pmalloc_heap *h, uint64_t no)
     sim_ctx *c = arg;
     if (c->rec_fired || no != c->rec_point) return;
     c->rec_fired = true;
-    if (pmalloc_sim_snapshot(h, c->s2, nm_rng_u64(&c->rng))) fail_note(c->r, "snapshot: %s%s", nm_last_errmsg(), "");
+    if (pmalloc_sim_snapshot(h, c->s2, nm_rng_u64(&c->rng), c->r->evict_pct)) fail_note(c->r, "snapshot: %s%s", nm_last_errmsg(), "");
 }
 
 static void live_hook(void *arg, pmalloc_heap *h, uint64_t no)
@@ -337,7 +338,9 @@ static void live_hook(void *arg, pmalloc_heap *h, uint64_t no)
     r->flush_points_seen = k;
     if (k != c->next_point || r->tried >= r->points) return;
     c->next_point = k + 1 + nm_rng_below(&c->rng, 2 * (uint64_t)r->gap);
-    if (pmalloc_sim_snapshot(h, c->s1, nm_rng_u64(&c->rng))) { fail_note(r, "snapshot: %s%s", nm_last_errmsg(), ""); return; }
+    /* half the points also let unflushed lines reach the image early (evictions) */
+    unsigned evict = nm_rng_below(&c->rng, 2) ? r->evict_pct : 0;
+    if (pmalloc_sim_snapshot(h, c->s1, nm_rng_u64(&c->rng), evict)) { fail_note(r, "snapshot: %s%s", nm_last_errmsg(), ""); return; }
     if (nm_rng_below(&c->rng, 100) < r->recovery_crash_pct) {
         /* recover the image under simulation and crash that recovery */
         pmalloc_options o = run_opts(r, PMALLOC_PERSIST_SIM, false);

@@ -63,6 +63,7 @@ typedef struct pmc_run {
     unsigned gap;                /* SIM: mean flushes between crash points */
     unsigned recovery_crash_pct; /* SIM: % of points whose recovery is crashed too */
     unsigned log_chunks;         /* small bookkeeping log, so its GC runs under crashes */
+    unsigned evict_pct;          /* SIM: on half the points, unflushed lines persist with this % */
     uint64_t seed;
     pmc_config cfg;
     const char *tmpdir;

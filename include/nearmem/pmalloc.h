@@ -181,8 +181,10 @@ nm_err pmalloc_check(pmalloc_heap *h);
  * drained (a fence may be torn). Stores never flushed are lost. */
 typedef void (*pmalloc_sim_hook)(void *arg, pmalloc_heap *h, uint64_t flush_no);
 nm_err pmalloc_sim_set_hook(pmalloc_heap *h, pmalloc_sim_hook fn, void *arg);
-/* Write the crash image as <dir>/pmalloc.heap; `seed` picks the torn subset. */
-nm_err pmalloc_sim_snapshot(pmalloc_heap *h, const char *dir, uint64_t seed);
+/* Write the crash image as <dir>/pmalloc.heap; `seed` picks the torn subset.
+ * With evict_pct > 0, each line stored but never flushed also reaches the
+ * image with that probability (a cache eviction wrote it back early). */
+nm_err pmalloc_sim_snapshot(pmalloc_heap *h, const char *dir, uint64_t seed, unsigned evict_pct);
 /* Drop the heap without a clean shutdown (a crash): unmap, free, write nothing. */
 void pmalloc_abandon(pmalloc_heap *h);
 

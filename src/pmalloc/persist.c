@@ -143,7 +143,7 @@ nm_err pmalloc_sim_set_hook(pmalloc_heap *h, pmalloc_sim_hook fn, void *arg)
     return NM_OK;
 }
 
-nm_err pmalloc_sim_snapshot(pmalloc_heap *h, const char *dir, uint64_t seed)
+nm_err pmalloc_sim_snapshot(pmalloc_heap *h, const char *dir, uint64_t seed, unsigned evict_pct)
 {
     if (!h || !dir || h->persist != PMALLOC_PERSIST_SIM)
         return nm_fail(NM_ESTATE, "pmalloc: snapshots need PMALLOC_PERSIST_SIM");
@@ -159,7 +159,6 @@ nm_err pmalloc_sim_snapshot(pmalloc_heap *h, const char *dir, uint64_t seed)
     size_t nt = 0;
     for (size_t i = 0; torn && i < h->npending; i++)
         if (nm_rng_u64(&r) & 1) torn[nt++] = h->pending[i];
-    char save[PM_LINE];
     nm_err err = NM_OK;
     size_t off = 0;
     /* write the image with the chosen pending lines applied */
@@ -168,6 +167,9 @@ nm_err pmalloc_sim_snapshot(pmalloc_heap *h, const char *dir, uint64_t seed)
         char *buf = malloc(chunk);
         if (!buf) { err = nm_fail(NM_ENOMEM, "pmalloc: snapshot buffer"); break; }
         memcpy(buf, h->shadow + off, chunk);
+        for (size_t l = 0; evict_pct && l < chunk; l += PM_LINE) /* early write-backs */
+            if (memcmp(buf + l, h->base + off + l, PM_LINE) != 0 && nm_rng_below(&r, 100) < evict_pct)
+                memcpy(buf + l, h->base + off + l, PM_LINE);
         for (size_t i = 0; i < nt; i++) {
             uint64_t lo = (uint64_t)torn[i] * PM_LINE;
             if (lo >= off && lo < off + chunk) memcpy(buf + (lo - off), h->base + lo, PM_LINE);
@@ -176,7 +178,6 @@ nm_err pmalloc_sim_snapshot(pmalloc_heap *h, const char *dir, uint64_t seed)
         free(buf);
         off += chunk;
     }
-    NM_UNUSED(save);
     pthread_mutex_unlock(&h->sim_lock);
     free(torn);
     close(fd);
