@@ -144,17 +144,19 @@ static int small_malloc_cost(const char *dir, unsigned stripes, double *meta, do
 void pm_bench_crash_campaign(nm_bench *b, const char *dir, unsigned points, uint64_t seed, bool add_rows,
                            uint64_t *tried_power, uint64_t *tried_proc, uint64_t *failures, uint64_t *rec)
 {
-    for (int kind = 0; kind < 2; kind++)
+    /* kind 0: power failure; 1 and 2: process crash with 1 and 2 workload threads (half the points each) */
+    for (int kind = 0; kind < 3; kind++)
         for (int m = 0; m < 2; m++) {
             pmc_run r;
             pmc_run_defaults(&r, (pmalloc_model)m, dir);
-            r.points = points;
+            r.points = kind == 0 ? points : (points + 1) / 2;
+            r.threads = kind == 2 ? 2 : 1;
             r.seed = seed * 7 + (uint64_t)(kind * 2 + m);
             uint64_t t0 = nm_now_ns();
             if (kind == 0) pmc_run_sim(&r);
             else pmc_run_proc(&r);
             double s = (double)(nm_now_ns() - t0) / 1e9;
-            const char *kn = kind == 0 ? "power_failure" : "process_crash";
+            const char *kn = kind == 0 ? "power_failure" : kind == 1 ? "process_crash" : "process_crash_2threads";
             const char *mn = m == PMALLOC_LOG ? "LOG" : "GC";
             nm_bench_progress(b, "%s %s: %llu crash points (%llu inside recovery), %llu failures %s", kn, mn,
                               (unsigned long long)r.tried, (unsigned long long)r.recovery_tried,

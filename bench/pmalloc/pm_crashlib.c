@@ -86,12 +86,13 @@ static pmalloc_ptr *tail_slot(pmalloc_heap *h, unsigned i, unsigned *len)
 
 int pmc_step(pmalloc_heap *h, nm_rng *r, const pmc_config *cfg)
 {
-    unsigned i = (unsigned)nm_rng_below(r, PMC_NLISTS), len;
+    unsigned lo = cfg->list_n ? cfg->list_lo : 0, nl = cfg->list_n ? cfg->list_n : PMC_NLISTS;
+    unsigned i = lo + (unsigned)nm_rng_below(r, nl), len;
     unsigned what = (unsigned)nm_rng_below(r, 100);
     pmalloc_ptr *slot = tail_slot(h, i, &len);
     nm_err e = NM_OK;
     if (what < 8 && len > 0) { /* move list i to an empty root */
-        unsigned j = (unsigned)nm_rng_below(r, PMC_NLISTS);
+        unsigned j = lo + (unsigned)nm_rng_below(r, nl);
         if (j != i && pmalloc_get_root(h, PMC_ROOT0 + j) == 0) {
             e = pmalloc_set_root(h, PMC_ROOT0 + j, pmalloc_get_root(h, PMC_ROOT0 + i));
             if (!e) e = pmalloc_set_root(h, PMC_ROOT0 + i, 0);
@@ -247,6 +248,7 @@ out:
 
 /* ---- crash campaigns ---- */
 
+#include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -410,16 +412,41 @@ int pmc_run_sim(pmc_run *r)
     return r->failures ? 1 : 0;
 }
 
+typedef struct child_worker {
+    pmalloc_heap *h;
+    pmc_config cfg;
+    uint64_t seed;
+} child_worker;
+
+static void *child_thread(void *p)
+{
+    child_worker *w = p;
+    nm_rng rng;
+    nm_rng_seed(&rng, w->seed);
+    for (;;)
+        if (pmc_step(w->h, &rng, &w->cfg)) _exit(3);
+    return NULL;
+}
+
 static void child_run(const pmc_run *r, const char *dir, uint64_t seed)
 {
     pmalloc_options o = run_opts(r, PMALLOC_PERSIST_CPU, false);
+    unsigned nt = r->threads ? r->threads : 1;
+    o.narenas = nt;
     pmalloc_heap *h;
     if (pmalloc_open(dir, &o, &h)) _exit(2);
     if (pmc_repair(h)) _exit(4);
-    nm_rng w;
-    nm_rng_seed(&w, seed);
-    for (;;)
-        if (pmc_step(h, &w, &r->cfg)) _exit(3);
+    child_worker w[8];
+    pthread_t t[8];
+    if (nt > 8) nt = 8;
+    for (unsigned k = 0; k < nt; k++) {
+        /* each thread owns a slice of the lists; blocks still cross arenas */
+        w[k] = (child_worker){h, r->cfg, seed * 31 + k};
+        w[k].cfg.list_lo = k * (PMC_NLISTS / nt);
+        w[k].cfg.list_n = PMC_NLISTS / nt;
+        if (k > 0 && pthread_create(&t[k], NULL, child_thread, &w[k])) _exit(5);
+    }
+    child_thread(&w[0]);
 }
 
 int pmc_run_proc(pmc_run *r)

@@ -37,6 +37,7 @@ typedef struct pmc_obj {
 typedef struct pmc_config {
     unsigned large_pct;   /* % of allocations that are large (> 14 KiB) */
     size_t large_max;     /* largest large request */
+    unsigned list_lo, list_n; /* lists this worker owns; list_n 0 = all */
 } pmc_config;
 
 /* One random operation; returns the pmalloc error of a failed call (NM_ENOMEM is
@@ -64,6 +65,7 @@ typedef struct pmc_run {
     unsigned recovery_crash_pct; /* SIM: % of points whose recovery is crashed too */
     unsigned log_chunks;         /* small bookkeeping log, so its GC runs under crashes */
     unsigned evict_pct;          /* SIM: on half the points, unflushed lines persist with this % */
+    unsigned threads;            /* process crash: workload threads in the child (own lists each) */
     uint64_t seed;
     pmc_config cfg;
     const char *tmpdir;

@@ -5,16 +5,17 @@
 #include "pm_crashlib.h"
 #include "pm_testutil.h"
 
-static void run(pmalloc_model m, bool sim, unsigned points)
+static void run_t(pmalloc_model m, bool sim, unsigned points, unsigned threads)
 {
     char dir[256];
     pmt_tmpdir(dir, sizeof dir, sim ? "sim" : "proc");
     pmc_run r;
     pmc_run_defaults(&r, m, dir);
     r.points = points;
+    r.threads = threads;
     r.seed = nm_test_seed(sim ? 21 : 22) + m;
     int rc = sim ? pmc_run_sim(&r) : pmc_run_proc(&r);
-    print_message("%s %s: %llu crash points (%llu during recovery, %llu log GCs), %llu failures %s\n", sim ? "power-failure" : "process",
+    print_message("%s%s %s: %llu crash points (%llu during recovery, %llu log GCs), %llu failures %s\n", sim ? "power-failure" : "process", threads > 1 ? " (2 threads)" : "",
                   m == PMALLOC_LOG ? "LOG" : "GC", (unsigned long long)r.tried, (unsigned long long)r.recovery_tried, (unsigned long long)r.log_gcs,
                   (unsigned long long)r.failures, r.first_failure);
     assert_int_equal(rc, 0);
@@ -23,10 +24,14 @@ static void run(pmalloc_model m, bool sim, unsigned points)
     rmdir(dir);
 }
 
+static void run(pmalloc_model m, bool sim, unsigned points) { run_t(m, sim, points, 1); }
+
 static void test_sim_log(void **s) { (void)s; run(PMALLOC_LOG, true, 150); }
 static void test_sim_gc(void **s) { (void)s; run(PMALLOC_GC, true, 150); }
 static void test_proc_log(void **s) { (void)s; run(PMALLOC_LOG, false, 60); }
 static void test_proc_gc(void **s) { (void)s; run(PMALLOC_GC, false, 60); }
+static void test_proc_log_mt(void **s) { (void)s; run_t(PMALLOC_LOG, false, 60, 2); }
+static void test_proc_gc_mt(void **s) { (void)s; run_t(PMALLOC_GC, false, 40, 2); }
 
 int main(void)
 {
@@ -35,6 +40,8 @@ int main(void)
         cmocka_unit_test(test_sim_gc),
         cmocka_unit_test(test_proc_log),
         cmocka_unit_test(test_proc_gc),
+        cmocka_unit_test(test_proc_log_mt),
+        cmocka_unit_test(test_proc_gc_mt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
