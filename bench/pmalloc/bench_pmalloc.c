@@ -144,19 +144,27 @@ static int small_malloc_cost(const char *dir, unsigned stripes, double *meta, do
 void pm_bench_crash_campaign(nm_bench *b, const char *dir, unsigned points, uint64_t seed, bool add_rows,
                            uint64_t *tried_power, uint64_t *tried_proc, uint64_t *failures, uint64_t *rec)
 {
-    /* kind 0: power failure; 1 and 2: process crash with 1 and 2 workload threads (half the points each) */
-    for (int kind = 0; kind < 3; kind++)
+    /* kind 0: power failure; 1 and 2: process crash with 1 and 2 workload threads (half the points each);
+     * 3: power failure under extent churn on 3 short lists, which runs the log's fast and slow GCs */
+    for (int kind = 0; kind < 4; kind++)
         for (int m = 0; m < 2; m++) {
             pmc_run r;
             pmc_run_defaults(&r, (pmalloc_model)m, dir);
             r.points = kind == 0 ? points : (points + 1) / 2;
             r.threads = kind == 2 ? 2 : 1;
+            if (kind == 3) {
+                r.cfg.large_pct = 100;
+                r.cfg.large_max = 20000;
+                r.cfg.list_n = 3;
+                r.gap = 25;
+            }
             r.seed = seed * 7 + (uint64_t)(kind * 2 + m);
             uint64_t t0 = nm_now_ns();
-            if (kind == 0) pmc_run_sim(&r);
+            if (kind == 0 || kind == 3) pmc_run_sim(&r);
             else pmc_run_proc(&r);
             double s = (double)(nm_now_ns() - t0) / 1e9;
-            const char *kn = kind == 0 ? "power_failure" : kind == 1 ? "process_crash" : "process_crash_2threads";
+            const char *kn = kind == 0 ? "power_failure" : kind == 1 ? "process_crash" : kind == 2 ? "process_crash_2threads"
+                                                                                                     : "power_failure_log_churn";
             const char *mn = m == PMALLOC_LOG ? "LOG" : "GC";
             nm_bench_progress(b, "%s %s: %llu crash points (%llu inside recovery), %llu failures %s", kn, mn,
                               (unsigned long long)r.tried, (unsigned long long)r.recovery_tried,
@@ -172,7 +180,7 @@ void pm_bench_crash_campaign(nm_bench *b, const char *dir, unsigned points, uint
                 nm_bench_row_num(row, "seconds", s);
                 if (r.first_failure[0]) nm_bench_row_str(row, "first_failure", r.first_failure);
             }
-            if (kind == 0) *tried_power += r.tried;
+            if (kind == 0 || kind == 3) *tried_power += r.tried;
             else *tried_proc += r.tried;
             *failures += r.failures;
             *rec += r.recovery_tried;

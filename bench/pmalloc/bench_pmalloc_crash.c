@@ -18,6 +18,8 @@ int nm_suite_pmalloc_crash(nm_bench *b)
     nm_bench_config_str(b, "power_failure", "persisted image updated only at flush+drain; flushed-undrained lines land at random");
     nm_bench_config_str(b, "process_crash", "fork + SIGKILL after 0.3-6.3 ms; every third crash recovered by the next child; "
                                             "half the points with 2 workload threads in the child");
+    nm_bench_config_str(b, "log_churn", "extra power-failure runs (half the points) on 3 short lists of extents: "
+                                        "bookkeeping-log fast and slow GCs under crashes");
     nm_bench_config_str(b, "evictions", "half the power-failure points also persist 10% of the stored-but-unflushed lines");
     nm_bench_plot_spec(b, "[{\"title\":\"crash points tested\",\"x\":\"kind\",\"y\":\"crash_points\",\"series\":\"model\",\"kind\":\"bar\"}]");
     uint64_t tp = 0, tq = 0, fails = 0, rec = 0;

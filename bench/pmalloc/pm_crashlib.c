@@ -398,7 +398,7 @@ int pmc_run_sim(pmc_run *r)
         }
         pmalloc_stats st;
         pmalloc_stats_get(h, &st);
-        r->log_gcs += st.bklog_gcs;
+        r->log_gcs += st.bklog_gcs + st.bklog_fast_gcs;
         if (getenv("PMC_DEBUG")) fprintf(stderr, "round %u: %llu log appends, %llu gcs, %llu flushes\n", rounds, (unsigned long long)st.bklog_appends, (unsigned long long)st.bklog_gcs, (unsigned long long)st.flushes);
         pmalloc_abandon(h);
         c.ready = false;

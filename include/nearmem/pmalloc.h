@@ -143,6 +143,7 @@ typedef struct pmalloc_stats {
     uint64_t wal_appends;
     uint64_t bklog_appends;
     uint64_t bklog_gcs;      /* slow GCs (compactions) of the bookkeeping log */
+    uint64_t bklog_fast_gcs; /* fast GCs: chunks with nothing live unlinked in place */
     unsigned stripes;        /* effective stripes (1 under eADR) */
     bool eadr;
     pmalloc_model model;

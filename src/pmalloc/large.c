@@ -177,16 +177,106 @@ static uint32_t take_free_chunk(pmalloc_heap *h)
 static void chunk_init(pmalloc_heap *h, uint32_t c, uint32_t next)
 {
     char *b = chunk_base(h, c);
-    memset(b, 0, PM_CHUNK_BYTES);
     pm_chunk_hdr *hd = (pm_chunk_hdr *)b;
+    /* a new generation: tombstones left naming the chunk's previous life no longer match */
+    uint32_t gen = (hd->gen + 1) & PM_BK_GEN_MASK;
+    memset(b, 0, PM_CHUNK_BYTES);
     hd->magic = PM_CHUNK_MAGIC;
     hd->next = next;
     hd->id = c;
+    hd->gen = gen;
+    h->chunks[c].gen = gen;
     pm_flush(h, b, PM_CHUNK_BYTES, PM_META);
+}
+
+static inline bool tomb_valid(const pmalloc_heap *h, uint64_t e)
+{
+    uint32_t tc = PM_BK_TCHUNK(e);
+    return tc < h->nchunks && h->chunks[tc].in_list && h->chunks[tc].gen == PM_BK_TGEN(e);
+}
+
+/* Fast GC (Sec. 5.3): unlink, in place, every chunk (but the tail) whose
+ * normal entries are all dead. A chunk's tombstones may only disappear once
+ * the chunks they point into are gone, so chunks are unlinked in dependency
+ * order, one persisted 4-byte store each: any prefix is a consistent log.
+ * Tombstones into unlinked chunks become orphans, recognised by the chunk
+ * generation and ignored at replay. */
+static void bk_fast_gc(pmalloc_heap *h)
+{
+    uint32_t n = h->nchunks, norder = 0;
+    uint64_t *killed = calloc(((size_t)n * 128 + 63) / 64, sizeof(uint64_t));
+    uint32_t *live = calloc(n, sizeof *live), *order = malloc(n * sizeof *order);
+    uint8_t *st = calloc(n, 1); /* 1 candidate, 2 scheduled */
+    uint32_t head = h->sb->bk_head[h->sb->bk_alt & 1];
+    if (!killed || !live || !order || !st) goto out;
+    for (uint32_t c = head; c != PM_CHUNK_NONE; c = h->chunks[c].next) {
+        const uint64_t *ents = chunk_ent(h, c);
+        for (uint32_t i = 0; i < PM_CHUNK_ENTRIES; i++)
+            if (ents[i] && PM_BK_TYPE(ents[i]) == PM_BK_TOMB && tomb_valid(h, ents[i])) {
+                size_t pos = (size_t)PM_BK_TCHUNK(ents[i]) * 128 + PM_BK_TSLOT(ents[i]);
+                killed[pos / 64] |= 1ull << (pos % 64);
+            }
+    }
+    for (uint32_t c = head; c != PM_CHUNK_NONE; c = h->chunks[c].next) {
+        const uint64_t *ents = chunk_ent(h, c);
+        for (uint32_t i = 0; i < PM_CHUNK_ENTRIES; i++) {
+            size_t pos = (size_t)c * 128 + i;
+            if (ents[i] && PM_BK_TYPE(ents[i]) != PM_BK_TOMB && !(killed[pos / 64] >> (pos % 64) & 1)) live[c]++;
+        }
+        if (live[c] == 0 && c != h->bk_tail) st[c] = 1;
+    }
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (uint32_t c = head; c != PM_CHUNK_NONE; c = h->chunks[c].next) {
+            if (st[c] != 1) continue;
+            const uint64_t *ents = chunk_ent(h, c);
+            bool ok = true;
+            for (uint32_t i = 0; i < PM_CHUNK_ENTRIES && ok; i++)
+                if (ents[i] && PM_BK_TYPE(ents[i]) == PM_BK_TOMB && tomb_valid(h, ents[i])) {
+                    uint32_t tc = PM_BK_TCHUNK(ents[i]);
+                    ok = tc == c || st[tc] == 2;
+                }
+            if (ok) { st[c] = 2; order[norder++] = c; changed = true; }
+        }
+    }
+    for (uint32_t k = 0; k < norder; k++) {
+        uint32_t c = order[k], cur = h->sb->bk_head[h->sb->bk_alt & 1], prev = PM_CHUNK_NONE;
+        while (cur != c) { prev = cur; cur = h->chunks[cur].next; }
+        uint32_t next = h->chunks[c].next;
+        if (prev == PM_CHUNK_NONE) {
+            uint32_t *hp = &h->sb->bk_head[h->sb->bk_alt & 1];
+            __atomic_store_n(hp, next, __ATOMIC_RELAXED);
+            pm_persist(h, hp, sizeof *hp, PM_META);
+        } else {
+            uint32_t *np = &chunk_hdr(h, prev)->next;
+            __atomic_store_n(np, next, __ATOMIC_RELAXED);
+            pm_persist(h, np, sizeof *np, PM_META);
+            h->chunks[prev].next = next;
+        }
+        h->chunks[c].in_list = false;
+        h->bk_free_count++;
+        h->bk_list_len--;
+    }
+    if (norder) {
+        uint64_t tombs = 0;
+        for (uint32_t c = h->sb->bk_head[h->sb->bk_alt & 1]; c != PM_CHUNK_NONE; c = h->chunks[c].next) {
+            const uint64_t *ents = chunk_ent(h, c);
+            for (uint32_t i = 0; i < PM_CHUNK_ENTRIES; i++)
+                if (ents[i] && PM_BK_TYPE(ents[i]) == PM_BK_TOMB && tomb_valid(h, ents[i])) tombs++;
+        }
+        h->bk_tombs = tombs;
+        pm_count(&h->c_bkfast, 1);
+    }
+out:
+    free(killed);
+    free(live);
+    free(order);
+    free(st);
 }
 
 static nm_err new_tail_chunk(pmalloc_heap *h)
 {
+    if (h->bk_free_count <= h->nchunks / 2 && h->bk_tombs > 0) bk_fast_gc(h);
     /* Slow GC once half the chunks are in use (and there is something to
      * drop). pm_bk_record keeps the live entries under half the log, so the
      * compacted copy always fits in the free half: a free never fails for
@@ -265,7 +355,8 @@ nm_err pm_bk_tombstone(pmalloc_heap *h, pm_veh *v)
 {
     nm_err err = bk_reserve(h);
     if (err) return err;
-    err = pm_bk_append(h, PM_BK_TOMB << 62 | (uint64_t)v->bkpos, NULL);
+    uint32_t tc = (uint32_t)(v->bkpos / 128), slot = (uint32_t)(v->bkpos % 128);
+    err = pm_bk_append(h, PM_BK_TOMB << 62 | (uint64_t)h->chunks[tc].gen << 31 | (uint64_t)tc << 7 | slot, NULL);
     if (err) return err;
     h->bk_live_entries--;
     h->bk_tombs++;
@@ -398,6 +489,7 @@ nm_err pm_large_init(pmalloc_heap *h, bool fresh)
         }
         h->chunks[c].in_list = true;
         h->chunks[c].next = hd->next;
+        h->chunks[c].gen = hd->gen;
         len++;
         uint64_t *ents = chunk_ent(h, c);
         for (uint32_t i = 0; i < PM_CHUNK_ENTRIES; i++) {
@@ -405,7 +497,7 @@ nm_err pm_large_init(pmalloc_heap *h, bool fresh)
             if (!e) continue;
             if (PM_BK_TYPE(e) == PM_BK_TOMB) {
                 if (nt == capt) { capt *= 2; int64_t *t = realloc(tomb, capt * sizeof *t); if (!t) { err = nm_fail(NM_ENOMEM, "replay"); goto out; } tomb = t; }
-                tomb[nt++] = (int64_t)PM_BK_TARGET(e);
+                tomb[nt++] = (int64_t)e; /* resolved once every listed chunk is known */
             } else {
                 if (nn == capn) { capn *= 2; bk_norm *t = realloc(norm, capn * sizeof *t); if (!t) { err = nm_fail(NM_ENOMEM, "replay"); goto out; } norm = t; }
                 norm[nn++] = (bk_norm){(int64_t)c * 128 + i, e, false};
@@ -417,18 +509,25 @@ nm_err pm_large_init(pmalloc_heap *h, bool fresh)
     }
     if (last == PM_CHUNK_NONE) { err = nm_fail(NM_ECORRUPT, "pmalloc: bookkeeping log has no chunk"); goto out; }
     qsort(norm, nn, sizeof *norm, cmp_norm_pos);
+    size_t valid = 0;
     for (size_t i = 0; i < nt; i++) {
-        bk_norm key = {tomb[i], 0, false};
+        uint64_t e = (uint64_t)tomb[i];
+        if (PM_BK_TCHUNK(e) >= h->nchunks) {
+            err = nm_fail(NM_ECORRUPT, "pmalloc: bookkeeping tombstone %016llx names chunk %u of %u",
+                          (unsigned long long)e, PM_BK_TCHUNK(e), h->nchunks);
+            goto out;
+        }
+        if (!tomb_valid(h, e)) continue; /* orphan: its chunk was unlinked by a fast GC */
+        bk_norm key = {(int64_t)PM_BK_TCHUNK(e) * 128 + PM_BK_TSLOT(e), 0, false};
         bk_norm *t = bsearch(&key, norm, nn, sizeof *norm, cmp_norm_pos);
         if (!t || t->dead) {
-            err = nm_fail(NM_ECORRUPT, "pmalloc: bookkeeping tombstone names no live entry (position %lld)", (long long)tomb[i]);
+            err = nm_fail(NM_ECORRUPT, "pmalloc: bookkeeping tombstone names no live entry (position %lld)", (long long)key.pos);
             goto out;
         }
         t->dead = true;
-        h->chunks[t->pos / 128].live--;
-        h->chunks[tomb[i] / 128].live--; /* tombstone itself: dead once it has matched */
+        valid++;
     }
-    h->bk_tombs = nt;
+    h->bk_tombs = valid;
     /* live entries -> extents; gaps -> free extents */
     qsort(norm, nn, sizeof *norm, cmp_norm_page);
     uint64_t cur = 0;

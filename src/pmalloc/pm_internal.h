@@ -77,7 +77,8 @@ typedef struct pm_chunk_hdr {
     uint32_t magic;
     uint32_t next; /* next chunk of the list, PM_CHUNK_NONE at the tail */
     uint32_t id;
-    uint32_t pad[13];
+    uint32_t gen;  /* bumped at every reuse: tombstones name (chunk, gen, slot) */
+    uint32_t pad[12];
 } pm_chunk_hdr;
 
 /* Bookkeeping-log entry (8 bytes): type in bits 62-63.
@@ -88,7 +89,12 @@ typedef struct pm_chunk_hdr {
 #define PM_BK_TYPE(e) ((e) >> 62)
 #define PM_BK_PAGE(e) ((e)&0xfffffffffull)
 #define PM_BK_NPAGES(e) (((e) >> 36) & 0x3ffffffull)
-#define PM_BK_TARGET(e) ((e)&0x3fffffffffffffffull)
+/* tombstone target: slot bits 0-6, chunk bits 7-30, chunk generation bits 31-61 */
+#define PM_BK_TSLOT(e) ((uint32_t)((e)&127u))
+#define PM_BK_TCHUNK(e) ((uint32_t)(((e) >> 7) & 0xffffffu))
+#define PM_BK_TGEN(e) ((uint32_t)(((e) >> 31) & 0x7fffffffu))
+#define PM_BK_GEN_MASK 0x7fffffffu
+#define PM_MAX_CHUNKS (1u << 24)
 
 typedef struct pm_slab_hdr {
     uint32_t magic;
@@ -178,6 +184,7 @@ typedef struct pm_tcache {
 
 typedef struct pm_bkchunk { /* vchunk */
     uint32_t next;
+    uint32_t gen;
     uint32_t live;   /* live entries (normal not tombstoned; tombstones whose target is live) */
     bool in_list;
 } pm_bkchunk;
@@ -216,7 +223,7 @@ struct pmalloc_heap {
     uint64_t wal_seq; /* atomic */
 
     /* counters (atomic, relaxed) */
-    uint64_t c_flushes, c_meta_flushes, c_reflushes, c_fences, c_wal, c_bk, c_bkgc;
+    uint64_t c_flushes, c_meta_flushes, c_reflushes, c_fences, c_wal, c_bk, c_bkgc, c_bkfast;
     uint64_t c_live_bytes, c_live_objs;
 
     /* power-failure simulation */

@@ -388,6 +388,7 @@ nm_err pmalloc_stats_get(pmalloc_heap *h, pmalloc_stats *st)
     st->extents = h->nextents;
     st->free_bytes = h->free_pages * PM_PAGE;
     st->bklog_gcs = __atomic_load_n(&h->c_bkgc, __ATOMIC_RELAXED);
+    st->bklog_fast_gcs = __atomic_load_n(&h->c_bkfast, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&h->large_lock);
     st->data_bytes = h->data_pages * PM_PAGE;
     st->flushes = __atomic_load_n(&h->c_flushes, __ATOMIC_RELAXED);
@@ -697,7 +698,7 @@ static nm_err validate_super(const pm_super *sb, size_t len)
     if (sb->check != super_check(sb)) return nm_fail(NM_ECORRUPT, "pmalloc: superblock checksum mismatch");
     layout l;
     compute_layout(sb->heap_size, sb->nchunks, &l);
-    if (sb->nchunks < 4 || l.data_off + 64 * PM_PAGE > len || sb->heap_size != len || sb->roots_off != l.roots_off || sb->wal_off != l.wal_off || sb->bk_off != l.bk_off ||
+    if (sb->nchunks < 4 || sb->nchunks > PM_MAX_CHUNKS || l.data_off + 64 * PM_PAGE > len || sb->heap_size != len || sb->roots_off != l.roots_off || sb->wal_off != l.wal_off || sb->bk_off != l.bk_off ||
         sb->data_off != l.data_off || sb->nchunks != l.nchunks || sb->nrings != PM_NRINGS || sb->nroots != PMALLOC_NROOTS ||
         sb->model > PMALLOC_GC || sb->stripes == 0 || sb->stripes > PMALLOC_MAX_STRIPES)
         return nm_fail(NM_ECORRUPT, "pmalloc: superblock layout does not match a %zu-byte heap", len);
@@ -761,7 +762,7 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
     }
 
     layout l;
-    if (!exists && o.log_chunks && (o.log_chunks < 4 || (uint64_t)o.log_chunks * PM_CHUNK_BYTES > mapped / 4)) {
+    if (!exists && o.log_chunks && (o.log_chunks < 4 || o.log_chunks > PM_MAX_CHUNKS || (uint64_t)o.log_chunks * PM_CHUNK_BYTES > mapped / 4)) {
         heap_free(h);
         unlink(path);
         return nm_fail(NM_ERANGE, "pmalloc_open: %u log chunks (need 4 .. heap/4 KiB)", o.log_chunks);
