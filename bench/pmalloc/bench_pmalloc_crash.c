@@ -12,7 +12,7 @@ int nm_suite_pmalloc_crash(nm_bench *b)
 {
     bool quick = nm_bench_quick(b);
     const char *dir = nm_bench_tmpdir(b);
-    unsigned points = (unsigned)nm_bench_param_num(b, "points", quick ? 150 : 600);
+    unsigned points = (unsigned)nm_bench_param_num(b, "points", quick ? 150 : 1000);
     nm_bench_config_num(b, "points_per_kind_and_model", points);
     nm_bench_config_str(b, "heap", "4 MiB, 48 lists of up to 6 objects, 8% large (14-64 KiB)");
     nm_bench_config_str(b, "power_failure", "persisted image updated only at flush+drain; flushed-undrained lines land at random");
