@@ -104,10 +104,11 @@ nm_err pmalloc_close(pmalloc_heap *h);
 /* Allocate `size` bytes and store the new object's pointer in *dst, atomically
  * with respect to crashes: after a crash either *dst holds the object and it is
  * allocated, or *dst is unchanged and nothing is allocated. dst must be an
- * 8-byte aligned location inside the heap (a root slot or a field of a live
- * object). Sizes up to PMALLOC_SMALL_MAX come from slabs, larger from extents. */
+ * 8-byte aligned location inside the heap: a root slot or a field of an
+ * allocated object (NM_EINVAL otherwise; recovery reads it). Sizes up to PMALLOC_SMALL_MAX come from slabs, larger from extents. */
 nm_err pmalloc_malloc_to(pmalloc_heap *h, size_t size, pmalloc_ptr *dst);
 /* Free the object *src points to and set *src to 0, atomically w.r.t. crashes.
+ * src obeys the same rule as dst above.
  * NM_EBADFREE: *src is outside the heap's data or not the start of an object;
  * NM_EDOUBLEFREE: the object is already free. Nothing changes on error. */
 nm_err pmalloc_free_from(pmalloc_heap *h, pmalloc_ptr *src);

@@ -172,12 +172,29 @@ static bool pbit_update(pm_vslab *s, uint32_t idx, bool set, uint64_t **word)
 
 /* ---- allocation ---- */
 
+/* A user-pointer location must be a root slot or lie inside an allocated
+ * object: recovery reads it, so it must be persistent and stay meaningful. */
+static bool loc_live(pmalloc_heap *h, uint64_t off)
+{
+    if (off >= h->sb->roots_off && off < h->sb->roots_off + (uint64_t)PMALLOC_NROOTS * 8) return true;
+    pm_veh *v = pm_pmap_get(h, (off - h->sb->data_off) / PM_PAGE);
+    if (!v) return false;
+    if (v->state == PM_VEH_ALLOC) return true;
+    if (v->state != PM_VEH_SLAB || !v->slab) return false;
+    pm_vslab *s = v->slab;
+    uint64_t start = pm_off(h, s->data);
+    if (off < start || (off - start) / s->block_size >= s->nblocks) return false;
+    return pm_pbit(s, (uint32_t)((off - start) / s->block_size));
+}
+
 static nm_err check_loc(pmalloc_heap *h, const pmalloc_ptr *loc, const char *what)
 {
     if (!loc) return nm_fail(NM_EINVAL, "pmalloc: %s is NULL", what);
     const char *p = (const char *)loc;
     if (p < h->base || p >= h->base + h->size || !loc_ok(h, pm_off(h, p)))
         return nm_fail(NM_EINVAL, "pmalloc: %s %p is not an aligned root slot or data location of the heap", what, (const void *)loc);
+    if (!loc_live(h, pm_off(h, p)))
+        return nm_fail(NM_EINVAL, "pmalloc: %s %p is neither a root slot nor inside an allocated object", what, (const void *)loc);
     return NM_OK;
 }
 

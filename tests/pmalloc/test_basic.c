@@ -95,6 +95,19 @@ static void test_bad_input(void **state)
     assert_int_equal(pmalloc_malloc_to(h, 64, r0), NM_OK);
     assert_int_equal(pmalloc_malloc_to(h, 100000, r1), NM_OK);
     pmalloc_ptr small = *r0, large = *r1;
+    /* destinations must be roots or inside allocated objects */
+    pmalloc_ptr *in_small = pmalloc_direct(h, small + 8), *in_large = pmalloc_direct(h, large + 4096);
+    *in_small = 0;
+    assert_int_equal(pmalloc_malloc_to(h, 32, in_small), NM_OK);
+    assert_int_equal(pmalloc_free_from(h, in_small), NM_OK);
+    *in_large = 0;
+    assert_int_equal(pmalloc_malloc_to(h, 32, in_large), NM_OK);
+    assert_int_equal(pmalloc_free_from(h, in_large), NM_OK);
+    pmalloc_ptr *in_free = pmalloc_direct(h, small + 64 * 5); /* a free block of the same slab */
+    assert_int_equal(pmalloc_malloc_to(h, 32, in_free), NM_EINVAL);
+    assert_int_equal(pmalloc_malloc_to(h, 32, pmalloc_direct(h, small & ~(pmalloc_ptr)4095)), NM_EINVAL); /* slab header */
+    assert_int_equal(pmalloc_malloc_to(h, 32, pmalloc_direct(h, large + 200 * 1024)), NM_EINVAL); /* free extent */
+    assert_int_equal(pmalloc_free_from(h, in_free), NM_EINVAL);
     pmalloc_stats before, after;
     pmalloc_stats_get(h, &before);
     /* not at a block start / inside an extent / outside the data area */
