@@ -238,7 +238,7 @@ struct pmalloc_heap {
     bool in_hook;
 
     pmalloc_recovery_info ri;
-    int fd_unused;
+    int lock_fd; /* holds an flock on the heap file while it is open */
 };
 
 /* persist.c */

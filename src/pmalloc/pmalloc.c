@@ -19,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -699,6 +701,7 @@ static void heap_free(pmalloc_heap *h)
     }
     pm_sim_free(h);
     if (h->base) pmem_unmap(h->base, h->size);
+    if (h->lock_fd >= 0) close(h->lock_fd);
     pthread_mutex_destroy(&h->large_lock);
     pthread_mutex_destroy(&h->tc_lock);
     pthread_mutex_destroy(&h->sim_lock);
@@ -752,6 +755,20 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
     pthread_mutex_init(&h->large_lock, NULL);
     pthread_mutex_init(&h->tc_lock, NULL);
     pthread_mutex_init(&h->sim_lock, NULL);
+    h->lock_fd = -1;
+    if (exists) {
+        /* one user at a time: two processes (or handles) on one heap would corrupt it */
+        h->lock_fd = open(path, O_RDWR | O_CLOEXEC);
+        if (h->lock_fd < 0) {
+            nm_err e = nm_fail(NM_EIO, "pmalloc_open: cannot open %s: %s", path, strerror(errno));
+            heap_free(h);
+            return e;
+        }
+        if (flock(h->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+            heap_free(h);
+            return nm_fail(NM_EBUSY, "pmalloc_open: %s is open in another handle or process", path);
+        }
+    }
     size_t mapped = 0;
     int is_pmem = 0;
     h->base = exists ? pmem_map_file(path, 0, 0, 0, &mapped, &is_pmem)
@@ -763,6 +780,14 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
     }
     h->size = mapped;
     h->sb = (pm_super *)h->base;
+    if (!exists) {
+        h->lock_fd = open(path, O_RDWR | O_CLOEXEC);
+        if (h->lock_fd < 0 || flock(h->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+            heap_free(h);
+            unlink(path);
+            return nm_fail(NM_EBUSY, "pmalloc_open: cannot lock the new heap %s", path);
+        }
+    }
     nm_err err = NM_OK;
     if (exists && (err = validate_super(h->sb, mapped))) { heap_free(h); return err; }
 

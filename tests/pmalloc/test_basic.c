@@ -82,6 +82,8 @@ static void test_bad_input(void **state)
     assert_int_equal(pmalloc_open(dir, &o, &h), NM_ERANGE);
     o.size = 8 * MiB;
     assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+    pmalloc_heap *h2;
+    assert_int_equal(pmalloc_open(dir, &o, &h2), NM_EBUSY); /* already open */
     pmalloc_ptr *r0 = pmalloc_root_slot(h, 0), *r1 = pmalloc_root_slot(h, 1), *r2 = pmalloc_root_slot(h, 2);
     assert_int_equal(pmalloc_malloc_to(h, 0, r0), NM_ERANGE);
     assert_int_equal(pmalloc_malloc_to(h, 64 * MiB, r0), NM_ERANGE);
