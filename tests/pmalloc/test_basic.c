@@ -383,6 +383,42 @@ static void test_corrupt_metadata(void **state)
     pmt_rmdir(dir);
 }
 
+/* Each slab keeps its own stripe count: a heap reopened with another one
+ * still maps the old slabs' bits correctly. */
+static void test_stripes_reopen(void **state)
+{
+    (void)state;
+    char dir[256];
+    pmt_tmpdir(dir, sizeof dir, "stripes");
+    const unsigned seq[] = {16, 1, 3, 6};
+    pmalloc_heap *h;
+    for (unsigned round = 0; round < NM_ARRAY_LEN(seq); round++) {
+        pmalloc_options o = pmt_opts(8 * MiB, PMALLOC_LOG, PMALLOC_PERSIST_CPU);
+        o.stripes = seq[round];
+        o.create = round == 0;
+        assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+        assert_int_equal(pmalloc_check(h), NM_OK);
+        for (unsigned i = 0; i < 200; i++) {
+            unsigned slot = round * 200 + i;
+            assert_int_equal(pmalloc_malloc_to(h, 16 + (i % 7) * 40, pmalloc_root_slot(h, slot)), NM_OK);
+            *(uint64_t *)pmalloc_direct(h, pmalloc_get_root(h, slot)) = slot;
+        }
+        for (unsigned slot = 0; slot < (round + 1) * 200; slot++)
+            assert_int_equal(*(uint64_t *)pmalloc_direct(h, pmalloc_get_root(h, slot)), slot);
+        assert_int_equal(pmalloc_close(h), NM_OK);
+    }
+    pmalloc_options o = pmt_opts(8 * MiB, PMALLOC_LOG, PMALLOC_PERSIST_CPU);
+    o.create = false;
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+    for (unsigned slot = 0; slot < 800; slot++) assert_int_equal(pmalloc_free_from(h, pmalloc_root_slot(h, slot)), NM_OK);
+    pmalloc_stats st;
+    pmalloc_stats_get(h, &st);
+    assert_int_equal(st.objects_live, 0);
+    assert_int_equal(pmalloc_check(h), NM_OK);
+    assert_int_equal(pmalloc_close(h), NM_OK);
+    pmt_rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -394,6 +430,7 @@ int main(void)
         cmocka_unit_test(test_bklog_gc),
         cmocka_unit_test(test_modes),
         cmocka_unit_test(test_corrupt_metadata),
+        cmocka_unit_test(test_stripes_reopen),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
