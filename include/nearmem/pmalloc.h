@@ -45,6 +45,7 @@ typedef uint64_t pmalloc_ptr;
 #define PMALLOC_DEFAULT_STRIPES 6u      /* bit stripes of the interleaved mapping (Sec. 5.1, 8.1) */
 #define PMALLOC_MAX_STRIPES 16u
 #define PMALLOC_FILE_NAME "pmalloc.heap"
+#define PMALLOC_DECAY_NEVER 0xffffffffu
 
 typedef enum pmalloc_model {
     PMALLOC_LOG = 0, /* write-ahead log with the user pointer */
@@ -80,6 +81,9 @@ typedef struct pmalloc_options {
     pmalloc_eadr eadr;
     pmalloc_persist_mode persist;
     unsigned narenas;             /* 0 = one per online CPU (paper Sec. 4.2) */
+    unsigned decay_ms;            /* free extents unused this long give their pages back to
+                                   * the file system (hole punch; the paper's retained list);
+                                   * 0 = 10 s (jemalloc's default), PMALLOC_DECAY_NEVER = off */
     unsigned log_chunks;          /* bookkeeping-log size in 1 KiB chunks when creating
                                    * (>= 4); 0 = one 8-byte entry per data page + 16 chunks */
     bool create;                  /* create the heap when the file does not exist */
@@ -136,6 +140,7 @@ typedef struct pmalloc_stats {
     uint64_t slabs;          /* slabs in use */
     uint64_t extents;        /* allocated large extents */
     uint64_t free_bytes;     /* bytes in free extents (not counting free slab blocks) */
+    uint64_t retained_bytes; /* ... of which decayed: returned to the file system */
     uint64_t data_bytes;     /* size of the data area */
     uint64_t flushes;        /* cache lines flushed (all kinds) */
     uint64_t meta_flushes;   /* ... of allocator metadata (WAL, bitmaps, log, headers) */

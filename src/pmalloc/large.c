@@ -10,8 +10,11 @@
  * entries into fresh chunks, persists them, and flips alt, so a crash at any
  * point leaves one complete list. Appends are interleaved over the chunk's 15
  * entry lines so consecutive appends flush different cache lines. */
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "nearmem/common/timer.h"
 
 #include "pm_internal.h"
 
@@ -31,6 +34,7 @@ static inline uint32_t bk_slot(const pmalloc_heap *h, uint32_t k)
 static void free_list_add(pmalloc_heap *h, pm_veh *v)
 {
     v->state = PM_VEH_FREE;
+    if (!v->freed_ns) v->freed_ns = nm_now_ns();
     v->prev = NULL;
     v->next = h->free_head;
     if (h->free_head) h->free_head->prev = v;
@@ -40,6 +44,8 @@ static void free_list_add(pmalloc_heap *h, pm_veh *v)
 
 static void free_list_del(pmalloc_heap *h, pm_veh *v)
 {
+    if (v->retained) h->retained_pages -= v->npages;
+    v->retained = false;
     if (v->prev) v->prev->next = v->next;
     else h->free_head = v->next;
     if (v->next) v->next->prev = v->prev;
@@ -64,7 +70,8 @@ static pm_veh *carve(pmalloc_heap *h, pm_veh *f, uint64_t page, uint64_t npages,
 {
     pm_veh *a = calloc(1, sizeof *a), *r = NULL;
     if (!a) return NULL;
-    uint64_t fend = f->page + f->npages, end = page + npages;
+    uint64_t fend = f->page + f->npages, end = page + npages, freed = f->freed_ns;
+    bool was_retained = f->retained;
     if (end < fend) {
         r = calloc(1, sizeof *r);
         if (!r) { free(a); return NULL; }
@@ -76,6 +83,7 @@ static pm_veh *carve(pmalloc_heap *h, pm_veh *f, uint64_t page, uint64_t npages,
         f->npages = page - f->page;
         free_list_add(h, f);
         pmap_mark_free(h, f);
+        if (was_retained) { f->retained = true; h->retained_pages += f->npages; }
     } else {
         free(f);
     }
@@ -83,8 +91,10 @@ static pm_veh *carve(pmalloc_heap *h, pm_veh *f, uint64_t page, uint64_t npages,
         r->page = end;
         r->npages = fend - end;
         r->bkpos = -1;
+        r->freed_ns = freed;
         free_list_add(h, r);
         pmap_mark_free(h, r);
+        if (was_retained) { r->retained = true; h->retained_pages += r->npages; }
     }
     a->page = page;
     a->npages = npages;
@@ -160,8 +170,30 @@ void pm_extent_release(pmalloc_heap *h, pm_veh *v)
     }
     v->page = start;
     v->npages = end - start;
-    free_list_add(h, v);
+    v->freed_ns = nm_now_ns();
+    free_list_add(h, v); /* a merge with a retained neighbour is not retained (some pages are back) */
     pmap_mark_free(h, v);
+    pm_extent_decay(h, v->freed_ns);
+}
+
+/* Decay (paper Sec. 2.2): a free extent unused for decay_ns moves to the
+ * retained state: its pages go back to the file system (FALLOC_FL_PUNCH_HOLE;
+ * on DAX this frees persistent memory). Nothing reads free extent contents,
+ * so this needs no ordering. A later allocation refaults zero pages. */
+void pm_extent_decay(pmalloc_heap *h, uint64_t now)
+{
+    if (h->decay_ns == UINT64_MAX || h->lock_fd < 0 || now - h->last_decay_ns < 50000000ull) return;
+    h->last_decay_ns = now;
+    for (pm_veh *v = h->free_head; v; v = v->next) {
+        if (v->retained || v->npages < PM_SLAB_PAGES || now - v->freed_ns < h->decay_ns) continue;
+        off_t off = (off_t)(h->sb->data_off + v->page * PM_PAGE), len = (off_t)(v->npages * PM_PAGE);
+        if (fallocate(h->lock_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, len) != 0) {
+            h->decay_ns = UINT64_MAX; /* not supported here: stop trying */
+            return;
+        }
+        v->retained = true;
+        h->retained_pages += v->npages;
+    }
 }
 
 /* ---- bookkeeping log ---- */

@@ -152,6 +152,8 @@ typedef struct pm_veh {
     struct pm_veh *next, *prev; /* free list (state FREE) */
     pm_vslab *slab;
     bool mark;             /* GC mark for extents */
+    bool retained;         /* free and decayed: its pages were returned (hole punched) */
+    uint64_t freed_ns;     /* when it became free */
 } pm_veh;
 
 typedef struct pm_arena {
@@ -209,6 +211,7 @@ struct pmalloc_heap {
     pm_veh **pmap;     /* per data page (atomic access) */
     pm_veh *free_head; /* free extents, address order */
     uint64_t free_pages, nextents, nslabs;
+    uint64_t decay_ns, last_decay_ns, retained_pages;
     pm_bkchunk *chunks;
     uint32_t nchunks, bk_tail, bk_tail_count, bk_list_len, bk_free_count;
     uint64_t bk_live_entries, bk_tombs;
@@ -259,6 +262,7 @@ nm_err pm_large_init(pmalloc_heap *h, bool fresh); /* replays the log */
 void pm_large_free_all(pmalloc_heap *h);
 nm_err pm_extent_alloc(pmalloc_heap *h, uint64_t npages, int state, pm_veh **out);
 void pm_extent_release(pmalloc_heap *h, pm_veh *v);  /* back to the free list, coalesced */
+void pm_extent_decay(pmalloc_heap *h, uint64_t now_ns); /* punch long-free extents (every 50 ms) */
 nm_err pm_extent_claim(pmalloc_heap *h, uint64_t page, uint64_t npages, int state, pm_veh **out);
 nm_err pm_bk_append(pmalloc_heap *h, uint64_t entry, int64_t *pos); /* persisted on return */
 nm_err pm_bk_record(pmalloc_heap *h, pm_veh *v);  /* normal entry for v */

@@ -406,6 +406,7 @@ nm_err pmalloc_stats_get(pmalloc_heap *h, pmalloc_stats *st)
     st->slabs = h->nslabs;
     st->extents = h->nextents;
     st->free_bytes = h->free_pages * PM_PAGE;
+    st->retained_bytes = h->retained_pages * PM_PAGE;
     st->bklog_gcs = __atomic_load_n(&h->c_bkgc, __ATOMIC_RELAXED);
     st->bklog_fast_gcs = __atomic_load_n(&h->c_bkfast, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&h->large_lock);
@@ -827,6 +828,8 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
         sb->wal_retired = 0;
     }
     h->model = (pmalloc_model)h->sb->model;
+    h->decay_ns = o.decay_ms == PMALLOC_DECAY_NEVER ? UINT64_MAX : (uint64_t)(o.decay_ms ? o.decay_ms : 10000) * 1000000ull;
+    if (h->persist == PMALLOC_PERSIST_SIM) h->decay_ns = UINT64_MAX; /* the image is compared line by line */
     h->nchunks = h->sb->nchunks;
     h->data = h->base + h->sb->data_off;
     h->data_pages = (h->size - h->sb->data_off) / PM_PAGE;

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #include "nearmem/common/prng.h"
 #include "nearmem/common/util.h"
@@ -419,6 +420,46 @@ static void test_stripes_reopen(void **state)
     pmt_rmdir(dir);
 }
 
+/* Decay: a free extent left alone gives its pages back to the file system. */
+static void test_decay(void **state)
+{
+    (void)state;
+    char dir[256], path[400];
+    pmt_tmpdir(dir, sizeof dir, "decay");
+    snprintf(path, sizeof path, "%s/%s", dir, PMALLOC_FILE_NAME);
+    pmalloc_options o = pmt_opts(16 * MiB, PMALLOC_LOG, PMALLOC_PERSIST_CPU);
+    o.decay_ms = 1;
+    pmalloc_heap *h;
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+    pmalloc_ptr *r0 = pmalloc_root_slot(h, 0), *r1 = pmalloc_root_slot(h, 1), *guard = pmalloc_root_slot(h, 2);
+    assert_int_equal(pmalloc_malloc_to(h, 4 * MiB, r0), NM_OK);
+    /* a guard keeps the freed extent from merging with the (recently touched) rest */
+    assert_int_equal(pmalloc_malloc_to(h, 20000, guard), NM_OK);
+    memset(pmalloc_direct(h, *r0), 0x5a, 4 * MiB);
+    pmalloc_persist(h, pmalloc_direct(h, *r0), 4 * MiB);
+    msync(pmalloc_direct(h, *r0 & ~(pmalloc_ptr)4095), 4 * MiB, MS_SYNC);
+    struct stat st0, st1;
+    assert_int_equal(stat(path, &st0), 0);
+    assert_int_equal(pmalloc_free_from(h, r0), NM_OK);
+    usleep(120 * 1000);
+    assert_int_equal(pmalloc_malloc_to(h, 20000, r1), NM_OK); /* a free runs the decay pass */
+    assert_int_equal(pmalloc_free_from(h, r1), NM_OK);
+    pmalloc_stats st;
+    pmalloc_stats_get(h, &st);
+    print_message("retained %llu bytes; file blocks %lld -> ", (unsigned long long)st.retained_bytes, (long long)st0.st_blocks);
+    assert_true(st.retained_bytes >= 4 * MiB);
+    assert_int_equal(stat(path, &st1), 0);
+    print_message("%lld\n", (long long)st1.st_blocks);
+    assert_true(st1.st_blocks < st0.st_blocks);
+    /* the space is allocatable again and holds data */
+    assert_int_equal(pmalloc_malloc_to(h, 4 * MiB, r0), NM_OK);
+    memset(pmalloc_direct(h, *r0), 0x33, 4 * MiB);
+    assert_int_equal(((uint8_t *)pmalloc_direct(h, *r0))[4 * MiB - 1], 0x33);
+    assert_int_equal(pmalloc_check(h), NM_OK);
+    assert_int_equal(pmalloc_close(h), NM_OK);
+    pmt_rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -431,6 +472,7 @@ int main(void)
         cmocka_unit_test(test_modes),
         cmocka_unit_test(test_corrupt_metadata),
         cmocka_unit_test(test_stripes_reopen),
+        cmocka_unit_test(test_decay),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
