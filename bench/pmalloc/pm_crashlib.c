@@ -287,6 +287,7 @@ static pmalloc_options run_opts(const pmc_run *r, pmalloc_persist_mode pm, bool 
     o.narenas = 1; /* one thread: one arena keeps slab space small */
     o.create = create;
     o.log_chunks = r->log_chunks;
+    o.decay_ms = 1; /* process crashes also hit extents being punched out of the file */
     return o;
 }
 
