@@ -361,7 +361,7 @@ nm_err pm_bk_append(pmalloc_heap *h, uint64_t entry, int64_t *pos)
         uint32_t idx = bk_slot(h, h->bk_tail_count++);
         __atomic_store_n(&ents[idx], entry, __ATOMIC_RELAXED);
         pm_persist(h, &ents[idx], sizeof(uint64_t), PM_META);
-        pm_count(&h->c_bk, 1);
+        pm_ctr_add(h, PMC_BK, 1);
         h->chunks[h->bk_tail].live++;
         if (pos) *pos = (int64_t)h->bk_tail * 128 + idx;
         return NM_OK;

@@ -17,23 +17,99 @@
 
 #define PM_REFLUSH_WINDOW 4
 
+/* ---- counters ---- */
+
+static uint64_t g_heap_uid;
+#define PM_TL_CTRS 4
 static __thread struct {
-    const pmalloc_heap *h;
+    uint64_t uid;
+    pm_ctrblk *b;
+} tl_ctr[PM_TL_CTRS];
+static __thread unsigned tl_ctr_next;
+
+nm_err pm_ctr_init(pmalloc_heap *h)
+{
+    h->uid = __atomic_add_fetch(&g_heap_uid, 1, __ATOMIC_RELAXED);
+    pthread_mutex_init(&h->ctr_lock, NULL);
+    h->ctr_shared = calloc(1, sizeof *h->ctr_shared);
+    return h->ctr_shared ? NM_OK : nm_fail(NM_ENOMEM, "pmalloc: counters");
+}
+
+void pm_ctr_free(pmalloc_heap *h)
+{
+    while (h->ctrs) {
+        pm_ctrblk *b = h->ctrs;
+        h->ctrs = b->next;
+        free(b);
+    }
+    free(h->ctr_shared);
+    h->ctr_shared = NULL;
+    pthread_mutex_destroy(&h->ctr_lock);
+}
+
+static pm_ctrblk *ctr_block(pmalloc_heap *h)
+{
+    for (unsigned i = 0; i < PM_TL_CTRS; i++)
+        if (tl_ctr[i].uid == h->uid) return tl_ctr[i].b;
+    pm_ctrblk *b = calloc(1, sizeof *b);
+    if (!b) return h->ctr_shared;
+    pthread_mutex_lock(&h->ctr_lock);
+    b->next = h->ctrs;
+    h->ctrs = b;
+    pthread_mutex_unlock(&h->ctr_lock);
+    unsigned k = tl_ctr_next++ % PM_TL_CTRS; /* a thread on more heaps than this gets new blocks */
+    tl_ctr[k].uid = h->uid;
+    tl_ctr[k].b = b;
+    return b;
+}
+
+void pm_ctr_add(pmalloc_heap *h, int which, uint64_t n)
+{
+    pm_ctrblk *b = ctr_block(h);
+    if (NM_UNLIKELY(b == h->ctr_shared)) {
+        __atomic_fetch_add(&b->v[which], n, __ATOMIC_RELAXED);
+        return;
+    }
+    __atomic_store_n(&b->v[which], __atomic_load_n(&b->v[which], __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
+}
+
+uint64_t pm_ctr_sum(pmalloc_heap *h, int which)
+{
+    uint64_t s = __atomic_load_n(&h->ctr_base[which], __ATOMIC_RELAXED) + __atomic_load_n(&h->ctr_shared->v[which], __ATOMIC_RELAXED);
+    pthread_mutex_lock(&h->ctr_lock);
+    for (pm_ctrblk *b = h->ctrs; b; b = b->next) s += __atomic_load_n(&b->v[which], __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&h->ctr_lock);
+    return s;
+}
+
+void pm_ctr_set(pmalloc_heap *h, int which, uint64_t v)
+{
+    pthread_mutex_lock(&h->ctr_lock);
+    for (pm_ctrblk *b = h->ctrs; b; b = b->next) __atomic_store_n(&b->v[which], 0, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&h->ctr_lock);
+    __atomic_store_n(&h->ctr_shared->v[which], 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&h->ctr_base[which], v, __ATOMIC_RELAXED);
+}
+
+/* ---- the flush primitive ---- */
+
+static __thread struct {
+    uint64_t uid;
     uint64_t line[PM_REFLUSH_WINDOW];
     unsigned n;
 } tl_win;
 
 static void note_meta_line(pmalloc_heap *h, uint64_t line)
 {
-    if (tl_win.h != h) {
-        tl_win.h = h;
+    if (tl_win.uid != h->uid) {
+        tl_win.uid = h->uid;
         tl_win.n = 0;
     }
     unsigned i, n = tl_win.n;
     for (i = 0; i < n; i++)
         if (tl_win.line[i] == line) break;
     if (i < n) {
-        pm_count(&h->c_reflushes, 1);
+        pm_ctr_add(h, PMC_REFLUSH, 1);
         memmove(&tl_win.line[i], &tl_win.line[i + 1], (n - i - 1) * sizeof(uint64_t));
         n--;
     } else if (n == PM_REFLUSH_WINDOW) {
@@ -72,8 +148,8 @@ void pm_flush(pmalloc_heap *h, const void *addr, size_t len, int meta)
     uintptr_t end = (uintptr_t)addr + len;
     uint64_t nlines = (end - a + PM_LINE - 1) / PM_LINE;
     if (h->eadr) return; /* caches are in the persistence domain: nothing to flush */
-    pm_count(&h->c_flushes, nlines);
-    if (meta) pm_count(&h->c_meta_flushes, nlines);
+    pm_ctr_add(h, PMC_FLUSH, nlines);
+    if (meta) pm_ctr_add(h, PMC_META, nlines);
     for (uintptr_t p = a; p < end; p += PM_LINE) {
         uint64_t line = (p - (uintptr_t)h->base) / PM_LINE;
         if (meta) note_meta_line(h, line);
@@ -96,7 +172,7 @@ void pm_flush(pmalloc_heap *h, const void *addr, size_t len, int meta)
 
 void pm_drain(pmalloc_heap *h)
 {
-    pm_count(&h->c_fences, 1);
+    pm_ctr_add(h, PMC_FENCE, 1);
     if (h->persist == PMALLOC_PERSIST_SIM) {
         pthread_mutex_lock(&h->sim_lock);
         for (size_t i = 0; i < h->npending; i++) {

@@ -225,9 +225,13 @@ struct pmalloc_heap {
     uint8_t ring_used[PM_NRINGS];
     uint64_t wal_seq; /* atomic */
 
-    /* counters (atomic, relaxed) */
-    uint64_t c_flushes, c_meta_flushes, c_reflushes, c_fences, c_wal, c_bk, c_bkgc, c_bkfast;
-    uint64_t c_live_bytes, c_live_objs;
+    /* counters: hot ones per thread (pm_ctr_*), rare ones shared atomics */
+    uint64_t uid; /* unique per open, keys thread-local caches */
+    pthread_mutex_t ctr_lock;
+    struct pm_ctrblk *ctrs;
+    struct pm_ctrblk *ctr_shared; /* for a thread that could not get its own block */
+    uint64_t ctr_base[8];
+    uint64_t c_bkgc, c_bkfast;
 
     /* power-failure simulation */
     pthread_mutex_t sim_lock;
@@ -243,6 +247,19 @@ struct pmalloc_heap {
     pmalloc_recovery_info ri;
     int lock_fd; /* holds an flock on the heap file while it is open */
 };
+
+/* persist.c: counters. Each thread adds to its own block (plain loads and
+ * stores, no shared cache line between threads); readers sum the blocks. */
+enum { PMC_FLUSH, PMC_META, PMC_REFLUSH, PMC_FENCE, PMC_WAL, PMC_BK, PMC_LIVE_BYTES, PMC_LIVE_OBJS, PMC_N };
+typedef struct pm_ctrblk {
+    uint64_t v[PMC_N];
+    struct pm_ctrblk *next;
+} pm_ctrblk;
+void pm_ctr_add(pmalloc_heap *h, int which, uint64_t n);
+uint64_t pm_ctr_sum(pmalloc_heap *h, int which);
+void pm_ctr_set(pmalloc_heap *h, int which, uint64_t v); /* not concurrent with adds */
+nm_err pm_ctr_init(pmalloc_heap *h);
+void pm_ctr_free(pmalloc_heap *h);
 
 /* persist.c */
 #define PM_META 1

@@ -132,7 +132,7 @@ static void wal_begin(pmalloc_heap *h, pm_tcache *tc, unsigned op, uint64_t bloc
     e->aux = npages << 32 | wal_check(w0, block, loc, npages);
     pm_flush(h, e, sizeof *e, PM_META);
     pm_drain(h);
-    pm_count(&h->c_wal, 1);
+    pm_ctr_add(h, PMC_WAL, 1);
 }
 
 static inline void wal_end(pm_tcache *tc) { __atomic_store_n(&tc->inflight, 0, __ATOMIC_SEQ_CST); }
@@ -233,8 +233,8 @@ nm_err pmalloc_malloc_to(pmalloc_heap *h, size_t size, pmalloc_ptr *dst)
             pm_drain(h);
             pbit_update(k.s, k.idx, true, &w);
         }
-        pm_count(&h->c_live_bytes, k.s->block_size);
-        pm_count(&h->c_live_objs, 1);
+        pm_ctr_add(h, PMC_LIVE_BYTES, k.s->block_size);
+        pm_ctr_add(h, PMC_LIVE_OBJS, 1);
         return NM_OK;
     }
 
@@ -254,8 +254,8 @@ nm_err pmalloc_malloc_to(pmalloc_heap *h, size_t size, pmalloc_ptr *dst)
         pm_persist(h, dst, sizeof *dst, PM_USER);
         pm_extent_release(h, v);
     } else {
-        pm_count(&h->c_live_bytes, npages * PM_PAGE);
-        pm_count(&h->c_live_objs, 1);
+        pm_ctr_add(h, PMC_LIVE_BYTES, npages * PM_PAGE);
+        pm_ctr_add(h, PMC_LIVE_OBJS, 1);
     }
     wal_end(tc);
     pthread_mutex_unlock(&h->large_lock);
@@ -298,8 +298,8 @@ nm_err pmalloc_free_from(pmalloc_heap *h, pmalloc_ptr *src)
         }
         if (!was) /* lost a race with another free of the same block */
             return nm_fail(NM_EDOUBLEFREE, "pmalloc_free_from: block %#llx was freed concurrently", (unsigned long long)p);
-        pm_count(&h->c_live_bytes, -(uint64_t)s->block_size);
-        pm_count(&h->c_live_objs, -(uint64_t)1);
+        pm_ctr_add(h, PMC_LIVE_BYTES, -(uint64_t)s->block_size);
+        pm_ctr_add(h, PMC_LIVE_OBJS, -(uint64_t)1);
         pm_small_put(h, tc, (pm_tcblk){s, idx});
         return NM_OK;
     }
@@ -323,8 +323,8 @@ nm_err pmalloc_free_from(pmalloc_heap *h, pmalloc_ptr *src)
         pm_persist(h, src, sizeof *src, PM_USER);
     } else {
         pm_extent_release(h, v);
-        pm_count(&h->c_live_bytes, -bytes);
-        pm_count(&h->c_live_objs, -(uint64_t)1);
+        pm_ctr_add(h, PMC_LIVE_BYTES, -bytes);
+        pm_ctr_add(h, PMC_LIVE_OBJS, -(uint64_t)1);
     }
     wal_end(tc);
     pthread_mutex_unlock(&h->large_lock);
@@ -400,8 +400,8 @@ nm_err pmalloc_stats_get(pmalloc_heap *h, pmalloc_stats *st)
 {
     if (!h || !st) return nm_fail(NM_EINVAL, "pmalloc_stats_get: NULL argument");
     memset(st, 0, sizeof *st);
-    st->bytes_live = __atomic_load_n(&h->c_live_bytes, __ATOMIC_RELAXED);
-    st->objects_live = __atomic_load_n(&h->c_live_objs, __ATOMIC_RELAXED);
+    st->bytes_live = pm_ctr_sum(h, PMC_LIVE_BYTES);
+    st->objects_live = pm_ctr_sum(h, PMC_LIVE_OBJS);
     pthread_mutex_lock(&h->large_lock);
     st->slabs = h->nslabs;
     st->extents = h->nextents;
@@ -411,12 +411,12 @@ nm_err pmalloc_stats_get(pmalloc_heap *h, pmalloc_stats *st)
     st->bklog_fast_gcs = __atomic_load_n(&h->c_bkfast, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&h->large_lock);
     st->data_bytes = h->data_pages * PM_PAGE;
-    st->flushes = __atomic_load_n(&h->c_flushes, __ATOMIC_RELAXED);
-    st->meta_flushes = __atomic_load_n(&h->c_meta_flushes, __ATOMIC_RELAXED);
-    st->reflushes = __atomic_load_n(&h->c_reflushes, __ATOMIC_RELAXED);
-    st->fences = __atomic_load_n(&h->c_fences, __ATOMIC_RELAXED);
-    st->wal_appends = __atomic_load_n(&h->c_wal, __ATOMIC_RELAXED);
-    st->bklog_appends = __atomic_load_n(&h->c_bk, __ATOMIC_RELAXED);
+    st->flushes = pm_ctr_sum(h, PMC_FLUSH);
+    st->meta_flushes = pm_ctr_sum(h, PMC_META);
+    st->reflushes = pm_ctr_sum(h, PMC_REFLUSH);
+    st->fences = pm_ctr_sum(h, PMC_FENCE);
+    st->wal_appends = pm_ctr_sum(h, PMC_WAL);
+    st->bklog_appends = pm_ctr_sum(h, PMC_BK);
     st->stripes = h->interleave ? h->stripes : 1;
     st->eadr = h->eadr;
     st->model = h->model;
@@ -427,8 +427,8 @@ nm_err pmalloc_stats_get(pmalloc_heap *h, pmalloc_stats *st)
 void pmalloc_stats_reset_counters(pmalloc_heap *h)
 {
     if (!h) return;
-    uint64_t *c[] = {&h->c_flushes, &h->c_meta_flushes, &h->c_reflushes, &h->c_fences, &h->c_wal, &h->c_bk};
-    for (size_t i = 0; i < NM_ARRAY_LEN(c); i++) __atomic_store_n(c[i], 0, __ATOMIC_RELAXED);
+    const int c[] = {PMC_FLUSH, PMC_META, PMC_REFLUSH, PMC_FENCE, PMC_WAL, PMC_BK};
+    for (size_t i = 0; i < NM_ARRAY_LEN(c); i++) pm_ctr_set(h, c[i], 0);
 }
 
 void pmalloc_recovery_info_get(const pmalloc_heap *h, pmalloc_recovery_info *ri)
@@ -484,10 +484,10 @@ nm_err pmalloc_check(pmalloc_heap *h)
         p += v->npages;
     }
     pthread_mutex_unlock(&h->large_lock);
-    if (!err && (live != __atomic_load_n(&h->c_live_bytes, __ATOMIC_RELAXED) || objs != __atomic_load_n(&h->c_live_objs, __ATOMIC_RELAXED)))
+    uint64_t cb = pm_ctr_sum(h, PMC_LIVE_BYTES), co = pm_ctr_sum(h, PMC_LIVE_OBJS);
+    if (!err && (live != cb || objs != co))
         err = nm_fail(NM_ECORRUPT, "pmalloc check: %llu live bytes in %llu objects, counters say %llu in %llu",
-                      (unsigned long long)live, (unsigned long long)objs, (unsigned long long)h->c_live_bytes,
-                      (unsigned long long)h->c_live_objs);
+                      (unsigned long long)live, (unsigned long long)objs, (unsigned long long)cb, (unsigned long long)co);
     return err;
 }
 
@@ -686,8 +686,8 @@ static void recount(pmalloc_heap *h)
         }
         p += v->npages;
     }
-    h->c_live_bytes = live;
-    h->c_live_objs = objs;
+    pm_ctr_set(h, PMC_LIVE_BYTES, live);
+    pm_ctr_set(h, PMC_LIVE_OBJS, objs);
 }
 
 /* ---- open / close ---- */
@@ -706,6 +706,7 @@ static void heap_free(pmalloc_heap *h)
     pthread_mutex_destroy(&h->large_lock);
     pthread_mutex_destroy(&h->tc_lock);
     pthread_mutex_destroy(&h->sim_lock);
+    pm_ctr_free(h);
     free(h);
 }
 
@@ -757,6 +758,11 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
     pthread_mutex_init(&h->tc_lock, NULL);
     pthread_mutex_init(&h->sim_lock, NULL);
     h->lock_fd = -1;
+    if (pm_ctr_init(h)) {
+        free(h->ctr_shared);
+        free(h);
+        return nm_fail(NM_ENOMEM, "pmalloc_open: no host memory");
+    }
     if (exists) {
         /* one user at a time: two processes (or handles) on one heap would corrupt it */
         h->lock_fd = open(path, O_RDWR | O_CLOEXEC);

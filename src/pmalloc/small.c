@@ -108,8 +108,6 @@ nm_err pm_slab_adopt(pmalloc_heap *h, pm_veh *v)
         if (pm_pbit(s, i)) {
             nm_bitmap_set(s->vbm, i);
             s->nfree_v--;
-            pm_count(&h->c_live_bytes, s->block_size);
-            pm_count(&h->c_live_objs, 1);
         }
     /* bits beyond nblocks must be clear */
     if (s->nfree_v) partial_add(s->arena, s);
