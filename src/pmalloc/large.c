@@ -328,7 +328,6 @@ static nm_err new_tail_chunk(pmalloc_heap *h)
     h->chunks[h->bk_tail].next = c;
     h->chunks[c].in_list = true;
     h->chunks[c].next = PM_CHUNK_NONE;
-    h->chunks[c].live = 0;
     h->bk_free_count--;
     h->bk_list_len++;
     h->bk_tail = c;
@@ -362,7 +361,6 @@ nm_err pm_bk_append(pmalloc_heap *h, uint64_t entry, int64_t *pos)
         __atomic_store_n(&ents[idx], entry, __ATOMIC_RELAXED);
         pm_persist(h, &ents[idx], sizeof(uint64_t), PM_META);
         pm_ctr_add(h, PMC_BK, 1);
-        h->chunks[h->bk_tail].live++;
         if (pos) *pos = (int64_t)h->bk_tail * 128 + idx;
         return NM_OK;
     }
@@ -392,9 +390,6 @@ nm_err pm_bk_tombstone(pmalloc_heap *h, pm_veh *v)
     if (err) return err;
     h->bk_live_entries--;
     h->bk_tombs++;
-    /* the tombstone and its target are both dead now */
-    h->chunks[v->bkpos / 128].live--;
-    h->chunks[h->bk_tail].live--;
     v->bkpos = -1;
     return NM_OK;
 }
@@ -458,8 +453,6 @@ nm_err pm_bk_compact(pmalloc_heap *h)
         uint32_t c = newc[i];
         h->chunks[c].in_list = true;
         h->chunks[c].next = i + 1 < need ? newc[i + 1] : PM_CHUNK_NONE;
-        uint32_t cnt = (uint32_t)NM_MIN((size_t)PM_CHUNK_ENTRIES, n - (size_t)i * PM_CHUNK_ENTRIES);
-        h->chunks[c].live = cnt;
     }
     for (size_t i = 0; i < n; i++) live[i]->bkpos = (int64_t)newc[i / PM_CHUNK_ENTRIES] * 128 + (int64_t)(i % PM_CHUNK_ENTRIES);
     h->bk_tail = newc[need - 1];
@@ -534,7 +527,6 @@ nm_err pm_large_init(pmalloc_heap *h, bool fresh)
                 if (nn == capn) { capn *= 2; bk_norm *t = realloc(norm, capn * sizeof *t); if (!t) { err = nm_fail(NM_ENOMEM, "replay"); goto out; } norm = t; }
                 norm[nn++] = (bk_norm){(int64_t)c * 128 + i, e, false};
             }
-            h->chunks[c].live++;
         }
         last = c;
         c = hd->next;

@@ -187,7 +187,6 @@ typedef struct pm_tcache {
 typedef struct pm_bkchunk { /* vchunk */
     uint32_t next;
     uint32_t gen;
-    uint32_t live;   /* live entries (normal not tombstoned; tombstones whose target is live) */
     bool in_list;
 } pm_bkchunk;
 
