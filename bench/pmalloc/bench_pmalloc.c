@@ -140,6 +140,46 @@ static int small_malloc_cost(const char *dir, unsigned stripes, double *meta, do
     return 0;
 }
 
+/* Reopen time after a clean close and after a crash (pmalloc_abandon) for a
+ * heap holding `n` small objects in one persistent array of pointers. */
+static int recovery_time(const char *dir, pmalloc_model m, unsigned n, double *clean_ms, double *crash_ms)
+{
+    char hd[600], f[700];
+    snprintf(hd, sizeof hd, "%s/rec", dir);
+    mkdir(hd, 0700);
+    snprintf(f, sizeof f, "%s/%s", hd, PMALLOC_FILE_NAME);
+    unlink(f);
+    pmalloc_options o;
+    pmalloc_options_default(&o);
+    o.size = 256u << 20;
+    o.model = m;
+    o.persist = PMALLOC_PERSIST_CPU;
+    o.eadr = PMALLOC_EADR_OFF;
+    pmalloc_heap *h;
+    if (pmalloc_open(hd, &o, &h)) return 1;
+    if (pmalloc_malloc_to(h, (size_t)n * sizeof(pmalloc_ptr), pmalloc_root_slot(h, 0))) return 1;
+    pmalloc_ptr *slots = pmalloc_direct(h, pmalloc_get_root(h, 0));
+    memset(slots, 0, (size_t)n * sizeof *slots);
+    for (unsigned i = 0; i < n; i++)
+        if (pmalloc_malloc_to(h, 32 + (i % 8) * 32, &slots[i])) return 1;
+    pmalloc_close(h);
+    o.create = false;
+    uint64_t t0 = nm_now_ns();
+    if (pmalloc_open(hd, &o, &h)) return 1;
+    *clean_ms = (double)(nm_now_ns() - t0) / 1e6;
+    pmalloc_abandon(h); /* a crash: the next open runs the post-crash recovery */
+    t0 = nm_now_ns();
+    if (pmalloc_open(hd, &o, &h)) return 1;
+    *crash_ms = (double)(nm_now_ns() - t0) / 1e6;
+    pmalloc_stats st;
+    pmalloc_stats_get(h, &st);
+    int bad = st.objects_live != (uint64_t)n + 1;
+    pmalloc_close(h);
+    unlink(f);
+    rmdir(hd);
+    return bad;
+}
+
 /* Crash campaigns of both kinds and both models (shared with pmalloc-crash). */
 void pm_bench_crash_campaign(nm_bench *b, const char *dir, unsigned points, uint64_t seed, bool add_rows,
                            uint64_t *tried_power, uint64_t *tried_proc, uint64_t *failures, uint64_t *rec)
@@ -249,6 +289,15 @@ int nm_suite_pmalloc_basic(nm_bench *b)
     nm_bench_summary_num(b, "flushes_per_small_malloc", meta_i);
     nm_bench_summary_num(b, "fences_per_small_malloc", fen_i);
     nm_bench_summary_num(b, "speedup_interleaved_vs_sequential_log_small", mops_log_seq > 0 ? mops_log_int / mops_log_seq : 0);
+    unsigned nrec = quick ? 50000 : 500000;
+    for (int m = 0; m < 2; m++) {
+        double clean_ms, crash_ms;
+        if (recovery_time(dir, (pmalloc_model)m, nrec, &clean_ms, &crash_ms)) return NM_EIO;
+        nm_bench_progress(b, "%s: reopen of %u objects: %.1f ms clean, %.1f ms after a crash", m ? "GC" : "LOG", nrec, clean_ms, crash_ms);
+        nm_bench_summary_num(b, m ? "recovery_ms_gc" : "recovery_ms_log", crash_ms);
+        nm_bench_summary_num(b, m ? "reopen_clean_ms_gc" : "reopen_clean_ms_log", clean_ms);
+    }
+    nm_bench_config_num(b, "recovery_objects", nrec);
     uint64_t tp = 0, tq = 0, fails = 0, rec = 0;
     pm_bench_crash_campaign(b, dir, quick ? 50 : 250, nm_bench_seed(b), false, &tp, &tq, &fails, &rec);
     nm_bench_summary_num(b, "crash_points_tested", (double)(tp + tq));
