@@ -1,0 +1,82 @@
+/* Crash-testing kit for PMAlloc, shared by the tests and the pmalloc-crash suite.
+ *
+ * Workload: root slots [PMC_ROOT0, PMC_ROOT0 + PMC_NLISTS) hold linked lists
+ * of self-checking objects. A seeded random mix appends (malloc_to into the
+ * tail's `next` or into an empty root), frees tails (free_from on the
+ * predecessor's `next` or the root), and moves lists between roots.
+ * Objects are initialised after malloc_to returns (payload first, magic
+ * last) and scrubbed (magic cleared, persisted) before free_from, so any
+ * object with a valid magic is a finished, intact one.
+ *
+ * Invariants checked after recovery (pmc_check): the heap passes
+ * pmalloc_check; every object reachable from the roots is allocated, does not
+ * overlap another, and is intact (or, for a list's last object only, not yet
+ * initialised); allocated == reachable (no leak); the free space can be
+ * allocated again and released. */
+#ifndef PM_CRASHLIB_H
+#define PM_CRASHLIB_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "nearmem/common/prng.h"
+#include "nearmem/pmalloc.h"
+
+#define PMC_ROOT0 8u
+#define PMC_NLISTS 48u
+#define PMC_MAXLEN 6u
+
+typedef struct pmc_obj {
+    uint64_t magic;
+    uint64_t self;  /* its own pmalloc_ptr */
+    uint64_t sizex; /* requested size ^ PMC_SIZEX (never looks like a pointer) */
+    uint64_t seed;  /* payload generator */
+    pmalloc_ptr next;
+    uint64_t check; /* of the fields above */
+} pmc_obj;
+
+typedef struct pmc_config {
+    unsigned large_pct;   /* % of allocations that are large (> 14 KiB) */
+    size_t large_max;     /* largest large request */
+    unsigned list_lo, list_n; /* lists this worker owns; list_n 0 = all */
+} pmc_config;
+
+/* One random operation; returns the pmalloc error of a failed call (NM_ENOMEM is
+ * tolerated and reported as 0). */
+int pmc_step(pmalloc_heap *h, nm_rng *r, const pmc_config *cfg);
+/* Bring a recovered heap back to the workload's assumptions (drop duplicate
+ * roots and unfinished tails) before running more steps on it. */
+int pmc_repair(pmalloc_heap *h);
+
+typedef struct pmc_result {
+    uint64_t reachable, allocated, uninit;
+    char msg[256];
+} pmc_result;
+/* Check the invariants; `full` adds the reuse check. Returns true when they hold. */
+bool pmc_check(pmalloc_heap *h, bool full, pmc_result *res);
+
+#endif
+
+/* Crash campaigns. `tmpdir` must exist; results are added to the counters. */
+typedef struct pmc_run {
+    pmalloc_model model;
+    size_t heap_size;
+    unsigned points;             /* crash points to try */
+    unsigned gap;                /* SIM: mean flushes between crash points */
+    unsigned recovery_crash_pct; /* SIM: % of points whose recovery is crashed too */
+    unsigned log_chunks;         /* small bookkeeping log, so its GC runs under crashes */
+    unsigned evict_pct;          /* SIM: on half the points, unflushed lines persist with this % */
+    unsigned threads;            /* process crash: workload threads in the child (own lists each) */
+    uint64_t seed;
+    pmc_config cfg;
+    const char *tmpdir;
+    uint64_t tried, failures, recovery_tried, flush_points_seen;
+    uint64_t log_gcs; /* SIM: runtime bookkeeping-log GCs in the live heaps */
+    char first_failure[512];
+} pmc_run;
+void pmc_run_defaults(pmc_run *r, pmalloc_model m, const char *tmpdir);
+/* Power failure: a persisted image updated only by flush + drain; crash at
+ * random flush points (torn fences included), recover the image, check. */
+int pmc_run_sim(pmc_run *r);
+/* Process crash: fork a child running the workload, SIGKILL it at a random
+ * moment (sometimes during its own recovery), reopen and check. */
+int pmc_run_proc(pmc_run *r);

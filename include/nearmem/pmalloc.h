@@ -1,0 +1,201 @@
+/* PMAlloc: a crash-consistent persistent-memory heap (Dang et al., TOCS 2024).
+ *
+ * A heap lives in one file, <dir>/pmalloc.heap, mapped with libpmem. Objects
+ * are named by offset-based persistent pointers (pmalloc_ptr: byte offset from
+ * the heap base, 0 = NULL), so a heap may be mapped at another address after a
+ * restart (paper Sec. 4.1). Persistent pointers that the allocator must keep
+ * consistent with its metadata (the destination of pmalloc_malloc_to, the
+ * source of pmalloc_free_from, the roots) live inside the heap.
+ *
+ * Consistency models (Sec. 2.3, 4.1):
+ *  - PMALLOC_LOG: every malloc_to/free_from is logged in a per-thread write-ahead
+ *    log together with the user pointer; recovery finishes or undoes a partial
+ *    operation, so after any crash allocated == reachable (nothing leaks).
+ *  - PMALLOC_GC: small blocks write no allocator metadata at run time; after a
+ *    crash, recovery marks conservatively from the roots and frees the rest.
+ *    Large allocations take the LOG path in both models (as in the paper).
+ *
+ * Every persistence operation (ours and, through pmalloc_persist, the user's)
+ * goes through one counted flush primitive that also detects cache-line
+ * reflushes (a line flushed again within 4 distinct lines, Sec. 3.2).
+ *
+ * Threads: every call may be made from any thread concurrently, except
+ * pmalloc_open/pmalloc_close. Errors are nm_err codes with a message in
+ * nm_last_errmsg(); a failed call changes nothing. */
+#ifndef NEARMEM_PMALLOC_H
+#define NEARMEM_PMALLOC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "nearmem/common/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pmalloc_heap pmalloc_heap;
+
+/* A persistent pointer: byte offset from the heap base; 0 is NULL. */
+typedef uint64_t pmalloc_ptr;
+
+#define PMALLOC_NROOTS 1024u            /* root slots per heap (paper: >= 512) */
+#define PMALLOC_SMALL_MAX 14336u        /* largest small (slab) request; above: extents */
+#define PMALLOC_SLAB_SIZE (64u * 1024u) /* slab size (paper Sec. 2.1) */
+#define PMALLOC_DEFAULT_STRIPES 6u      /* bit stripes of the interleaved mapping (Sec. 5.1, 8.1) */
+#define PMALLOC_MAX_STRIPES 16u
+#define PMALLOC_FILE_NAME "pmalloc.heap"
+#define PMALLOC_DECAY_NEVER 0xffffffffu
+
+typedef enum pmalloc_model {
+    PMALLOC_LOG = 0, /* write-ahead log with the user pointer */
+    PMALLOC_GC = 1,  /* no small-block metadata flushes; post-crash conservative mark */
+} pmalloc_model;
+
+typedef enum pmalloc_persist_mode {
+    /* CPU cache flushes when the mapping is real pmem (pmem_is_pmem, or the
+     * environment sets PMEM_IS_PMEM_FORCE=1), msync otherwise. */
+    PMALLOC_PERSIST_AUTO = 0,
+    /* CPU cache flushes (clwb/clflushopt + sfence) even on a non-DAX file: our
+     * own equivalent of PMEM_IS_PMEM_FORCE=1 for this heap only. The kernel's
+     * page cache then decides when data reaches the disk: pmem *semantics* for
+     * ordering and counting, not durability across a power cut. */
+    PMALLOC_PERSIST_CPU = 1,
+    /* msync of the dirty range at every flush (durable on any file system, slow). */
+    PMALLOC_PERSIST_MSYNC = 2,
+    /* Power-failure simulation (testing): a shadow "persisted image" is updated
+     * only by flush + drain; pmalloc_sim_snapshot writes a crash image from it. */
+    PMALLOC_PERSIST_SIM = 3,
+} pmalloc_persist_mode;
+
+typedef enum pmalloc_eadr {
+    PMALLOC_EADR_AUTO = 0, /* pmem_has_auto_flush() decides */
+    PMALLOC_EADR_OFF = 1,
+    PMALLOC_EADR_ON = 2, /* caches are persistent: no flushes, fences only, interleaving off */
+} pmalloc_eadr;
+
+typedef struct pmalloc_options {
+    size_t size;                  /* heap file size when creating (>= 4 MiB); 0 = open only */
+    pmalloc_model model;          /* when creating; an existing heap keeps its model */
+    unsigned stripes;             /* bit stripes, 1 = sequential (no interleaving); 0 = default 6 */
+    pmalloc_eadr eadr;
+    pmalloc_persist_mode persist;
+    unsigned narenas;             /* 0 = one per online CPU (paper Sec. 4.2) */
+    unsigned decay_ms;            /* free extents unused this long give their pages back to
+                                   * the file system (hole punch; the paper's retained list);
+                                   * 0 = 10 s (jemalloc's default), PMALLOC_DECAY_NEVER = off */
+    unsigned log_chunks;          /* bookkeeping-log size in 1 KiB chunks when creating
+                                   * (>= 4); 0 = one 8-byte entry per data page + 16 chunks */
+    bool create;                  /* create the heap when the file does not exist */
+    /* PMALLOC_PERSIST_SIM only: flush hook installed before recovery runs, so a
+     * test can crash the recovery itself (see pmalloc_sim_set_hook). */
+    void (*sim_hook)(void *arg, struct pmalloc_heap *h, uint64_t flush_no);
+    void *sim_arg;
+} pmalloc_options;
+
+/* Defaults: LOG, 6 stripes, eADR auto, persistence auto, create with 64 MiB. */
+void pmalloc_options_default(pmalloc_options *o);
+
+/* Open the heap in directory `dir` (which must exist), creating it when
+ * o->create and the file is absent. After an unclean shutdown this runs the
+ * post-crash recovery (Sec. 7). A foreign or corrupt file is refused with
+ * NM_EFORMAT (not a PMAlloc heap, other version) or NM_ECORRUPT (checksum,
+ * metadata out of range). `o` may be NULL (defaults, no create). */
+nm_err pmalloc_open(const char *dir, const pmalloc_options *o, pmalloc_heap **out);
+/* Clean shutdown: persist what the model left volatile, mark the heap clean, unmap. */
+nm_err pmalloc_close(pmalloc_heap *h);
+
+/* Allocate `size` bytes and store the new object's pointer in *dst, atomically
+ * with respect to crashes: after a crash either *dst holds the object and it is
+ * allocated, or *dst is unchanged and nothing is allocated. dst must be an
+ * 8-byte aligned location inside the heap: a root slot or a field of an
+ * allocated object (NM_EINVAL otherwise; recovery reads it). Sizes up to PMALLOC_SMALL_MAX come from slabs, larger from extents. */
+nm_err pmalloc_malloc_to(pmalloc_heap *h, size_t size, pmalloc_ptr *dst);
+/* Free the object *src points to and set *src to 0, atomically w.r.t. crashes.
+ * src obeys the same rule as dst above.
+ * NM_EBADFREE: *src is outside the heap's data or not the start of an object;
+ * NM_EDOUBLEFREE: the object is already free. Nothing changes on error. */
+nm_err pmalloc_free_from(pmalloc_heap *h, pmalloc_ptr *src);
+
+/* Persistent pointer <-> address in this mapping. */
+void *pmalloc_direct(const pmalloc_heap *h, pmalloc_ptr p); /* NULL for 0 or out of range */
+pmalloc_ptr pmalloc_ptr_of(const pmalloc_heap *h, const void *addr); /* 0 if outside */
+/* Usable size of an allocated object, 0 if p is not an allocated object start. */
+size_t pmalloc_usable_size(pmalloc_heap *h, pmalloc_ptr p);
+
+/* Roots: PMALLOC_NROOTS persistent pointer slots. set_root persists the slot. */
+nm_err pmalloc_set_root(pmalloc_heap *h, unsigned idx, pmalloc_ptr p);
+pmalloc_ptr pmalloc_get_root(const pmalloc_heap *h, unsigned idx);
+/* The slot itself, to pass to malloc_to/free_from; NULL if idx is out of range. */
+pmalloc_ptr *pmalloc_root_slot(pmalloc_heap *h, unsigned idx);
+
+/* The counted persistence primitive, for the application's own data. */
+void pmalloc_flush(pmalloc_heap *h, const void *addr, size_t len);
+void pmalloc_drain(pmalloc_heap *h);
+void pmalloc_persist(pmalloc_heap *h, const void *addr, size_t len); /* flush + drain */
+
+typedef struct pmalloc_stats {
+    uint64_t bytes_live;     /* usable bytes of allocated objects */
+    uint64_t objects_live;
+    uint64_t slabs;          /* slabs in use */
+    uint64_t extents;        /* allocated large extents */
+    uint64_t free_bytes;     /* bytes in free extents (not counting free slab blocks) */
+    uint64_t retained_bytes; /* ... of which decayed: returned to the file system */
+    uint64_t data_bytes;     /* size of the data area */
+    uint64_t flushes;        /* cache lines flushed (all kinds) */
+    uint64_t meta_flushes;   /* ... of allocator metadata (WAL, bitmaps, log, headers) */
+    uint64_t reflushes;      /* metadata lines flushed again within 4 distinct lines */
+    uint64_t fences;         /* drains (sfence) */
+    uint64_t wal_appends;
+    uint64_t bklog_appends;
+    uint64_t bklog_gcs;      /* slow GCs (compactions) of the bookkeeping log */
+    uint64_t bklog_fast_gcs; /* fast GCs: chunks with nothing live unlinked in place */
+    unsigned stripes;        /* effective stripes (1 under eADR) */
+    bool eadr;
+    pmalloc_model model;
+    pmalloc_persist_mode persist; /* effective mode (AUTO resolved) */
+} pmalloc_stats;
+nm_err pmalloc_stats_get(pmalloc_heap *h, pmalloc_stats *st);
+void pmalloc_stats_reset_counters(pmalloc_heap *h); /* zero flush/fence/reflush counters */
+
+/* What the last open found and did. */
+typedef struct pmalloc_recovery_info {
+    bool created;          /* the heap was created by this open */
+    bool was_clean;        /* the previous session ended with pmalloc_close */
+    bool was_recovering;   /* ... or crashed during a recovery */
+    unsigned wal_entries;  /* pending WAL entries examined */
+    unsigned wal_redone;   /* operations completed from the WAL */
+    unsigned wal_undone;   /* operations rolled back (nothing to do: metadata untouched) */
+    uint64_t gc_marked;    /* GC: small blocks found reachable */
+    uint64_t gc_freed;     /* GC: small blocks allocated in the image but unreachable */
+    uint64_t bklog_live;   /* live bookkeeping-log entries replayed */
+} pmalloc_recovery_info;
+void pmalloc_recovery_info_get(const pmalloc_heap *h, pmalloc_recovery_info *ri);
+
+/* Visit every allocated object (small blocks and extents), in address order.
+ * The callback returns nonzero to stop. For checkers and tools; not concurrent
+ * with allocation. */
+typedef int (*pmalloc_walk_fn)(void *arg, pmalloc_ptr p, size_t usable);
+nm_err pmalloc_walk(pmalloc_heap *h, pmalloc_walk_fn fn, void *arg);
+/* Cross-check volatile and persistent metadata (extents tile the data area,
+ * bitmaps match, log replays to the same state). NM_ECORRUPT with a message. */
+nm_err pmalloc_check(pmalloc_heap *h);
+
+/* Power-failure simulation (PMALLOC_PERSIST_SIM only).
+ * The hook runs before each cache-line flush is recorded, with the running
+ * count of flushes; a test takes a crash image there with pmalloc_sim_snapshot:
+ * the persisted image plus a random subset of the lines flushed but not yet
+ * drained (a fence may be torn). Stores never flushed are lost. */
+typedef void (*pmalloc_sim_hook)(void *arg, pmalloc_heap *h, uint64_t flush_no);
+nm_err pmalloc_sim_set_hook(pmalloc_heap *h, pmalloc_sim_hook fn, void *arg);
+/* Write the crash image as <dir>/pmalloc.heap; `seed` picks the torn subset.
+ * With evict_pct > 0, each line stored but never flushed also reaches the
+ * image with that probability (a cache eviction wrote it back early). */
+nm_err pmalloc_sim_snapshot(pmalloc_heap *h, const char *dir, uint64_t seed, unsigned evict_pct);
+/* Drop the heap without a clean shutdown (a crash): unmap, free, write nothing. */
+void pmalloc_abandon(pmalloc_heap *h);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,646 @@
+/* Large allocations: extents managed by virtual extent headers (VEHs) in DRAM,
+ * best fit with splitting and coalescing, a page map from address to VEH
+ * (paper Sec. 2.2, 4.3), persisted only through the log-structured
+ * bookkeeping log (Sec. 5.3).
+ *
+ * The bookkeeping log is a linked list of 1 KiB chunks (line 0 = header,
+ * 15 lines of 8-byte entries). An allocated extent or slab has one live normal
+ * entry; freeing it appends a tombstone naming the entry's position. The
+ * superblock holds two list heads and an alt bit: the slow GC copies the live
+ * entries into fresh chunks, persists them, and flips alt, so a crash at any
+ * point leaves one complete list. Appends are interleaved over the chunk's 15
+ * entry lines so consecutive appends flush different cache lines. */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nearmem/common/timer.h"
+
+#include "pm_internal.h"
+
+static inline char *chunk_base(pmalloc_heap *h, uint32_t c) { return h->base + h->sb->bk_off + (uint64_t)c * PM_CHUNK_BYTES; }
+static inline pm_chunk_hdr *chunk_hdr(pmalloc_heap *h, uint32_t c) { return (pm_chunk_hdr *)chunk_base(h, c); }
+static inline uint64_t *chunk_ent(pmalloc_heap *h, uint32_t c) { return (uint64_t *)(chunk_base(h, c) + PM_LINE); }
+
+/* The k-th append of a chunk goes to entry index slot(k). */
+static inline uint32_t bk_slot(const pmalloc_heap *h, uint32_t k)
+{
+    if (!h->interleave) return k;
+    return (k % PM_CHUNK_ENTRY_LINES) * 8u + k / PM_CHUNK_ENTRY_LINES;
+}
+
+/* ---- page map and free list ---- */
+
+static void free_list_add(pmalloc_heap *h, pm_veh *v)
+{
+    v->state = PM_VEH_FREE;
+    if (!v->freed_ns) v->freed_ns = nm_now_ns();
+    v->prev = NULL;
+    v->next = h->free_head;
+    if (h->free_head) h->free_head->prev = v;
+    h->free_head = v;
+    h->free_pages += v->npages;
+}
+
+static void free_list_del(pmalloc_heap *h, pm_veh *v)
+{
+    if (v->retained) h->retained_pages -= v->npages;
+    v->retained = false;
+    if (v->prev) v->prev->next = v->next;
+    else h->free_head = v->next;
+    if (v->next) v->next->prev = v->prev;
+    v->next = v->prev = NULL;
+    h->free_pages -= v->npages;
+}
+
+/* Free extents map only their first and last page; allocated ones every page. */
+static void pmap_mark_free(pmalloc_heap *h, pm_veh *v)
+{
+    pm_pmap_set(h, v->page, v);
+    pm_pmap_set(h, v->page + v->npages - 1, v);
+}
+
+static void pmap_mark_alloc(pmalloc_heap *h, pm_veh *v)
+{
+    for (uint64_t p = 0; p < v->npages; p++) pm_pmap_set(h, v->page + p, v);
+}
+
+/* Carve [page, page+npages) out of free extent f; the part becomes `state`. */
+static pm_veh *carve(pmalloc_heap *h, pm_veh *f, uint64_t page, uint64_t npages, int state)
+{
+    pm_veh *a = calloc(1, sizeof *a), *r = NULL;
+    if (!a) return NULL;
+    uint64_t fend = f->page + f->npages, end = page + npages, freed = f->freed_ns;
+    bool was_retained = f->retained;
+    if (end < fend) {
+        r = calloc(1, sizeof *r);
+        if (!r) { free(a); return NULL; }
+    }
+    free_list_del(h, f);
+    pm_pmap_set(h, f->page, NULL);
+    pm_pmap_set(h, fend - 1, NULL);
+    if (page > f->page) { /* f keeps the left part */
+        f->npages = page - f->page;
+        free_list_add(h, f);
+        pmap_mark_free(h, f);
+        if (was_retained) { f->retained = true; h->retained_pages += f->npages; }
+    } else {
+        free(f);
+    }
+    if (r) {
+        r->page = end;
+        r->npages = fend - end;
+        r->bkpos = -1;
+        r->freed_ns = freed;
+        free_list_add(h, r);
+        pmap_mark_free(h, r);
+        if (was_retained) { r->retained = true; h->retained_pages += r->npages; }
+    }
+    a->page = page;
+    a->npages = npages;
+    a->state = state;
+    a->bkpos = -1;
+    pmap_mark_alloc(h, a);
+    if (state == PM_VEH_SLAB) h->nslabs++;
+    else h->nextents++;
+    return a;
+}
+
+nm_err pm_extent_alloc(pmalloc_heap *h, uint64_t npages, int state, pm_veh **out)
+{
+    pm_veh *best = NULL;
+    for (pm_veh *v = h->free_head; v; v = v->next)
+        if (v->npages >= npages && (!best || v->npages < best->npages || (v->npages == best->npages && v->page < best->page))) {
+            best = v;
+            if (v->npages == npages) break;
+        }
+    if (!best)
+        return nm_fail(NM_ENOMEM, "pmalloc: no free extent of %llu pages (%llu pages free in total)",
+                       (unsigned long long)npages, (unsigned long long)h->free_pages);
+    pm_veh *a = carve(h, best, best->page, npages, state);
+    if (!a) return nm_fail(NM_ENOMEM, "pmalloc: out of host memory for an extent header");
+    *out = a;
+    return NM_OK;
+}
+
+nm_err pm_extent_claim(pmalloc_heap *h, uint64_t page, uint64_t npages, int state, pm_veh **out)
+{
+    if (npages == 0 || page + npages > h->data_pages || page + npages < page)
+        return nm_fail(NM_ECORRUPT, "pmalloc: extent %llu+%llu pages outside the data area",
+                       (unsigned long long)page, (unsigned long long)npages);
+    for (pm_veh *v = h->free_head; v; v = v->next)
+        if (v->page <= page && page + npages <= v->page + v->npages) {
+            pm_veh *a = carve(h, v, page, npages, state);
+            if (!a) return nm_fail(NM_ENOMEM, "pmalloc: out of host memory for an extent header");
+            *out = a;
+            return NM_OK;
+        }
+    return nm_fail(NM_ECORRUPT, "pmalloc: extent at page %llu (%llu pages) overlaps an allocated one",
+                   (unsigned long long)page, (unsigned long long)npages);
+}
+
+void pm_extent_release(pmalloc_heap *h, pm_veh *v)
+{
+    if (v->state == PM_VEH_SLAB) h->nslabs--;
+    else h->nextents--;
+    for (uint64_t p = 0; p < v->npages; p++) pm_pmap_set(h, v->page + p, NULL);
+    v->bkpos = -1;
+    v->slab = NULL;
+    uint64_t start = v->page, end = v->page + v->npages;
+    if (start > 0) {
+        pm_veh *l = pm_pmap_get(h, start - 1);
+        if (l && l->state == PM_VEH_FREE) {
+            free_list_del(h, l);
+            pm_pmap_set(h, l->page, NULL);
+            pm_pmap_set(h, start - 1, NULL);
+            start = l->page;
+            free(l);
+        }
+    }
+    if (end < h->data_pages) {
+        pm_veh *r = pm_pmap_get(h, end);
+        if (r && r->state == PM_VEH_FREE) {
+            free_list_del(h, r);
+            uint64_t rend = r->page + r->npages;
+            pm_pmap_set(h, end, NULL);
+            pm_pmap_set(h, rend - 1, NULL);
+            end = rend;
+            free(r);
+        }
+    }
+    v->page = start;
+    v->npages = end - start;
+    v->freed_ns = nm_now_ns();
+    free_list_add(h, v); /* a merge with a retained neighbour is not retained (some pages are back) */
+    pmap_mark_free(h, v);
+    pm_extent_decay(h, v->freed_ns);
+}
+
+/* Decay (paper Sec. 2.2): a free extent unused for decay_ns moves to the
+ * retained state: its pages go back to the file system (FALLOC_FL_PUNCH_HOLE;
+ * on DAX this frees persistent memory). Nothing reads free extent contents,
+ * so this needs no ordering. A later allocation refaults zero pages. */
+void pm_extent_decay(pmalloc_heap *h, uint64_t now)
+{
+    if (h->decay_ns == UINT64_MAX || h->lock_fd < 0 || now - h->last_decay_ns < 50000000ull) return;
+    h->last_decay_ns = now;
+    for (pm_veh *v = h->free_head; v; v = v->next) {
+        if (v->retained || v->npages < PM_SLAB_PAGES || now - v->freed_ns < h->decay_ns) continue;
+        off_t off = (off_t)(h->sb->data_off + v->page * PM_PAGE), len = (off_t)(v->npages * PM_PAGE);
+        if (fallocate(h->lock_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, len) != 0) {
+            h->decay_ns = UINT64_MAX; /* not supported here: stop trying */
+            return;
+        }
+        v->retained = true;
+        h->retained_pages += v->npages;
+    }
+}
+
+/* ---- bookkeeping log ---- */
+
+static uint32_t take_free_chunk(pmalloc_heap *h)
+{
+    for (uint32_t c = 0; c < h->nchunks; c++)
+        if (!h->chunks[c].in_list) return c;
+    return PM_CHUNK_NONE;
+}
+
+/* Zero a chunk and give it a header; persisted. */
+static void chunk_init(pmalloc_heap *h, uint32_t c, uint32_t next)
+{
+    char *b = chunk_base(h, c);
+    pm_chunk_hdr *hd = (pm_chunk_hdr *)b;
+    /* a new generation: tombstones left naming the chunk's previous life no longer match */
+    uint32_t gen = (hd->gen + 1) & PM_BK_GEN_MASK;
+    memset(b, 0, PM_CHUNK_BYTES);
+    hd->magic = PM_CHUNK_MAGIC;
+    hd->next = next;
+    hd->id = c;
+    hd->gen = gen;
+    h->chunks[c].gen = gen;
+    pm_flush(h, b, PM_CHUNK_BYTES, PM_META);
+}
+
+static inline bool tomb_valid(const pmalloc_heap *h, uint64_t e)
+{
+    uint32_t tc = PM_BK_TCHUNK(e);
+    return tc < h->nchunks && h->chunks[tc].in_list && h->chunks[tc].gen == PM_BK_TGEN(e);
+}
+
+/* Fast GC (Sec. 5.3): unlink, in place, every chunk (but the tail) whose
+ * normal entries are all dead. A chunk's tombstones may only disappear once
+ * the chunks they point into are gone, so chunks are unlinked in dependency
+ * order, one persisted 4-byte store each: any prefix is a consistent log.
+ * Tombstones into unlinked chunks become orphans, recognised by the chunk
+ * generation and ignored at replay. */
+static void bk_fast_gc(pmalloc_heap *h)
+{
+    uint32_t n = h->nchunks, norder = 0;
+    uint64_t *killed = calloc(((size_t)n * 128 + 63) / 64, sizeof(uint64_t));
+    uint32_t *live = calloc(n, sizeof *live), *order = malloc(n * sizeof *order);
+    uint8_t *st = calloc(n, 1); /* 1 candidate, 2 scheduled */
+    uint32_t head = h->sb->bk_head[h->sb->bk_alt & 1];
+    if (!killed || !live || !order || !st) goto out;
+    for (uint32_t c = head; c != PM_CHUNK_NONE; c = h->chunks[c].next) {
+        const uint64_t *ents = chunk_ent(h, c);
+        for (uint32_t i = 0; i < PM_CHUNK_ENTRIES; i++)
+            if (ents[i] && PM_BK_TYPE(ents[i]) == PM_BK_TOMB && tomb_valid(h, ents[i])) {
+                size_t pos = (size_t)PM_BK_TCHUNK(ents[i]) * 128 + PM_BK_TSLOT(ents[i]);
+                killed[pos / 64] |= 1ull << (pos % 64);
+            }
+    }
+    for (uint32_t c = head; c != PM_CHUNK_NONE; c = h->chunks[c].next) {
+        const uint64_t *ents = chunk_ent(h, c);
+        for (uint32_t i = 0; i < PM_CHUNK_ENTRIES; i++) {
+            size_t pos = (size_t)c * 128 + i;
+            if (ents[i] && PM_BK_TYPE(ents[i]) != PM_BK_TOMB && !(killed[pos / 64] >> (pos % 64) & 1)) live[c]++;
+        }
+        if (live[c] == 0 && c != h->bk_tail) st[c] = 1;
+    }
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (uint32_t c = head; c != PM_CHUNK_NONE; c = h->chunks[c].next) {
+            if (st[c] != 1) continue;
+            const uint64_t *ents = chunk_ent(h, c);
+            bool ok = true;
+            for (uint32_t i = 0; i < PM_CHUNK_ENTRIES && ok; i++)
+                if (ents[i] && PM_BK_TYPE(ents[i]) == PM_BK_TOMB && tomb_valid(h, ents[i])) {
+                    uint32_t tc = PM_BK_TCHUNK(ents[i]);
+                    ok = tc == c || st[tc] == 2;
+                }
+            if (ok) { st[c] = 2; order[norder++] = c; changed = true; }
+        }
+    }
+    for (uint32_t k = 0; k < norder; k++) {
+        uint32_t c = order[k], cur = h->sb->bk_head[h->sb->bk_alt & 1], prev = PM_CHUNK_NONE;
+        while (cur != c) { prev = cur; cur = h->chunks[cur].next; }
+        uint32_t next = h->chunks[c].next;
+        if (prev == PM_CHUNK_NONE) {
+            uint32_t *hp = &h->sb->bk_head[h->sb->bk_alt & 1];
+            __atomic_store_n(hp, next, __ATOMIC_RELAXED);
+            pm_persist(h, hp, sizeof *hp, PM_META);
+        } else {
+            uint32_t *np = &chunk_hdr(h, prev)->next;
+            __atomic_store_n(np, next, __ATOMIC_RELAXED);
+            pm_persist(h, np, sizeof *np, PM_META);
+            h->chunks[prev].next = next;
+        }
+        h->chunks[c].in_list = false;
+        h->bk_free_count++;
+        h->bk_list_len--;
+    }
+    if (norder) {
+        uint64_t tombs = 0;
+        for (uint32_t c = h->sb->bk_head[h->sb->bk_alt & 1]; c != PM_CHUNK_NONE; c = h->chunks[c].next) {
+            const uint64_t *ents = chunk_ent(h, c);
+            for (uint32_t i = 0; i < PM_CHUNK_ENTRIES; i++)
+                if (ents[i] && PM_BK_TYPE(ents[i]) == PM_BK_TOMB && tomb_valid(h, ents[i])) tombs++;
+        }
+        h->bk_tombs = tombs;
+        pm_count(&h->c_bkfast, 1);
+    }
+out:
+    free(killed);
+    free(live);
+    free(order);
+    free(st);
+}
+
+static nm_err new_tail_chunk(pmalloc_heap *h)
+{
+    if (h->bk_free_count <= h->nchunks / 2 && h->bk_tombs > 0) bk_fast_gc(h);
+    /* Slow GC once half the chunks are in use (and there is something to
+     * drop). pm_bk_record keeps the live entries under half the log, so the
+     * compacted copy always fits in the free half: a free never fails for
+     * want of log space. */
+    if (h->bk_free_count <= h->nchunks / 2 && h->bk_tombs > 0) {
+        nm_err e = pm_bk_compact(h);
+        if (e) return e;
+        if (h->bk_tail_count < PM_CHUNK_ENTRIES) return NM_OK; /* compaction left room */
+    }
+    uint32_t c = take_free_chunk(h);
+    if (c == PM_CHUNK_NONE) return nm_fail(NM_ENOMEM, "pmalloc: bookkeeping log full (%u chunks)", h->nchunks);
+    chunk_init(h, c, PM_CHUNK_NONE);
+    pm_drain(h);
+    /* link it: a crash before this store leaves it a free chunk */
+    chunk_hdr(h, h->bk_tail)->next = c;
+    pm_persist(h, &chunk_hdr(h, h->bk_tail)->next, sizeof(uint32_t), PM_META);
+    h->chunks[h->bk_tail].next = c;
+    h->chunks[c].in_list = true;
+    h->chunks[c].next = PM_CHUNK_NONE;
+    h->bk_free_count--;
+    h->bk_list_len++;
+    h->bk_tail = c;
+    h->bk_tail_count = 0;
+    return NM_OK;
+}
+
+/* Make sure the next append has a free slot, running the slow GC if needed.
+ * Callers reserve BEFORE computing an entry: the GC moves live entries, so a
+ * tombstone's target position is only stable once no GC can intervene. */
+static nm_err bk_reserve(pmalloc_heap *h)
+{
+    for (;;) {
+        if (h->bk_tail_count >= PM_CHUNK_ENTRIES) {
+            nm_err e = new_tail_chunk(h);
+            if (e) return e;
+            continue;
+        }
+        if (chunk_ent(h, h->bk_tail)[bk_slot(h, h->bk_tail_count)] == 0) return NM_OK;
+        h->bk_tail_count++; /* written in another session with another slot order */
+    }
+}
+
+nm_err pm_bk_append(pmalloc_heap *h, uint64_t entry, int64_t *pos)
+{
+    {
+        nm_err e = bk_reserve(h);
+        if (e) return e;
+        uint64_t *ents = chunk_ent(h, h->bk_tail);
+        uint32_t idx = bk_slot(h, h->bk_tail_count++);
+        __atomic_store_n(&ents[idx], entry, __ATOMIC_RELAXED);
+        pm_persist(h, &ents[idx], sizeof(uint64_t), PM_META);
+        pm_ctr_add(h, PMC_BK, 1);
+        if (pos) *pos = (int64_t)h->bk_tail * 128 + idx;
+        return NM_OK;
+    }
+}
+
+nm_err pm_bk_record(pmalloc_heap *h, pm_veh *v)
+{
+    uint64_t max_live = (uint64_t)(h->nchunks / 2 - 1) * PM_CHUNK_ENTRIES;
+    if (h->bk_live_entries + 1 > max_live)
+        return nm_fail(NM_ENOMEM, "pmalloc: bookkeeping log holds its maximum of %llu extents and slabs",
+                       (unsigned long long)max_live);
+    nm_err r = bk_reserve(h);
+    if (r) return r;
+    uint64_t type = v->state == PM_VEH_SLAB ? PM_BK_SLAB : PM_BK_EXTENT;
+    uint64_t e = type << 62 | v->npages << 36 | v->page;
+    nm_err err = pm_bk_append(h, e, &v->bkpos);
+    if (!err) h->bk_live_entries++;
+    return err;
+}
+
+nm_err pm_bk_tombstone(pmalloc_heap *h, pm_veh *v)
+{
+    nm_err err = bk_reserve(h);
+    if (err) return err;
+    uint32_t tc = (uint32_t)(v->bkpos / 128), slot = (uint32_t)(v->bkpos % 128);
+    err = pm_bk_append(h, PM_BK_TOMB << 62 | (uint64_t)h->chunks[tc].gen << 31 | (uint64_t)tc << 7 | slot, NULL);
+    if (err) return err;
+    h->bk_live_entries--;
+    h->bk_tombs++;
+    v->bkpos = -1;
+    return NM_OK;
+}
+
+/* Collect every allocated VEH (extents and slabs), in address order. */
+static pm_veh **collect_allocated(pmalloc_heap *h, size_t *n)
+{
+    size_t cap = h->nextents + h->nslabs + 1, k = 0;
+    pm_veh **arr = malloc(cap * sizeof *arr);
+    if (!arr) return NULL;
+    for (uint64_t p = 0; p < h->data_pages;) {
+        pm_veh *v = pm_pmap_get(h, p);
+        if (v && v->state != PM_VEH_FREE && v->page == p) {
+            /* an extent being allocated has no entry yet: its own append follows */
+            if (k < cap && v->bkpos >= 0) arr[k++] = v;
+            p += v->npages;
+        } else if (v && v->state == PM_VEH_FREE && v->page == p) {
+            p += v->npages;
+        } else {
+            p++;
+        }
+    }
+    *n = k;
+    return arr;
+}
+
+/* Slow GC (Sec. 5.3): copy live entries into a new list and flip alt. */
+nm_err pm_bk_compact(pmalloc_heap *h)
+{
+    size_t n;
+    pm_veh **live = collect_allocated(h, &n);
+    if (!live) return nm_fail(NM_ENOMEM, "pmalloc: no host memory for the log GC");
+    uint32_t need = (uint32_t)((n + PM_CHUNK_ENTRIES - 1) / PM_CHUNK_ENTRIES);
+    if (need == 0) need = 1;
+    if (need > h->bk_free_count) {
+        free(live);
+        return nm_fail(NM_ENOMEM, "pmalloc: bookkeeping log full: %zu live entries, %u free chunks", n, h->bk_free_count);
+    }
+    uint32_t *newc = malloc(need * sizeof *newc);
+    if (!newc) { free(live); return nm_fail(NM_ENOMEM, "pmalloc: no host memory for the log GC"); }
+    uint32_t got = 0;
+    for (uint32_t c = 0; c < h->nchunks && got < need; c++)
+        if (!h->chunks[c].in_list) newc[got++] = c;
+    for (uint32_t i = 0; i < need; i++) chunk_init(h, newc[i], i + 1 < need ? newc[i + 1] : PM_CHUNK_NONE);
+    for (size_t i = 0; i < n; i++) {
+        pm_veh *v = live[i];
+        uint32_t c = newc[i / PM_CHUNK_ENTRIES], idx = (uint32_t)(i % PM_CHUNK_ENTRIES);
+        uint64_t type = v->state == PM_VEH_SLAB ? PM_BK_SLAB : PM_BK_EXTENT;
+        chunk_ent(h, c)[idx] = type << 62 | v->npages << 36 | v->page;
+    }
+    for (uint32_t i = 0; i < need; i++) pm_flush(h, chunk_ent(h, newc[i]), PM_CHUNK_BYTES - PM_LINE, PM_META);
+    pm_drain(h);
+    uint64_t alt = h->sb->bk_alt & 1;
+    h->sb->bk_head[alt ^ 1] = newc[0];
+    pm_persist(h, &h->sb->bk_head[alt ^ 1], sizeof(uint32_t), PM_META);
+    __atomic_store_n(&h->sb->bk_alt, alt ^ 1, __ATOMIC_RELAXED); /* the commit point */
+    pm_persist(h, &h->sb->bk_alt, sizeof(uint64_t), PM_META);
+    /* volatile side: old chunks free, new ones listed */
+    for (uint32_t c = 0; c < h->nchunks; c++) h->chunks[c].in_list = false;
+    for (uint32_t i = 0; i < need; i++) {
+        uint32_t c = newc[i];
+        h->chunks[c].in_list = true;
+        h->chunks[c].next = i + 1 < need ? newc[i + 1] : PM_CHUNK_NONE;
+    }
+    for (size_t i = 0; i < n; i++) live[i]->bkpos = (int64_t)newc[i / PM_CHUNK_ENTRIES] * 128 + (int64_t)(i % PM_CHUNK_ENTRIES);
+    h->bk_tail = newc[need - 1];
+    h->bk_tail_count = (uint32_t)(n - (size_t)(need - 1) * PM_CHUNK_ENTRIES);
+    if (n == 0) h->bk_tail_count = 0;
+    h->bk_list_len = need;
+    h->bk_free_count = h->nchunks - need;
+    h->bk_live_entries = n;
+    h->bk_tombs = 0;
+    pm_count(&h->c_bkgc, 1);
+    free(newc);
+    free(live);
+    return NM_OK;
+}
+
+typedef struct { int64_t pos; uint64_t e; bool dead; } bk_norm;
+
+static int cmp_norm_pos(const void *a, const void *b)
+{
+    const bk_norm *x = a, *y = b;
+    return x->pos < y->pos ? -1 : x->pos > y->pos;
+}
+static int cmp_norm_page(const void *a, const void *b)
+{
+    const bk_norm *x = a, *y = b;
+    return PM_BK_PAGE(x->e) < PM_BK_PAGE(y->e) ? -1 : PM_BK_PAGE(x->e) > PM_BK_PAGE(y->e);
+}
+
+/* Rebuild every volatile large-allocator structure from the log (Sec. 7). */
+nm_err pm_large_init(pmalloc_heap *h, bool fresh)
+{
+    h->chunks = calloc(h->nchunks, sizeof *h->chunks);
+    h->pmap = calloc(h->data_pages, sizeof *h->pmap);
+    if (!h->chunks || !h->pmap) return nm_fail(NM_ENOMEM, "pmalloc: no host memory for the page map");
+    if (fresh) {
+        chunk_init(h, 0, PM_CHUNK_NONE);
+        h->sb->bk_head[0] = 0;
+        h->sb->bk_head[1] = PM_CHUNK_NONE;
+        h->sb->bk_alt = 0;
+        pm_flush(h, &h->sb->bk_head, PM_LINE, PM_META);
+        pm_drain(h);
+    }
+    uint32_t c = h->sb->bk_head[h->sb->bk_alt & 1];
+    size_t nn = 0, capn = 256, nt = 0, capt = 64;
+    bk_norm *norm = malloc(capn * sizeof *norm);
+    int64_t *tomb = malloc(capt * sizeof *tomb);
+    nm_err err = NM_OK;
+    if (!norm || !tomb) { err = nm_fail(NM_ENOMEM, "pmalloc: no host memory for log replay"); goto out; }
+    uint32_t last = PM_CHUNK_NONE, len = 0;
+    while (c != PM_CHUNK_NONE) {
+        if (c >= h->nchunks || h->chunks[c].in_list) {
+            err = nm_fail(NM_ECORRUPT, "pmalloc: bookkeeping log chunk list is broken at chunk %u", c);
+            goto out;
+        }
+        pm_chunk_hdr *hd = chunk_hdr(h, c);
+        if (hd->magic != PM_CHUNK_MAGIC) {
+            err = nm_fail(NM_ECORRUPT, "pmalloc: bookkeeping log chunk %u has a bad header", c);
+            goto out;
+        }
+        h->chunks[c].in_list = true;
+        h->chunks[c].next = hd->next;
+        h->chunks[c].gen = hd->gen;
+        len++;
+        uint64_t *ents = chunk_ent(h, c);
+        for (uint32_t i = 0; i < PM_CHUNK_ENTRIES; i++) {
+            uint64_t e = ents[i];
+            if (!e) continue;
+            if (PM_BK_TYPE(e) == PM_BK_TOMB) {
+                if (nt == capt) { capt *= 2; int64_t *t = realloc(tomb, capt * sizeof *t); if (!t) { err = nm_fail(NM_ENOMEM, "replay"); goto out; } tomb = t; }
+                tomb[nt++] = (int64_t)e; /* resolved once every listed chunk is known */
+            } else {
+                if (nn == capn) { capn *= 2; bk_norm *t = realloc(norm, capn * sizeof *t); if (!t) { err = nm_fail(NM_ENOMEM, "replay"); goto out; } norm = t; }
+                norm[nn++] = (bk_norm){(int64_t)c * 128 + i, e, false};
+            }
+        }
+        last = c;
+        c = hd->next;
+    }
+    if (last == PM_CHUNK_NONE) { err = nm_fail(NM_ECORRUPT, "pmalloc: bookkeeping log has no chunk"); goto out; }
+    qsort(norm, nn, sizeof *norm, cmp_norm_pos);
+    size_t valid = 0;
+    for (size_t i = 0; i < nt; i++) {
+        uint64_t e = (uint64_t)tomb[i];
+        if (PM_BK_TCHUNK(e) >= h->nchunks) {
+            err = nm_fail(NM_ECORRUPT, "pmalloc: bookkeeping tombstone %016llx names chunk %u of %u",
+                          (unsigned long long)e, PM_BK_TCHUNK(e), h->nchunks);
+            goto out;
+        }
+        if (!tomb_valid(h, e)) continue; /* orphan: its chunk was unlinked by a fast GC */
+        bk_norm key = {(int64_t)PM_BK_TCHUNK(e) * 128 + PM_BK_TSLOT(e), 0, false};
+        bk_norm *t = bsearch(&key, norm, nn, sizeof *norm, cmp_norm_pos);
+        if (!t || t->dead) {
+            err = nm_fail(NM_ECORRUPT, "pmalloc: bookkeeping tombstone names no live entry (position %lld)", (long long)key.pos);
+            goto out;
+        }
+        t->dead = true;
+        valid++;
+    }
+    h->bk_tombs = valid;
+    /* live entries -> extents; gaps -> free extents */
+    qsort(norm, nn, sizeof *norm, cmp_norm_page);
+    uint64_t cur = 0;
+    h->bk_live_entries = 0;
+    for (size_t i = 0; i < nn; i++) {
+        if (norm[i].dead) continue;
+        uint64_t e = norm[i].e, pg = PM_BK_PAGE(e), np = PM_BK_NPAGES(e);
+        if (np == 0 || pg < cur || pg + np > h->data_pages || (PM_BK_TYPE(e) == PM_BK_SLAB && np != PM_SLAB_PAGES)) {
+            err = nm_fail(NM_ECORRUPT, "pmalloc: bookkeeping entry %016llx is out of range or overlaps", (unsigned long long)e);
+            goto out;
+        }
+        if (pg > cur) {
+            pm_veh *f = calloc(1, sizeof *f);
+            if (!f) { err = nm_fail(NM_ENOMEM, "replay"); goto out; }
+            f->page = cur; f->npages = pg - cur; f->bkpos = -1;
+            free_list_add(h, f);
+            pmap_mark_free(h, f);
+        }
+        pm_veh *v = calloc(1, sizeof *v);
+        if (!v) { err = nm_fail(NM_ENOMEM, "replay"); goto out; }
+        v->page = pg; v->npages = np; v->bkpos = norm[i].pos;
+        v->state = PM_BK_TYPE(e) == PM_BK_SLAB ? PM_VEH_SLAB : PM_VEH_ALLOC;
+        pmap_mark_alloc(h, v);
+        if (v->state == PM_VEH_SLAB) h->nslabs++;
+        else h->nextents++;
+        h->bk_live_entries++;
+        cur = pg + np;
+    }
+    if (cur < h->data_pages) {
+        pm_veh *f = calloc(1, sizeof *f);
+        if (!f) { err = nm_fail(NM_ENOMEM, "replay"); goto out; }
+        f->page = cur; f->npages = h->data_pages - cur; f->bkpos = -1;
+        free_list_add(h, f);
+        pmap_mark_free(h, f);
+    }
+    h->bk_tail = last;
+    h->bk_list_len = len;
+    h->bk_free_count = h->nchunks - len;
+    h->bk_tail_count = 0; /* appends skip occupied slots */
+    h->ri.bklog_live = h->bk_live_entries;
+out:
+    free(norm);
+    free(tomb);
+    return err;
+}
+
+void pm_large_free_all(pmalloc_heap *h)
+{
+    if (h->pmap) {
+        for (uint64_t p = 0; p < h->data_pages; p++) {
+            pm_veh *v = h->pmap[p];
+            if (v && v->page == p) {
+                if (v->slab) pm_slab_free_vol(v->slab);
+                p += v->npages - 1;
+                free(v);
+            }
+        }
+    }
+    free(h->pmap);
+    free(h->chunks);
+    h->pmap = NULL;
+    h->chunks = NULL;
+}
+
+nm_err pm_large_check(pmalloc_heap *h)
+{
+    uint64_t covered = 0, freep = 0;
+    for (uint64_t p = 0; p < h->data_pages;) {
+        pm_veh *v = h->pmap[p];
+        if (!v || v->page != p || v->npages == 0 || p + v->npages > h->data_pages)
+            return nm_fail(NM_ECORRUPT, "pmalloc check: page %llu is not the start of an extent", (unsigned long long)p);
+        if (v->state == PM_VEH_FREE) {
+            freep += v->npages;
+            if (h->pmap[p + v->npages - 1] != v)
+                return nm_fail(NM_ECORRUPT, "pmalloc check: free extent at %llu lacks its end mark", (unsigned long long)p);
+        } else {
+            for (uint64_t q = 0; q < v->npages; q++)
+                if (h->pmap[p + q] != v) return nm_fail(NM_ECORRUPT, "pmalloc check: page map hole in extent %llu", (unsigned long long)p);
+            if (v->bkpos < 0) return nm_fail(NM_ECORRUPT, "pmalloc check: extent %llu has no log entry", (unsigned long long)p);
+            uint64_t e = chunk_ent(h, (uint32_t)(v->bkpos / 128))[v->bkpos % 128];
+            if (PM_BK_TYPE(e) == PM_BK_TOMB || PM_BK_PAGE(e) != v->page || PM_BK_NPAGES(e) != v->npages)
+                return nm_fail(NM_ECORRUPT, "pmalloc check: log entry of extent %llu does not match", (unsigned long long)p);
+        }
+        covered += v->npages;
+        p += v->npages;
+    }
+    if (covered != h->data_pages || freep != h->free_pages)
+        return nm_fail(NM_ECORRUPT, "pmalloc check: extents cover %llu of %llu pages, %llu free vs %llu counted",
+                       (unsigned long long)covered, (unsigned long long)h->data_pages, (unsigned long long)freep,
+                       (unsigned long long)h->free_pages);
+    return NM_OK;
+}

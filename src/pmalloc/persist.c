@@ -1,0 +1,261 @@
+/* The one counted persistence primitive (flush + drain) and the
+ * power-failure simulation.
+ *
+ * Every cache line PMAlloc writes back goes through pm_flush, which counts it
+ * and, for allocator metadata, detects a reflush: the same line flushed again
+ * while it is still among the last 4 distinct metadata lines this thread
+ * flushed (reflush distance < 4, paper Sec. 3.2). */
+#include <libpmem.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "nearmem/common/prng.h"
+#include "pm_internal.h"
+
+#define PM_REFLUSH_WINDOW 4
+
+/* ---- counters ---- */
+
+static uint64_t g_heap_uid;
+#define PM_TL_CTRS 4
+static __thread struct {
+    uint64_t uid;
+    pm_ctrblk *b;
+} tl_ctr[PM_TL_CTRS];
+static __thread unsigned tl_ctr_next;
+
+nm_err pm_ctr_init(pmalloc_heap *h)
+{
+    h->uid = __atomic_add_fetch(&g_heap_uid, 1, __ATOMIC_RELAXED);
+    pthread_mutex_init(&h->ctr_lock, NULL);
+    h->ctr_shared = calloc(1, sizeof *h->ctr_shared);
+    return h->ctr_shared ? NM_OK : nm_fail(NM_ENOMEM, "pmalloc: counters");
+}
+
+void pm_ctr_free(pmalloc_heap *h)
+{
+    while (h->ctrs) {
+        pm_ctrblk *b = h->ctrs;
+        h->ctrs = b->next;
+        free(b);
+    }
+    free(h->ctr_shared);
+    h->ctr_shared = NULL;
+    pthread_mutex_destroy(&h->ctr_lock);
+}
+
+static pm_ctrblk *ctr_block(pmalloc_heap *h)
+{
+    for (unsigned i = 0; i < PM_TL_CTRS; i++)
+        if (tl_ctr[i].uid == h->uid) return tl_ctr[i].b;
+    pm_ctrblk *b = calloc(1, sizeof *b);
+    if (!b) return h->ctr_shared;
+    pthread_mutex_lock(&h->ctr_lock);
+    b->next = h->ctrs;
+    h->ctrs = b;
+    pthread_mutex_unlock(&h->ctr_lock);
+    unsigned k = tl_ctr_next++ % PM_TL_CTRS; /* a thread on more heaps than this gets new blocks */
+    tl_ctr[k].uid = h->uid;
+    tl_ctr[k].b = b;
+    return b;
+}
+
+void pm_ctr_add(pmalloc_heap *h, int which, uint64_t n)
+{
+    pm_ctrblk *b = ctr_block(h);
+    if (NM_UNLIKELY(b == h->ctr_shared)) {
+        __atomic_fetch_add(&b->v[which], n, __ATOMIC_RELAXED);
+        return;
+    }
+    __atomic_store_n(&b->v[which], __atomic_load_n(&b->v[which], __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
+}
+
+uint64_t pm_ctr_sum(pmalloc_heap *h, int which)
+{
+    uint64_t s = __atomic_load_n(&h->ctr_base[which], __ATOMIC_RELAXED) + __atomic_load_n(&h->ctr_shared->v[which], __ATOMIC_RELAXED);
+    pthread_mutex_lock(&h->ctr_lock);
+    for (pm_ctrblk *b = h->ctrs; b; b = b->next) s += __atomic_load_n(&b->v[which], __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&h->ctr_lock);
+    return s;
+}
+
+void pm_ctr_set(pmalloc_heap *h, int which, uint64_t v)
+{
+    pthread_mutex_lock(&h->ctr_lock);
+    for (pm_ctrblk *b = h->ctrs; b; b = b->next) __atomic_store_n(&b->v[which], 0, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&h->ctr_lock);
+    __atomic_store_n(&h->ctr_shared->v[which], 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&h->ctr_base[which], v, __ATOMIC_RELAXED);
+}
+
+/* ---- the flush primitive ---- */
+
+static __thread struct {
+    uint64_t uid;
+    uint64_t line[PM_REFLUSH_WINDOW];
+    unsigned n;
+} tl_win;
+
+static void note_meta_line(pmalloc_heap *h, uint64_t line)
+{
+    if (tl_win.uid != h->uid) {
+        tl_win.uid = h->uid;
+        tl_win.n = 0;
+    }
+    unsigned i, n = tl_win.n;
+    for (i = 0; i < n; i++)
+        if (tl_win.line[i] == line) break;
+    if (i < n) {
+        pm_ctr_add(h, PMC_REFLUSH, 1);
+        memmove(&tl_win.line[i], &tl_win.line[i + 1], (n - i - 1) * sizeof(uint64_t));
+        n--;
+    } else if (n == PM_REFLUSH_WINDOW) {
+        memmove(&tl_win.line[0], &tl_win.line[1], (n - 1) * sizeof(uint64_t));
+        n--;
+    }
+    tl_win.line[n++] = line; /* most recent last */
+    tl_win.n = n;
+}
+
+static void sim_record(pmalloc_heap *h, uint64_t line)
+{
+    pthread_mutex_lock(&h->sim_lock);
+    if (!(h->pending_bm[line / 64] & (1ull << (line % 64)))) {
+        if (h->npending == h->cap_pending) {
+            size_t cap = h->cap_pending ? h->cap_pending * 2 : 1024;
+            uint32_t *p = realloc(h->pending, cap * sizeof *p);
+            if (!p) { /* cannot track: persist it at once (a stronger image, still valid) */
+                memcpy(h->shadow + line * PM_LINE, h->base + line * PM_LINE, PM_LINE);
+                pthread_mutex_unlock(&h->sim_lock);
+                return;
+            }
+            h->pending = p;
+            h->cap_pending = cap;
+        }
+        h->pending_bm[line / 64] |= 1ull << (line % 64);
+        h->pending[h->npending++] = (uint32_t)line;
+    }
+    pthread_mutex_unlock(&h->sim_lock);
+}
+
+void pm_flush(pmalloc_heap *h, const void *addr, size_t len, int meta)
+{
+    if (len == 0) return;
+    uintptr_t a = (uintptr_t)addr & ~(uintptr_t)(PM_LINE - 1);
+    uintptr_t end = (uintptr_t)addr + len;
+    uint64_t nlines = (end - a + PM_LINE - 1) / PM_LINE;
+    if (h->eadr) return; /* caches are in the persistence domain: nothing to flush */
+    pm_ctr_add(h, PMC_FLUSH, nlines);
+    if (meta) pm_ctr_add(h, PMC_META, nlines);
+    for (uintptr_t p = a; p < end; p += PM_LINE) {
+        uint64_t line = (p - (uintptr_t)h->base) / PM_LINE;
+        if (meta) note_meta_line(h, line);
+        if (h->persist == PMALLOC_PERSIST_SIM) {
+            if (h->sim_hook && !h->in_hook) {
+                uint64_t no = __atomic_add_fetch(&h->sim_flush_no, 1, __ATOMIC_RELAXED);
+                h->in_hook = true;
+                h->sim_hook(h->sim_arg, h, no);
+                h->in_hook = false;
+            }
+            sim_record(h, line);
+        }
+    }
+    switch (h->persist) {
+    case PMALLOC_PERSIST_CPU: pmem_flush((void *)a, end - a); break;
+    case PMALLOC_PERSIST_MSYNC: pmem_msync((void *)a, end - a); break;
+    default: break;
+    }
+}
+
+void pm_drain(pmalloc_heap *h)
+{
+    pm_ctr_add(h, PMC_FENCE, 1);
+    if (h->persist == PMALLOC_PERSIST_SIM) {
+        pthread_mutex_lock(&h->sim_lock);
+        for (size_t i = 0; i < h->npending; i++) {
+            uint64_t line = h->pending[i];
+            memcpy(h->shadow + line * PM_LINE, h->base + line * PM_LINE, PM_LINE);
+            h->pending_bm[line / 64] &= ~(1ull << (line % 64));
+        }
+        h->npending = 0;
+        pthread_mutex_unlock(&h->sim_lock);
+        return;
+    }
+    if (h->eadr || h->persist == PMALLOC_PERSIST_CPU) pmem_drain();
+}
+
+nm_err pm_sim_init(pmalloc_heap *h, bool fresh)
+{
+    h->shadow = fresh ? calloc(1, h->size) : malloc(h->size);
+    size_t nlines = h->size / PM_LINE;
+    h->pending_bm = calloc((nlines + 63) / 64, sizeof(uint64_t));
+    if (!h->shadow || !h->pending_bm) {
+        pm_sim_free(h);
+        return nm_fail(NM_ENOMEM, "pmalloc: no memory for the %zu-byte simulation image", h->size);
+    }
+    if (!fresh) memcpy(h->shadow, h->base, h->size);
+    return NM_OK;
+}
+
+void pm_sim_free(pmalloc_heap *h)
+{
+    free(h->shadow);
+    free(h->pending);
+    free(h->pending_bm);
+    h->shadow = NULL;
+    h->pending = NULL;
+    h->pending_bm = NULL;
+}
+
+nm_err pmalloc_sim_set_hook(pmalloc_heap *h, pmalloc_sim_hook fn, void *arg)
+{
+    if (!h || h->persist != PMALLOC_PERSIST_SIM)
+        return nm_fail(NM_ESTATE, "pmalloc: the simulation hook needs PMALLOC_PERSIST_SIM");
+    h->sim_hook = fn;
+    h->sim_arg = arg;
+    return NM_OK;
+}
+
+nm_err pmalloc_sim_snapshot(pmalloc_heap *h, const char *dir, uint64_t seed, unsigned evict_pct)
+{
+    if (!h || !dir || h->persist != PMALLOC_PERSIST_SIM)
+        return nm_fail(NM_ESTATE, "pmalloc: snapshots need PMALLOC_PERSIST_SIM");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, PMALLOC_FILE_NAME);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0) return nm_fail(NM_EIO, "pmalloc: cannot create %s", path);
+    nm_rng r;
+    nm_rng_seed(&r, seed);
+    pthread_mutex_lock(&h->sim_lock);
+    /* Lines flushed but not drained may or may not have reached the media. */
+    uint32_t *torn = malloc((h->npending + 1) * sizeof *torn);
+    size_t nt = 0;
+    for (size_t i = 0; torn && i < h->npending; i++)
+        if (nm_rng_u64(&r) & 1) torn[nt++] = h->pending[i];
+    nm_err err = NM_OK;
+    size_t off = 0;
+    /* write the image with the chosen pending lines applied */
+    while (off < h->size && err == NM_OK) {
+        size_t chunk = NM_MIN((size_t)1 << 20, h->size - off);
+        char *buf = malloc(chunk);
+        if (!buf) { err = nm_fail(NM_ENOMEM, "pmalloc: snapshot buffer"); break; }
+        memcpy(buf, h->shadow + off, chunk);
+        for (size_t l = 0; evict_pct && l < chunk; l += PM_LINE) /* early write-backs */
+            if (memcmp(buf + l, h->base + off + l, PM_LINE) != 0 && nm_rng_below(&r, 100) < evict_pct)
+                memcpy(buf + l, h->base + off + l, PM_LINE);
+        for (size_t i = 0; i < nt; i++) {
+            uint64_t lo = (uint64_t)torn[i] * PM_LINE;
+            if (lo >= off && lo < off + chunk) memcpy(buf + (lo - off), h->base + lo, PM_LINE);
+        }
+        if (write(fd, buf, chunk) != (ssize_t)chunk) err = nm_fail(NM_EIO, "pmalloc: writing %s", path);
+        free(buf);
+        off += chunk;
+    }
+    pthread_mutex_unlock(&h->sim_lock);
+    free(torn);
+    close(fd);
+    return err;
+}

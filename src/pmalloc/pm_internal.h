@@ -1,0 +1,325 @@
+/* PMAlloc internals: persistent layout, volatile structures, shared helpers.
+ * See docs/pmalloc.md for the layout and the persistence protocol. */
+#ifndef PMALLOC_INTERNAL_H
+#define PMALLOC_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nearmem/common/sizeclass.h"
+#include "nearmem/common/util.h"
+#include "nearmem/pmalloc.h"
+
+#define PM_PAGE 4096u
+#define PM_LINE 64u
+#define PM_MAGIC 0x50414548504d4e4eull /* "NNMPHEAP" little-endian */
+#define PM_VERSION 1u
+#define PM_MIN_HEAP (4u << 20)
+
+#define PM_STATE_CLEAN 0x4e41454c43ull      /* "CLEAN" */
+#define PM_STATE_RUNNING 0x4e4e4e5552ull    /* "RUNNN" */
+#define PM_STATE_RECOVERING 0x5643455272ull /* "rRECV" */
+
+/* WAL: one ring per thread cache; 32-byte entries, 2 per line, 16 lines. */
+#define PM_NRINGS 128u
+#define PM_RING_BYTES 1024u
+#define PM_RING_LINES (PM_RING_BYTES / PM_LINE)
+#define PM_RING_ENTRIES (PM_RING_BYTES / 32u)
+
+/* Bookkeeping log (Sec. 5.3): 1 KiB chunks, line 0 = header, 15 lines of 8 entries. */
+#define PM_CHUNK_BYTES 1024u
+#define PM_CHUNK_ENTRY_LINES 15u
+#define PM_CHUNK_ENTRIES (PM_CHUNK_ENTRY_LINES * 8u)
+#define PM_CHUNK_NONE 0xffffffffu
+#define PM_CHUNK_MAGIC 0x4b4e4843u /* "CHNK" */
+
+#define PM_SLAB_PAGES (PMALLOC_SLAB_SIZE / PM_PAGE)
+#define PM_SLAB_MAGIC 0x42414c53u /* "SLAB" */
+#define PM_SLAB_RESERVED_LINES 2u /* header room kept for slab morphing (issue 7) */
+
+#define PM_NCLS_MAX 40u
+#define PM_TC_PER_STRIPE 8u
+
+/* ---- persistent layout ---- */
+
+typedef struct pm_super {
+    /* lines 0-1: written once at create, covered by `check` */
+    uint64_t magic;
+    uint32_t version;
+    uint32_t model;
+    uint64_t heap_size;
+    uint32_t stripes; /* default for new slabs (each slab records its own) */
+    uint32_t nrings;
+    uint32_t nchunks;
+    uint32_t nroots;
+    uint64_t roots_off, wal_off, bk_off, data_off;
+    uint64_t check; /* XXH64 of the fields above */
+    uint8_t pad0[128 - 80];
+    /* line 2: session state */
+    uint64_t state;
+    uint8_t pad1[56];
+    /* line 3: bookkeeping-log header: two list heads and the alt bit (Sec. 5.3) */
+    uint32_t bk_head[2];
+    uint64_t bk_alt;
+    uint8_t pad2[48];
+    /* line 4: WAL entries with seq <= wal_retired belong to finished operations */
+    uint64_t wal_retired;
+    uint8_t pad3[56];
+} pm_super;
+NM_STATIC_ASSERT(offsetof(pm_super, state) == 2 * PM_LINE, "state on line 2");
+NM_STATIC_ASSERT(offsetof(pm_super, bk_head) == 3 * PM_LINE, "log heads on line 3");
+NM_STATIC_ASSERT(offsetof(pm_super, wal_retired) == 4 * PM_LINE, "wal_retired on line 4");
+
+
+typedef struct pm_chunk_hdr {
+    uint32_t magic;
+    uint32_t next; /* next chunk of the list, PM_CHUNK_NONE at the tail */
+    uint32_t id;
+    uint32_t gen;  /* bumped at every reuse: tombstones name (chunk, gen, slot) */
+    uint32_t pad[12];
+} pm_chunk_hdr;
+
+/* Bookkeeping-log entry (8 bytes): type in bits 62-63.
+ * normal: page index bits 0-35, page count bits 36-61; tombstone: target position. */
+#define PM_BK_EXTENT 1ull
+#define PM_BK_SLAB 2ull
+#define PM_BK_TOMB 3ull
+#define PM_BK_TYPE(e) ((e) >> 62)
+#define PM_BK_PAGE(e) ((e)&0xfffffffffull)
+#define PM_BK_NPAGES(e) (((e) >> 36) & 0x3ffffffull)
+/* tombstone target: slot bits 0-6, chunk bits 7-30, chunk generation bits 31-61 */
+#define PM_BK_TSLOT(e) ((uint32_t)((e)&127u))
+#define PM_BK_TCHUNK(e) ((uint32_t)(((e) >> 7) & 0xffffffu))
+#define PM_BK_TGEN(e) ((uint32_t)(((e) >> 31) & 0x7fffffffu))
+#define PM_BK_GEN_MASK 0x7fffffffu
+#define PM_MAX_CHUNKS (1u << 24)
+
+typedef struct pm_slab_hdr {
+    uint32_t magic;
+    uint16_t cls;
+    uint8_t stripes;
+    uint8_t morph_flag; /* slab-morphing step (issue 7); 0 = regular slab */
+    uint32_t block_size;
+    uint32_t nblocks;
+    uint32_t data_off;  /* from the slab start */
+    uint32_t bm_lines;  /* bitmap lines, starting at line 1 */
+    uint32_t hdr_lines; /* 1 + bm_lines + reserved */
+    uint32_t arena;     /* arena that created it */
+    uint32_t node;      /* NUMA node of that arena (issue 7) */
+    uint32_t check;     /* low 32 bits of XXH64 of the fields above */
+    uint8_t reserved[64 - 40];
+} pm_slab_hdr;
+NM_STATIC_ASSERT(sizeof(pm_slab_hdr) == PM_LINE, "slab header is one line");
+NM_STATIC_ASSERT(sizeof(pm_chunk_hdr) == PM_LINE, "chunk header is one line");
+
+/* WAL entry (32 bytes). */
+#define PM_OP_ALLOC_SMALL 1u
+#define PM_OP_FREE_SMALL 2u
+#define PM_OP_ALLOC_LARGE 3u
+#define PM_OP_FREE_LARGE 4u
+typedef struct pm_wal_ent {
+    uint64_t seq_op; /* seq << 8 | op; 0 = empty */
+    uint64_t block;  /* heap offset of the object */
+    uint64_t loc;    /* heap offset of the user pointer */
+    uint64_t aux;    /* npages << 32 | check32 */
+} pm_wal_ent;
+
+/* ---- volatile structures ---- */
+
+struct pm_arena;
+
+typedef struct pm_vslab {
+    struct pm_veh *veh;
+    pm_slab_hdr *hdr;
+    uint64_t *pbm;  /* persistent bitmap (interleaved mapping) */
+    char *data;     /* first block */
+    uint64_t *vbm;  /* taken = allocated or cached in a tcache (sequential) */
+    uint32_t block_size, nblocks, nfree_v, cls, stripes, hint;
+    struct pm_arena *arena;
+    struct pm_vslab *next, *prev;
+    bool in_partial;
+} pm_vslab;
+
+#define PM_VEH_FREE 0
+#define PM_VEH_ALLOC 1
+#define PM_VEH_SLAB 2
+typedef struct pm_veh {
+    uint64_t page, npages; /* page index within the data area */
+    int state;
+    int64_t bkpos;         /* position of its normal log entry, -1 if none */
+    struct pm_veh *next, *prev; /* free list (state FREE) */
+    pm_vslab *slab;
+    bool mark;             /* GC mark for extents */
+    bool retained;         /* free and decayed: its pages were returned (hole punched) */
+    uint64_t freed_ns;     /* when it became free */
+} pm_veh;
+
+typedef struct pm_arena {
+    pthread_mutex_t lock;
+    pm_vslab *partial[PM_NCLS_MAX];
+    unsigned id, node;
+    unsigned nthreads; /* thread caches attached (under tc_lock) */
+} pm_arena;
+
+typedef struct pm_tcblk {
+    pm_vslab *s;
+    uint32_t idx;
+} pm_tcblk;
+
+typedef struct pm_tcbin {
+    uint8_t n[PMALLOC_MAX_STRIPES];
+    uint8_t cursor;
+    pm_tcblk *slot; /* [stripes][PM_TC_PER_STRIPE] */
+} pm_tcbin;
+
+typedef struct pm_tcache {
+    pmalloc_heap *h;
+    pm_arena *arena;
+    int ring;
+    uint32_t ring_next; /* appends so far */
+    uint64_t inflight;  /* seq of the logged operation in progress, 1 while taking one, 0 idle */
+    pm_tcbin bins[PM_NCLS_MAX];
+    struct pm_tcache *next;
+} pm_tcache;
+
+typedef struct pm_bkchunk { /* vchunk */
+    uint32_t next;
+    uint32_t gen;
+    bool in_list;
+} pm_bkchunk;
+
+struct pmalloc_heap {
+    char *base;
+    size_t size;
+    pm_super *sb;
+    char *data;
+    uint64_t data_pages;
+    pmalloc_model model;
+    pmalloc_persist_mode persist;
+    bool eadr;
+    bool interleave;   /* runtime interleaving of tcache and WAL (off under eADR) */
+    unsigned stripes;  /* for new slabs */
+    nm_sizeclasses sc;
+    unsigned ncls;
+    uint32_t slab_nblocks[PM_NCLS_MAX], slab_bm_lines[PM_NCLS_MAX], slab_data_off[PM_NCLS_MAX];
+
+    /* large allocator + bookkeeping log, under large_lock */
+    pthread_mutex_t large_lock;
+    pm_veh **pmap;     /* per data page (atomic access) */
+    pm_veh *free_head; /* free extents, address order */
+    uint64_t free_pages, nextents, nslabs;
+    uint64_t decay_ns, last_decay_ns, retained_pages;
+    pm_bkchunk *chunks;
+    uint32_t nchunks, bk_tail, bk_tail_count, bk_list_len, bk_free_count;
+    uint64_t bk_live_entries, bk_tombs;
+
+    /* arenas and thread caches */
+    pm_arena *arenas;
+    unsigned narenas, next_arena;
+    pthread_key_t tc_key;
+    pthread_mutex_t tc_lock;
+    pm_tcache *tcaches;
+    uint8_t ring_used[PM_NRINGS];
+    uint64_t wal_seq; /* atomic */
+
+    /* counters: hot ones per thread (pm_ctr_*), rare ones shared atomics */
+    uint64_t uid; /* unique per open, keys thread-local caches */
+    pthread_mutex_t ctr_lock;
+    struct pm_ctrblk *ctrs;
+    struct pm_ctrblk *ctr_shared; /* for a thread that could not get its own block */
+    uint64_t ctr_base[8];
+    uint64_t c_bkgc, c_bkfast;
+
+    /* power-failure simulation */
+    pthread_mutex_t sim_lock;
+    char *shadow;
+    uint32_t *pending;
+    size_t npending, cap_pending;
+    uint64_t *pending_bm;
+    uint64_t sim_flush_no;
+    pmalloc_sim_hook sim_hook;
+    void *sim_arg;
+    bool in_hook;
+
+    pmalloc_recovery_info ri;
+    int lock_fd; /* holds an flock on the heap file while it is open */
+};
+
+/* persist.c: counters. Each thread adds to its own block (plain loads and
+ * stores, no shared cache line between threads); readers sum the blocks. */
+enum { PMC_FLUSH, PMC_META, PMC_REFLUSH, PMC_FENCE, PMC_WAL, PMC_BK, PMC_LIVE_BYTES, PMC_LIVE_OBJS, PMC_N };
+typedef struct pm_ctrblk {
+    uint64_t v[PMC_N];
+    struct pm_ctrblk *next;
+} pm_ctrblk;
+void pm_ctr_add(pmalloc_heap *h, int which, uint64_t n);
+uint64_t pm_ctr_sum(pmalloc_heap *h, int which);
+void pm_ctr_set(pmalloc_heap *h, int which, uint64_t v); /* not concurrent with adds */
+nm_err pm_ctr_init(pmalloc_heap *h);
+void pm_ctr_free(pmalloc_heap *h);
+
+/* persist.c */
+#define PM_META 1
+#define PM_USER 0
+void pm_flush(pmalloc_heap *h, const void *addr, size_t len, int meta);
+void pm_drain(pmalloc_heap *h);
+static inline void pm_persist(pmalloc_heap *h, const void *addr, size_t len, int meta)
+{
+    pm_flush(h, addr, len, meta);
+    pm_drain(h);
+}
+nm_err pm_sim_init(pmalloc_heap *h, bool fresh);
+void pm_sim_free(pmalloc_heap *h);
+
+/* large.c: extents and the bookkeeping log (caller holds large_lock unless noted) */
+nm_err pm_large_init(pmalloc_heap *h, bool fresh); /* replays the log */
+void pm_large_free_all(pmalloc_heap *h);
+nm_err pm_extent_alloc(pmalloc_heap *h, uint64_t npages, int state, pm_veh **out);
+void pm_extent_release(pmalloc_heap *h, pm_veh *v);  /* back to the free list, coalesced */
+void pm_extent_decay(pmalloc_heap *h, uint64_t now_ns); /* punch long-free extents (every 50 ms) */
+nm_err pm_extent_claim(pmalloc_heap *h, uint64_t page, uint64_t npages, int state, pm_veh **out);
+nm_err pm_bk_append(pmalloc_heap *h, uint64_t entry, int64_t *pos); /* persisted on return */
+nm_err pm_bk_record(pmalloc_heap *h, pm_veh *v);  /* normal entry for v */
+nm_err pm_bk_tombstone(pmalloc_heap *h, pm_veh *v);
+nm_err pm_bk_compact(pmalloc_heap *h);
+nm_err pm_large_check(pmalloc_heap *h);
+static inline pm_veh *pm_pmap_get(pmalloc_heap *h, uint64_t page)
+{
+    return __atomic_load_n(&h->pmap[page], __ATOMIC_ACQUIRE);
+}
+static inline void pm_pmap_set(pmalloc_heap *h, uint64_t page, pm_veh *v)
+{
+    __atomic_store_n(&h->pmap[page], v, __ATOMIC_RELEASE);
+}
+
+/* small.c */
+pm_tcache *pm_tc_get(pmalloc_heap *h);
+void pm_tc_destructor(void *p);
+void pm_tc_destroy_all(pmalloc_heap *h);
+void pm_tc_forget_all(pmalloc_heap *h); /* free without touching the heap (crash) */
+nm_err pm_small_take(pmalloc_heap *h, pm_tcache *tc, unsigned cls, pm_tcblk *out);
+void pm_small_put(pmalloc_heap *h, pm_tcache *tc, pm_tcblk k);
+void pm_slab_fix_lists(pmalloc_heap *h, pm_vslab *s); /* partial-list membership after recovery */
+nm_err pm_small_init(pmalloc_heap *h);
+nm_err pm_slab_adopt(pmalloc_heap *h, pm_veh *v); /* build the vslab of a logged slab */
+void pm_slab_free_vol(pm_vslab *s);
+static inline uint64_t *pm_pbm_word(const pm_vslab *s, uint32_t idx, uint64_t *mask)
+{
+    uint32_t st = s->stripes, stripe = idx % st, j = idx / st;
+    uint32_t line = stripe + st * (j / 512u), bit = j % 512u;
+    *mask = 1ull << (bit % 64u);
+    return s->pbm + line * 8u + bit / 64u;
+}
+static inline bool pm_pbit(const pm_vslab *s, uint32_t idx)
+{
+    uint64_t m, *w = pm_pbm_word(s, idx, &m);
+    return (__atomic_load_n(w, __ATOMIC_RELAXED) & m) != 0;
+}
+void pm_slab_layout(unsigned block_size, unsigned stripes, uint32_t *nblocks, uint32_t *bm_lines, uint32_t *data_off);
+
+static inline void pm_count(uint64_t *c, uint64_t n) { __atomic_fetch_add(c, n, __ATOMIC_RELAXED); }
+static inline uint64_t pm_off(const pmalloc_heap *h, const void *p) { return (uint64_t)((const char *)p - h->base); }
+
+#endif

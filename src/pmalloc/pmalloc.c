@@ -1,0 +1,923 @@
+/* PMAlloc heap: open/create, malloc_to/free_from with the LOG and GC
+ * protocols, roots, statistics, close, and recovery (paper Sec. 4, 7).
+ *
+ * LOG protocol of one operation (malloc_to shown; free_from is symmetric):
+ *   1. WAL entry {seq, op, block, dst} in this thread's ring; flush; fence.
+ *   2. *dst = block; flush; fence.
+ *   3. metadata: set the slab bit (small) or append the bookkeeping-log entry
+ *      (large); flush; fence. This write is the operation's completion record.
+ * Recovery takes, for each block, the newest unretired WAL entry and decides
+ * from the metadata and the user pointer: for an allocation, metadata set =
+ * done; else *dst == block = redo (set it); else nothing happened. For a free,
+ * metadata clear = done; else *src == block = not done; else redo (clear).
+ * Entries are retired (sb->wal_retired) before a ring slot is reused, once no
+ * operation with a smaller sequence number is in flight, so the newest entry
+ * of a block is always its latest operation. */
+#include <errno.h>
+#include <libpmem.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "nearmem/common/bitmap.h"
+#include "nearmem/common/timer.h"
+#include "pm_internal.h"
+
+void pmalloc_options_default(pmalloc_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->size = 64u << 20;
+    o->model = PMALLOC_LOG;
+    o->stripes = PMALLOC_DEFAULT_STRIPES;
+    o->eadr = PMALLOC_EADR_AUTO;
+    o->persist = PMALLOC_PERSIST_AUTO;
+    o->create = true;
+}
+
+/* ---- layout ---- */
+
+typedef struct layout {
+    uint64_t roots_off, wal_off, bk_off, data_off;
+    uint32_t nchunks;
+} layout;
+
+static void compute_layout(uint64_t size, uint32_t nchunks, layout *l)
+{
+    l->roots_off = PM_PAGE;
+    l->wal_off = l->roots_off + NM_ALIGN_UP((uint64_t)PMALLOC_NROOTS * 8, PM_PAGE);
+    l->bk_off = l->wal_off + (uint64_t)PM_NRINGS * PM_RING_BYTES;
+    /* one log entry per data page: 4x the most extents+slabs that fit (>= 16 KiB each) */
+    l->nchunks = nchunks ? nchunks : (uint32_t)(size / PM_PAGE / PM_CHUNK_ENTRIES + 16);
+    l->data_off = NM_ALIGN_UP(l->bk_off + (uint64_t)l->nchunks * PM_CHUNK_BYTES, PM_PAGE);
+}
+
+static uint64_t super_check(const pm_super *sb) { return XXH64(sb, offsetof(pm_super, check), 0x9e3779b9); }
+
+static bool loc_ok(const pmalloc_heap *h, uint64_t off)
+{
+    if (off & 7) return false;
+    if (off >= h->sb->roots_off && off < h->sb->roots_off + (uint64_t)PMALLOC_NROOTS * 8) return true;
+    return off >= h->sb->data_off && off + 8 <= h->size;
+}
+
+static inline uint64_t load_ptr(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+static inline void store_ptr(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+
+static void set_state(pmalloc_heap *h, uint64_t st)
+{
+    __atomic_store_n(&h->sb->state, st, __ATOMIC_RELAXED);
+    pm_persist(h, &h->sb->state, sizeof(uint64_t), PM_META);
+}
+
+/* ---- write-ahead log ---- */
+
+static inline pm_wal_ent *ring_base(pmalloc_heap *h, unsigned r)
+{
+    return (pm_wal_ent *)(h->base + h->sb->wal_off + (uint64_t)r * PM_RING_BYTES);
+}
+
+static inline uint32_t wal_check(uint64_t w0, uint64_t b, uint64_t l, uint64_t np)
+{
+    uint64_t v[4] = {w0, b, l, np};
+    return (uint32_t)XXH64(v, sizeof v, 0x3a1);
+}
+
+/* Advance wal_retired to at least x: wait until no logged operation with a
+ * sequence number <= x is in flight (those never block on us). */
+static void wal_retire(pmalloc_heap *h, uint64_t x)
+{
+    for (;;) {
+        pthread_mutex_lock(&h->tc_lock);
+        uint64_t min = 0;
+        for (pm_tcache *t = h->tcaches; t; t = t->next) {
+            uint64_t f = __atomic_load_n(&t->inflight, __ATOMIC_SEQ_CST);
+            if (f && (!min || f < min)) min = f;
+        }
+        uint64_t target = min ? min - 1 : __atomic_load_n(&h->wal_seq, __ATOMIC_SEQ_CST) - 1;
+        if (target >= x) {
+            if (target > h->sb->wal_retired) {
+                __atomic_store_n(&h->sb->wal_retired, target, __ATOMIC_RELAXED);
+                pm_persist(h, &h->sb->wal_retired, sizeof(uint64_t), PM_META);
+            }
+            pthread_mutex_unlock(&h->tc_lock);
+            return;
+        }
+        pthread_mutex_unlock(&h->tc_lock);
+        sched_yield();
+    }
+}
+
+static void wal_begin(pmalloc_heap *h, pm_tcache *tc, unsigned op, uint64_t block, uint64_t loc, uint64_t npages)
+{
+    pm_wal_ent *ring = ring_base(h, (unsigned)tc->ring);
+    uint32_t k = tc->ring_next++;
+    /* interleaved appends (Sec. 5.1): consecutive entries in different lines */
+    uint32_t slot = h->interleave ? (k % PM_RING_LINES) * 2u + (k / PM_RING_LINES) % 2u : k % PM_RING_ENTRIES;
+    pm_wal_ent *e = &ring[slot];
+    uint64_t old = e->seq_op >> 8;
+    if (old && old > __atomic_load_n(&h->sb->wal_retired, __ATOMIC_RELAXED)) wal_retire(h, old);
+    __atomic_store_n(&tc->inflight, 1, __ATOMIC_SEQ_CST);
+    uint64_t seq = __atomic_fetch_add(&h->wal_seq, 1, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&tc->inflight, seq, __ATOMIC_SEQ_CST);
+    uint64_t w0 = seq << 8 | op;
+    e->seq_op = w0;
+    e->block = block;
+    e->loc = loc;
+    e->aux = npages << 32 | wal_check(w0, block, loc, npages);
+    pm_flush(h, e, sizeof *e, PM_META);
+    pm_drain(h);
+    pm_ctr_add(h, PMC_WAL, 1);
+}
+
+static inline void wal_end(pm_tcache *tc) { __atomic_store_n(&tc->inflight, 0, __ATOMIC_SEQ_CST); }
+
+/* ---- small-block helpers ---- */
+
+/* The vslab and block index of heap offset `off`, if it is a block start. */
+static pm_vslab *small_lookup(pmalloc_heap *h, uint64_t off, uint32_t *idx, bool *is_small)
+{
+    *is_small = false;
+    if (off < h->sb->data_off || off >= h->size) return NULL;
+    uint64_t page = (off - h->sb->data_off) / PM_PAGE;
+    pm_veh *v = pm_pmap_get(h, page);
+    if (!v || v->state != PM_VEH_SLAB) return NULL;
+    pm_vslab *s = v->slab;
+    if (!s) return NULL;
+    *is_small = true;
+    uint64_t start = pm_off(h, s->data);
+    if (off < start) return NULL;
+    uint64_t rel = off - start;
+    if (rel % s->block_size || rel / s->block_size >= s->nblocks) return NULL;
+    *idx = (uint32_t)(rel / s->block_size);
+    return s;
+}
+
+static inline uint64_t block_off(pmalloc_heap *h, const pm_vslab *s, uint32_t idx)
+{
+    return pm_off(h, s->data) + (uint64_t)idx * s->block_size;
+}
+
+/* Set or clear a block's persistent bit; returns the previous bit. */
+static bool pbit_update(pm_vslab *s, uint32_t idx, bool set, uint64_t **word)
+{
+    uint64_t m, *w = pm_pbm_word(s, idx, &m);
+    uint64_t old = set ? __atomic_fetch_or(w, m, __ATOMIC_RELAXED) : __atomic_fetch_and(w, ~m, __ATOMIC_RELAXED);
+    *word = w;
+    return (old & m) != 0;
+}
+
+/* ---- allocation ---- */
+
+/* A user-pointer location must be a root slot or lie inside an allocated
+ * object: recovery reads it, so it must be persistent and stay meaningful. */
+static bool loc_live(pmalloc_heap *h, uint64_t off)
+{
+    if (off >= h->sb->roots_off && off < h->sb->roots_off + (uint64_t)PMALLOC_NROOTS * 8) return true;
+    pm_veh *v = pm_pmap_get(h, (off - h->sb->data_off) / PM_PAGE);
+    if (!v) return false;
+    if (v->state == PM_VEH_ALLOC) return true;
+    if (v->state != PM_VEH_SLAB || !v->slab) return false;
+    pm_vslab *s = v->slab;
+    uint64_t start = pm_off(h, s->data);
+    if (off < start || (off - start) / s->block_size >= s->nblocks) return false;
+    return pm_pbit(s, (uint32_t)((off - start) / s->block_size));
+}
+
+static nm_err check_loc(pmalloc_heap *h, const pmalloc_ptr *loc, const char *what)
+{
+    if (!loc) return nm_fail(NM_EINVAL, "pmalloc: %s is NULL", what);
+    const char *p = (const char *)loc;
+    if (p < h->base || p >= h->base + h->size || !loc_ok(h, pm_off(h, p)))
+        return nm_fail(NM_EINVAL, "pmalloc: %s %p is not an aligned root slot or data location of the heap", what, (const void *)loc);
+    if (!loc_live(h, pm_off(h, p)))
+        return nm_fail(NM_EINVAL, "pmalloc: %s %p is neither a root slot nor inside an allocated object", what, (const void *)loc);
+    return NM_OK;
+}
+
+nm_err pmalloc_malloc_to(pmalloc_heap *h, size_t size, pmalloc_ptr *dst)
+{
+    if (!h) return nm_fail(NM_EINVAL, "pmalloc_malloc_to: heap is NULL");
+    nm_err err = check_loc(h, dst, "destination");
+    if (err) return err;
+    if (size == 0) return nm_fail(NM_ERANGE, "pmalloc_malloc_to: size 0");
+    if (size > h->data_pages * PM_PAGE) return nm_fail(NM_ERANGE, "pmalloc_malloc_to: %zu bytes exceed the heap", size);
+    uint64_t dst_off = pm_off(h, dst);
+    pm_tcache *tc = pm_tc_get(h);
+    if (!tc) return nm_fail(NM_ENOMEM, "pmalloc: no thread cache: %s", nm_last_errmsg());
+
+    if (size <= PMALLOC_SMALL_MAX) {
+        int cls = nm_sizeclass_lookup(&h->sc, size);
+        pm_tcblk k;
+        err = pm_small_take(h, tc, (unsigned)cls, &k);
+        if (err) return err;
+        uint64_t b = block_off(h, k.s, k.idx), *w;
+        if (h->model == PMALLOC_LOG) {
+            wal_begin(h, tc, PM_OP_ALLOC_SMALL, b, dst_off, 0);
+            store_ptr(dst, b);
+            pm_flush(h, dst, sizeof *dst, PM_USER);
+            pm_drain(h);
+            pbit_update(k.s, k.idx, true, &w);
+            pm_flush(h, w, sizeof *w, PM_META);
+            pm_drain(h);
+            wal_end(tc);
+        } else {
+            /* GC: only the user pointer is persisted; recovery re-marks */
+            store_ptr(dst, b);
+            pm_flush(h, dst, sizeof *dst, PM_USER);
+            pm_drain(h);
+            pbit_update(k.s, k.idx, true, &w);
+        }
+        pm_ctr_add(h, PMC_LIVE_BYTES, k.s->block_size);
+        pm_ctr_add(h, PMC_LIVE_OBJS, 1);
+        return NM_OK;
+    }
+
+    uint64_t npages = (size + PM_PAGE - 1) / PM_PAGE;
+    pthread_mutex_lock(&h->large_lock);
+    pm_veh *v;
+    err = pm_extent_alloc(h, npages, PM_VEH_ALLOC, &v);
+    if (err) { pthread_mutex_unlock(&h->large_lock); return err; }
+    uint64_t e = h->sb->data_off + v->page * PM_PAGE, old = load_ptr(dst);
+    wal_begin(h, tc, PM_OP_ALLOC_LARGE, e, dst_off, npages);
+    store_ptr(dst, e);
+    pm_flush(h, dst, sizeof *dst, PM_USER);
+    pm_drain(h);
+    err = pm_bk_record(h, v);
+    if (err) { /* log full: put the pointer back; recovery would see "not done" */
+        store_ptr(dst, old);
+        pm_persist(h, dst, sizeof *dst, PM_USER);
+        pm_extent_release(h, v);
+    } else {
+        pm_ctr_add(h, PMC_LIVE_BYTES, npages * PM_PAGE);
+        pm_ctr_add(h, PMC_LIVE_OBJS, 1);
+    }
+    wal_end(tc);
+    pthread_mutex_unlock(&h->large_lock);
+    return err;
+}
+
+nm_err pmalloc_free_from(pmalloc_heap *h, pmalloc_ptr *src)
+{
+    if (!h) return nm_fail(NM_EINVAL, "pmalloc_free_from: heap is NULL");
+    nm_err err = check_loc(h, src, "source");
+    if (err) return err;
+    uint64_t p = load_ptr(src), src_off = pm_off(h, src);
+    if (p == 0) return NM_OK; /* like free(NULL) */
+    if (p < h->sb->data_off || p >= h->size)
+        return nm_fail(NM_EBADFREE, "pmalloc_free_from: %#llx is outside the heap's data area", (unsigned long long)p);
+    pm_tcache *tc = pm_tc_get(h);
+    if (!tc) return nm_fail(NM_ENOMEM, "pmalloc: no thread cache: %s", nm_last_errmsg());
+    uint32_t idx;
+    bool is_small;
+    pm_vslab *s = small_lookup(h, p, &idx, &is_small);
+    if (is_small) {
+        if (!s) return nm_fail(NM_EBADFREE, "pmalloc_free_from: %#llx is inside a slab but not at a block start", (unsigned long long)p);
+        if (!pm_pbit(s, idx)) return nm_fail(NM_EDOUBLEFREE, "pmalloc_free_from: block %#llx is already free", (unsigned long long)p);
+        uint64_t *w;
+        bool was;
+        if (h->model == PMALLOC_LOG) {
+            wal_begin(h, tc, PM_OP_FREE_SMALL, p, src_off, 0);
+            store_ptr(src, 0);
+            pm_flush(h, src, sizeof *src, PM_USER);
+            pm_drain(h);
+            was = pbit_update(s, idx, false, &w);
+            pm_flush(h, w, sizeof *w, PM_META);
+            pm_drain(h);
+            wal_end(tc);
+        } else {
+            store_ptr(src, 0);
+            pm_flush(h, src, sizeof *src, PM_USER);
+            pm_drain(h);
+            was = pbit_update(s, idx, false, &w);
+        }
+        if (!was) /* lost a race with another free of the same block */
+            return nm_fail(NM_EDOUBLEFREE, "pmalloc_free_from: block %#llx was freed concurrently", (unsigned long long)p);
+        pm_ctr_add(h, PMC_LIVE_BYTES, -(uint64_t)s->block_size);
+        pm_ctr_add(h, PMC_LIVE_OBJS, -(uint64_t)1);
+        pm_small_put(h, tc, (pm_tcblk){s, idx});
+        return NM_OK;
+    }
+    uint64_t rel = p - h->sb->data_off, page = rel / PM_PAGE;
+    pthread_mutex_lock(&h->large_lock);
+    pm_veh *v = pm_pmap_get(h, page);
+    if (!v || v->state != PM_VEH_ALLOC || v->page != page || rel % PM_PAGE) {
+        bool dbl = (!v || v->state == PM_VEH_FREE) && rel % PM_PAGE == 0;
+        pthread_mutex_unlock(&h->large_lock);
+        if (dbl) return nm_fail(NM_EDOUBLEFREE, "pmalloc_free_from: %#llx is not allocated (already free?)", (unsigned long long)p);
+        return nm_fail(NM_EBADFREE, "pmalloc_free_from: %#llx is not the start of an allocated extent", (unsigned long long)p);
+    }
+    wal_begin(h, tc, PM_OP_FREE_LARGE, p, src_off, v->npages);
+    store_ptr(src, 0);
+    pm_flush(h, src, sizeof *src, PM_USER);
+    pm_drain(h);
+    uint64_t bytes = v->npages * PM_PAGE;
+    err = pm_bk_tombstone(h, v);
+    if (err) {
+        store_ptr(src, p);
+        pm_persist(h, src, sizeof *src, PM_USER);
+    } else {
+        pm_extent_release(h, v);
+        pm_ctr_add(h, PMC_LIVE_BYTES, -bytes);
+        pm_ctr_add(h, PMC_LIVE_OBJS, -(uint64_t)1);
+    }
+    wal_end(tc);
+    pthread_mutex_unlock(&h->large_lock);
+    return err;
+}
+
+/* ---- pointers, roots ---- */
+
+void *pmalloc_direct(const pmalloc_heap *h, pmalloc_ptr p)
+{
+    if (!h || p == 0 || p >= h->size) return NULL;
+    return h->base + p;
+}
+
+pmalloc_ptr pmalloc_ptr_of(const pmalloc_heap *h, const void *addr)
+{
+    const char *a = addr;
+    if (!h || !a || a < h->base || a >= h->base + h->size) return 0;
+    return (pmalloc_ptr)(a - h->base);
+}
+
+size_t pmalloc_usable_size(pmalloc_heap *h, pmalloc_ptr p)
+{
+    if (!h || p < h->sb->data_off || p >= h->size) return 0;
+    uint32_t idx;
+    bool is_small;
+    pm_vslab *s = small_lookup(h, p, &idx, &is_small);
+    if (is_small) return s && pm_pbit(s, idx) ? s->block_size : 0;
+    size_t r = 0;
+    pthread_mutex_lock(&h->large_lock);
+    uint64_t rel = p - h->sb->data_off;
+    pm_veh *v = pm_pmap_get(h, rel / PM_PAGE);
+    if (v && v->state == PM_VEH_ALLOC && rel % PM_PAGE == 0 && v->page == rel / PM_PAGE) r = v->npages * PM_PAGE;
+    pthread_mutex_unlock(&h->large_lock);
+    return r;
+}
+
+pmalloc_ptr *pmalloc_root_slot(pmalloc_heap *h, unsigned idx)
+{
+    if (!h || idx >= PMALLOC_NROOTS) return NULL;
+    return (pmalloc_ptr *)(h->base + h->sb->roots_off) + idx;
+}
+
+pmalloc_ptr pmalloc_get_root(const pmalloc_heap *h, unsigned idx)
+{
+    if (!h || idx >= PMALLOC_NROOTS) return 0;
+    return load_ptr((const uint64_t *)(h->base + h->sb->roots_off) + idx);
+}
+
+nm_err pmalloc_set_root(pmalloc_heap *h, unsigned idx, pmalloc_ptr p)
+{
+    if (!h || idx >= PMALLOC_NROOTS) return nm_fail(NM_ERANGE, "pmalloc_set_root: index %u >= %u", idx, PMALLOC_NROOTS);
+    if (p != 0 && (p < h->sb->data_off || p >= h->size))
+        return nm_fail(NM_EINVAL, "pmalloc_set_root: %#llx is not in the heap's data area", (unsigned long long)p);
+    pmalloc_ptr *slot = pmalloc_root_slot(h, idx);
+    store_ptr(slot, p);
+    pm_persist(h, slot, sizeof *slot, PM_USER);
+    return NM_OK;
+}
+
+void pmalloc_flush(pmalloc_heap *h, const void *addr, size_t len) { if (h) pm_flush(h, addr, len, PM_USER); }
+void pmalloc_drain(pmalloc_heap *h) { if (h) pm_drain(h); }
+void pmalloc_persist(pmalloc_heap *h, const void *addr, size_t len)
+{
+    if (!h) return;
+    pm_flush(h, addr, len, PM_USER);
+    pm_drain(h);
+}
+
+/* ---- statistics, walk, check ---- */
+
+nm_err pmalloc_stats_get(pmalloc_heap *h, pmalloc_stats *st)
+{
+    if (!h || !st) return nm_fail(NM_EINVAL, "pmalloc_stats_get: NULL argument");
+    memset(st, 0, sizeof *st);
+    st->bytes_live = pm_ctr_sum(h, PMC_LIVE_BYTES);
+    st->objects_live = pm_ctr_sum(h, PMC_LIVE_OBJS);
+    pthread_mutex_lock(&h->large_lock);
+    st->slabs = h->nslabs;
+    st->extents = h->nextents;
+    st->free_bytes = h->free_pages * PM_PAGE;
+    st->retained_bytes = h->retained_pages * PM_PAGE;
+    st->bklog_gcs = __atomic_load_n(&h->c_bkgc, __ATOMIC_RELAXED);
+    st->bklog_fast_gcs = __atomic_load_n(&h->c_bkfast, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&h->large_lock);
+    st->data_bytes = h->data_pages * PM_PAGE;
+    st->flushes = pm_ctr_sum(h, PMC_FLUSH);
+    st->meta_flushes = pm_ctr_sum(h, PMC_META);
+    st->reflushes = pm_ctr_sum(h, PMC_REFLUSH);
+    st->fences = pm_ctr_sum(h, PMC_FENCE);
+    st->wal_appends = pm_ctr_sum(h, PMC_WAL);
+    st->bklog_appends = pm_ctr_sum(h, PMC_BK);
+    st->stripes = h->interleave ? h->stripes : 1;
+    st->eadr = h->eadr;
+    st->model = h->model;
+    st->persist = h->persist;
+    return NM_OK;
+}
+
+void pmalloc_stats_reset_counters(pmalloc_heap *h)
+{
+    if (!h) return;
+    const int c[] = {PMC_FLUSH, PMC_META, PMC_REFLUSH, PMC_FENCE, PMC_WAL, PMC_BK};
+    for (size_t i = 0; i < NM_ARRAY_LEN(c); i++) pm_ctr_set(h, c[i], 0);
+}
+
+void pmalloc_recovery_info_get(const pmalloc_heap *h, pmalloc_recovery_info *ri)
+{
+    if (h && ri) *ri = h->ri;
+}
+
+nm_err pmalloc_walk(pmalloc_heap *h, pmalloc_walk_fn fn, void *arg)
+{
+    if (!h || !fn) return nm_fail(NM_EINVAL, "pmalloc_walk: NULL argument");
+    pthread_mutex_lock(&h->large_lock);
+    int stop = 0;
+    for (uint64_t p = 0; p < h->data_pages && !stop;) {
+        pm_veh *v = pm_pmap_get(h, p);
+        if (!v || v->page != p) { p++; continue; }
+        if (v->state == PM_VEH_SLAB && v->slab) {
+            pm_vslab *s = v->slab;
+            for (uint32_t i = 0; i < s->nblocks && !stop; i++)
+                if (pm_pbit(s, i)) stop = fn(arg, block_off(h, s, i), s->block_size);
+        } else if (v->state == PM_VEH_ALLOC) {
+            stop = fn(arg, h->sb->data_off + v->page * PM_PAGE, v->npages * PM_PAGE);
+        }
+        p += v->npages;
+    }
+    pthread_mutex_unlock(&h->large_lock);
+    return NM_OK;
+}
+
+nm_err pmalloc_check(pmalloc_heap *h)
+{
+    if (!h) return nm_fail(NM_EINVAL, "pmalloc_check: NULL heap");
+    pthread_mutex_lock(&h->large_lock);
+    nm_err err = pm_large_check(h);
+    uint64_t live = 0, objs = 0;
+    for (uint64_t p = 0; p < h->data_pages && !err;) {
+        pm_veh *v = h->pmap[p];
+        if (v->state == PM_VEH_SLAB) {
+            pm_vslab *s = v->slab;
+            if (!s) { err = nm_fail(NM_ECORRUPT, "pmalloc check: slab without vslab"); break; }
+            uint32_t taken = 0;
+            for (uint32_t i = 0; i < s->nblocks; i++) {
+                bool pb = pm_pbit(s, i), vb = nm_bitmap_test(s->vbm, i);
+                if (pb && !vb) { err = nm_fail(NM_ECORRUPT, "pmalloc check: block %u allocated but free in the vslab", i); break; }
+                taken += vb;
+                if (pb) { live += s->block_size; objs++; }
+            }
+            if (!err && taken + s->nfree_v != s->nblocks)
+                err = nm_fail(NM_ECORRUPT, "pmalloc check: vslab free count %u, bitmap says %u", s->nfree_v, s->nblocks - taken);
+        } else if (v->state == PM_VEH_ALLOC) {
+            live += v->npages * PM_PAGE;
+            objs++;
+        }
+        p += v->npages;
+    }
+    pthread_mutex_unlock(&h->large_lock);
+    uint64_t cb = pm_ctr_sum(h, PMC_LIVE_BYTES), co = pm_ctr_sum(h, PMC_LIVE_OBJS);
+    if (!err && (live != cb || objs != co))
+        err = nm_fail(NM_ECORRUPT, "pmalloc check: %llu live bytes in %llu objects, counters say %llu in %llu",
+                      (unsigned long long)live, (unsigned long long)objs, (unsigned long long)cb, (unsigned long long)co);
+    return err;
+}
+
+/* ---- recovery ---- */
+
+typedef struct wal_rec {
+    uint64_t seq, block, loc, npages;
+    unsigned op;
+} wal_rec;
+
+static int cmp_rec(const void *a, const void *b)
+{
+    const wal_rec *x = a, *y = b;
+    if (x->block != y->block) return x->block < y->block ? -1 : 1;
+    return x->seq > y->seq ? -1 : x->seq < y->seq; /* newest first */
+}
+
+static void small_set(pmalloc_heap *h, pm_vslab *s, uint32_t idx, bool alloc)
+{
+    uint64_t *w;
+    pbit_update(s, idx, alloc, &w);
+    pm_flush(h, w, sizeof *w, PM_META);
+    if (alloc && !nm_bitmap_test(s->vbm, idx)) {
+        nm_bitmap_set(s->vbm, idx);
+        s->nfree_v--;
+    } else if (!alloc && nm_bitmap_test(s->vbm, idx)) {
+        nm_bitmap_clear(s->vbm, idx);
+        s->nfree_v++;
+    }
+    pm_slab_fix_lists(h, s);
+}
+
+/* Finish or undo the operations in flight at the crash (LOG, and large
+ * allocations under GC). Idempotent: a crash in here replays the same way. */
+static nm_err wal_recover(pmalloc_heap *h)
+{
+    size_t cap = (size_t)PM_NRINGS * PM_RING_ENTRIES, n = 0;
+    wal_rec *recs = malloc(cap * sizeof *recs);
+    if (!recs) return nm_fail(NM_ENOMEM, "pmalloc: no host memory for WAL recovery");
+    uint64_t retired = h->sb->wal_retired, maxseq = retired;
+    for (unsigned r = 0; r < PM_NRINGS; r++) {
+        pm_wal_ent *ring = ring_base(h, r);
+        for (unsigned i = 0; i < PM_RING_ENTRIES; i++) {
+            pm_wal_ent e = ring[i];
+            if (!e.seq_op || (uint32_t)e.aux != wal_check(e.seq_op, e.block, e.loc, e.aux >> 32)) continue;
+            uint64_t seq = e.seq_op >> 8;
+            if (seq > maxseq) maxseq = seq;
+            if (seq <= retired) continue;
+            unsigned op = (unsigned)(e.seq_op & 0xff);
+            if (op < PM_OP_ALLOC_SMALL || op > PM_OP_FREE_LARGE || !loc_ok(h, e.loc)) continue;
+            recs[n++] = (wal_rec){seq, e.block, e.loc, e.aux >> 32, op};
+        }
+    }
+    qsort(recs, n, sizeof *recs, cmp_rec);
+    nm_err err = NM_OK;
+    for (size_t i = 0; i < n && !err; i++) {
+        if (i > 0 && recs[i].block == recs[i - 1].block) continue; /* only the newest per block */
+        wal_rec *r = &recs[i];
+        h->ri.wal_entries++;
+        uint64_t at_loc = load_ptr((uint64_t *)(h->base + r->loc));
+        if (r->op == PM_OP_ALLOC_SMALL || r->op == PM_OP_FREE_SMALL) {
+            uint32_t idx;
+            bool is_small;
+            pm_vslab *s = small_lookup(h, r->block, &idx, &is_small);
+            if (!s) continue; /* the slab is gone: the operation finished long ago */
+            bool bit = pm_pbit(s, idx);
+            if (r->op == PM_OP_ALLOC_SMALL) {
+                if (bit) continue;
+                if (at_loc == r->block) { small_set(h, s, idx, true); h->ri.wal_redone++; }
+                else h->ri.wal_undone++;
+            } else {
+                if (!bit) continue;
+                if (at_loc == r->block) h->ri.wal_undone++;
+                else { small_set(h, s, idx, false); h->ri.wal_redone++; }
+            }
+        } else {
+            if (r->block < h->sb->data_off || (r->block - h->sb->data_off) % PM_PAGE) continue;
+            uint64_t page = (r->block - h->sb->data_off) / PM_PAGE;
+            if (page >= h->data_pages) continue;
+            pm_veh *v = pm_pmap_get(h, page);
+            bool alloc = v && v->state == PM_VEH_ALLOC && v->page == page;
+            if (r->op == PM_OP_ALLOC_LARGE) {
+                if (alloc) continue;
+                if (at_loc != r->block) { h->ri.wal_undone++; continue; }
+                pm_veh *nv;
+                err = pm_extent_claim(h, page, r->npages, PM_VEH_ALLOC, &nv);
+                if (!err) err = pm_bk_record(h, nv);
+                h->ri.wal_redone++;
+            } else {
+                if (!alloc) continue;
+                if (at_loc == r->block) { h->ri.wal_undone++; continue; }
+                err = pm_bk_tombstone(h, v);
+                if (!err) pm_extent_release(h, v);
+                h->ri.wal_redone++;
+            }
+        }
+    }
+    free(recs);
+    pm_drain(h);
+    if (err) return err;
+    /* Everything is applied: retire all entries, then clear the rings. */
+    __atomic_store_n(&h->sb->wal_retired, maxseq, __ATOMIC_RELAXED);
+    pm_persist(h, &h->sb->wal_retired, sizeof(uint64_t), PM_META);
+    memset(h->base + h->sb->wal_off, 0, (size_t)PM_NRINGS * PM_RING_BYTES);
+    pm_flush(h, h->base + h->sb->wal_off, (size_t)PM_NRINGS * PM_RING_BYTES, PM_META);
+    pm_drain(h);
+    h->wal_seq = maxseq + 1;
+    return NM_OK;
+}
+
+/* GC model (Sec. 7): rebuild the slab bitmaps by a conservative mark from the
+ * roots. Any aligned word whose value falls inside an allocated object (small
+ * block or extent) keeps that object; small blocks not reached are freed. */
+static nm_err gc_recover(pmalloc_heap *h)
+{
+    uint64_t before = 0;
+    for (uint64_t p = 0; p < h->data_pages;) {
+        pm_veh *v = h->pmap[p];
+        if (v->state == PM_VEH_SLAB) {
+            pm_vslab *s = v->slab;
+            for (uint32_t i = 0; i < s->nblocks; i++)
+                if (pm_pbit(s, i)) before++;
+            memset(s->pbm, 0, (size_t)s->hdr->bm_lines * PM_LINE);
+            nm_bitmap_zero(s->vbm, s->nblocks);
+            s->nfree_v = s->nblocks;
+        }
+        v->mark = false;
+        p += v->npages;
+    }
+    size_t cap = 1024, n = 0;
+    struct rg { const uint64_t *p; size_t words; } *stack = malloc(cap * sizeof *stack);
+    if (!stack) return nm_fail(NM_ENOMEM, "pmalloc: no host memory for the GC mark stack");
+    stack[n++] = (struct rg){(const uint64_t *)(h->base + h->sb->roots_off), PMALLOC_NROOTS};
+    uint64_t marked = 0;
+    while (n) {
+        struct rg r = stack[--n];
+        for (size_t i = 0; i < r.words; i++) {
+            uint64_t w = r.p[i];
+            if (w < h->sb->data_off || w >= h->size) continue;
+            pm_veh *v = pm_pmap_get(h, (w - h->sb->data_off) / PM_PAGE);
+            struct rg push = {NULL, 0};
+            if (v && v->state == PM_VEH_SLAB) {
+                pm_vslab *s = v->slab;
+                uint64_t start = pm_off(h, s->data);
+                if (w < start || (w - start) / s->block_size >= s->nblocks) continue;
+                uint32_t idx = (uint32_t)((w - start) / s->block_size);
+                if (nm_bitmap_test(s->vbm, idx)) continue;
+                nm_bitmap_set(s->vbm, idx);
+                s->nfree_v--;
+                uint64_t *wd;
+                pbit_update(s, idx, true, &wd);
+                marked++;
+                push = (struct rg){(const uint64_t *)(h->base + block_off(h, s, idx)), s->block_size / 8};
+            } else if (v && v->state == PM_VEH_ALLOC && !v->mark) {
+                v->mark = true;
+                push = (struct rg){(const uint64_t *)(h->data + v->page * PM_PAGE), v->npages * PM_PAGE / 8};
+            }
+            if (push.p) {
+                if (n == cap) {
+                    cap *= 2;
+                    struct rg *t = realloc(stack, cap * sizeof *t);
+                    if (!t) { free(stack); return nm_fail(NM_ENOMEM, "pmalloc: GC mark stack"); }
+                    stack = t;
+                }
+                stack[n++] = push;
+            }
+        }
+    }
+    free(stack);
+    for (uint64_t p = 0; p < h->data_pages;) {
+        pm_veh *v = h->pmap[p];
+        if (v->state == PM_VEH_SLAB) {
+            pm_flush(h, v->slab->pbm, (size_t)v->slab->hdr->bm_lines * PM_LINE, PM_META);
+            pm_slab_fix_lists(h, v->slab);
+        }
+        v->mark = false;
+        p += v->npages;
+    }
+    pm_drain(h);
+    h->ri.gc_marked = marked;
+    h->ri.gc_freed = before > marked ? before - marked : 0;
+    return NM_OK;
+}
+
+static void recount(pmalloc_heap *h)
+{
+    uint64_t live = 0, objs = 0;
+    for (uint64_t p = 0; p < h->data_pages;) {
+        pm_veh *v = h->pmap[p];
+        if (v->state == PM_VEH_SLAB) {
+            for (uint32_t i = 0; i < v->slab->nblocks; i++)
+                if (pm_pbit(v->slab, i)) { live += v->slab->block_size; objs++; }
+        } else if (v->state == PM_VEH_ALLOC) {
+            live += v->npages * PM_PAGE;
+            objs++;
+        }
+        p += v->npages;
+    }
+    pm_ctr_set(h, PMC_LIVE_BYTES, live);
+    pm_ctr_set(h, PMC_LIVE_OBJS, objs);
+}
+
+/* ---- open / close ---- */
+
+static void heap_free(pmalloc_heap *h)
+{
+    if (!h) return;
+    pm_large_free_all(h);
+    if (h->arenas) {
+        for (unsigned i = 0; i < h->narenas; i++) pthread_mutex_destroy(&h->arenas[i].lock);
+        free(h->arenas);
+    }
+    pm_sim_free(h);
+    if (h->base) pmem_unmap(h->base, h->size);
+    if (h->lock_fd >= 0) close(h->lock_fd);
+    pthread_mutex_destroy(&h->large_lock);
+    pthread_mutex_destroy(&h->tc_lock);
+    pthread_mutex_destroy(&h->sim_lock);
+    pm_ctr_free(h);
+    free(h);
+}
+
+static nm_err validate_super(const pm_super *sb, size_t len)
+{
+    if (sb->magic != PM_MAGIC)
+        return nm_fail(NM_EFORMAT, "pmalloc: not a PMAlloc heap (bad magic %016llx; an interrupted create leaves none)",
+                       (unsigned long long)sb->magic);
+    if (sb->version != PM_VERSION)
+        return nm_fail(NM_EFORMAT, "pmalloc: heap format version %u, this build reads %u", sb->version, PM_VERSION);
+    if (sb->check != super_check(sb)) return nm_fail(NM_ECORRUPT, "pmalloc: superblock checksum mismatch");
+    layout l;
+    compute_layout(sb->heap_size, sb->nchunks, &l);
+    if (sb->nchunks < 4 || sb->nchunks > PM_MAX_CHUNKS || l.data_off + 64 * PM_PAGE > len || sb->heap_size != len || sb->roots_off != l.roots_off || sb->wal_off != l.wal_off || sb->bk_off != l.bk_off ||
+        sb->data_off != l.data_off || sb->nchunks != l.nchunks || sb->nrings != PM_NRINGS || sb->nroots != PMALLOC_NROOTS ||
+        sb->model > PMALLOC_GC || sb->stripes == 0 || sb->stripes > PMALLOC_MAX_STRIPES)
+        return nm_fail(NM_ECORRUPT, "pmalloc: superblock layout does not match a %zu-byte heap", len);
+    if (sb->state != PM_STATE_CLEAN && sb->state != PM_STATE_RUNNING && sb->state != PM_STATE_RECOVERING)
+        return nm_fail(NM_ECORRUPT, "pmalloc: unknown heap state %016llx", (unsigned long long)sb->state);
+    if (sb->bk_alt > 1) return nm_fail(NM_ECORRUPT, "pmalloc: bookkeeping-log alt bit is %llu", (unsigned long long)sb->bk_alt);
+    return NM_OK;
+}
+
+nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **out)
+{
+    if (!dir || !out) return nm_fail(NM_EINVAL, "pmalloc_open: NULL argument");
+    *out = NULL;
+    pmalloc_options o;
+    if (opt) o = *opt;
+    else { pmalloc_options_default(&o); o.create = false; }
+    if (o.stripes == 0) o.stripes = PMALLOC_DEFAULT_STRIPES;
+    if (o.stripes > PMALLOC_MAX_STRIPES) return nm_fail(NM_EINVAL, "pmalloc_open: %u stripes > %u", o.stripes, PMALLOC_MAX_STRIPES);
+    if (o.model > PMALLOC_GC || o.persist > PMALLOC_PERSIST_SIM || o.eadr > PMALLOC_EADR_ON)
+        return nm_fail(NM_EINVAL, "pmalloc_open: bad option value");
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/%s", dir, PMALLOC_FILE_NAME) >= (int)sizeof path)
+        return nm_fail(NM_EINVAL, "pmalloc_open: directory name too long");
+    struct stat st;
+    bool exists = stat(path, &st) == 0;
+    if (!exists && !o.create) return nm_fail(NM_ENOENT, "pmalloc_open: %s does not exist", path);
+    if (!exists && (o.size < PM_MIN_HEAP || o.size % PM_PAGE))
+        return nm_fail(NM_ERANGE, "pmalloc_open: heap size %zu must be a multiple of 4 KiB and >= %u", o.size, PM_MIN_HEAP);
+    if (exists && (size_t)st.st_size < PM_MIN_HEAP)
+        return nm_fail(NM_EFORMAT, "pmalloc: %s (%lld bytes) is too small to be a PMAlloc heap", path, (long long)st.st_size);
+
+    pmalloc_heap *h = calloc(1, sizeof *h);
+    if (!h) return nm_fail(NM_ENOMEM, "pmalloc_open: no host memory");
+    pthread_mutex_init(&h->large_lock, NULL);
+    pthread_mutex_init(&h->tc_lock, NULL);
+    pthread_mutex_init(&h->sim_lock, NULL);
+    h->lock_fd = -1;
+    if (pm_ctr_init(h)) {
+        free(h->ctr_shared);
+        free(h);
+        return nm_fail(NM_ENOMEM, "pmalloc_open: no host memory");
+    }
+    if (exists) {
+        /* one user at a time: two processes (or handles) on one heap would corrupt it */
+        h->lock_fd = open(path, O_RDWR | O_CLOEXEC);
+        if (h->lock_fd < 0) {
+            nm_err e = nm_fail(NM_EIO, "pmalloc_open: cannot open %s: %s", path, strerror(errno));
+            heap_free(h);
+            return e;
+        }
+        if (flock(h->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+            heap_free(h);
+            return nm_fail(NM_EBUSY, "pmalloc_open: %s is open in another handle or process", path);
+        }
+    }
+    size_t mapped = 0;
+    int is_pmem = 0;
+    h->base = exists ? pmem_map_file(path, 0, 0, 0, &mapped, &is_pmem)
+                     : pmem_map_file(path, o.size, PMEM_FILE_CREATE | PMEM_FILE_EXCL, 0600, &mapped, &is_pmem);
+    if (!h->base) {
+        nm_err e = nm_fail(NM_EIO, "pmalloc_open: cannot map %s: %s", path, pmem_errormsg());
+        heap_free(h);
+        return e;
+    }
+    h->size = mapped;
+    h->sb = (pm_super *)h->base;
+    if (!exists) {
+        h->lock_fd = open(path, O_RDWR | O_CLOEXEC);
+        if (h->lock_fd < 0 || flock(h->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+            heap_free(h);
+            unlink(path);
+            return nm_fail(NM_EBUSY, "pmalloc_open: cannot lock the new heap %s", path);
+        }
+    }
+    nm_err err = NM_OK;
+    if (exists && (err = validate_super(h->sb, mapped))) { heap_free(h); return err; }
+
+    /* persistence mode and eADR */
+    h->persist = o.persist == PMALLOC_PERSIST_AUTO ? (is_pmem ? PMALLOC_PERSIST_CPU : PMALLOC_PERSIST_MSYNC) : o.persist;
+    h->eadr = o.eadr == PMALLOC_EADR_ON || (o.eadr == PMALLOC_EADR_AUTO && pmem_has_auto_flush() == 1);
+    if (h->persist == PMALLOC_PERSIST_SIM) h->eadr = false; /* the simulation models flushes */
+    h->stripes = h->eadr ? 1 : o.stripes;
+    h->interleave = h->stripes > 1;
+    if (h->persist == PMALLOC_PERSIST_SIM) {
+        if ((err = pm_sim_init(h, !exists))) { heap_free(h); if (!exists) unlink(path); return err; }
+        h->sim_hook = o.sim_hook;
+        h->sim_arg = o.sim_arg;
+    }
+
+    layout l;
+    if (!exists && o.log_chunks && (o.log_chunks < 4 || o.log_chunks > PM_MAX_CHUNKS || (uint64_t)o.log_chunks * PM_CHUNK_BYTES > mapped / 4)) {
+        heap_free(h);
+        unlink(path);
+        return nm_fail(NM_ERANGE, "pmalloc_open: %u log chunks (need 4 .. heap/4 KiB)", o.log_chunks);
+    }
+    compute_layout(exists ? h->sb->heap_size : mapped, exists ? h->sb->nchunks : o.log_chunks, &l);
+    if (!exists) {
+        pm_super *sb = h->sb;
+        sb->version = PM_VERSION;
+        sb->model = o.model;
+        sb->heap_size = mapped;
+        sb->stripes = h->stripes;
+        sb->nrings = PM_NRINGS;
+        sb->nchunks = l.nchunks;
+        sb->nroots = PMALLOC_NROOTS;
+        sb->roots_off = l.roots_off;
+        sb->wal_off = l.wal_off;
+        sb->bk_off = l.bk_off;
+        sb->data_off = l.data_off;
+        sb->state = PM_STATE_RUNNING;
+        sb->wal_retired = 0;
+    }
+    h->model = (pmalloc_model)h->sb->model;
+    h->decay_ns = o.decay_ms == PMALLOC_DECAY_NEVER ? UINT64_MAX : (uint64_t)(o.decay_ms ? o.decay_ms : 10000) * 1000000ull;
+    if (h->persist == PMALLOC_PERSIST_SIM) h->decay_ns = UINT64_MAX; /* the image is compared line by line */
+    h->nchunks = h->sb->nchunks;
+    h->data = h->base + h->sb->data_off;
+    h->data_pages = (h->size - h->sb->data_off) / PM_PAGE;
+    h->narenas = o.narenas ? o.narenas : nm_nproc();
+    if (h->narenas == 0) h->narenas = 1;
+    h->arenas = calloc(h->narenas, sizeof *h->arenas);
+    if (!h->arenas) { heap_free(h); if (!exists) unlink(path); return nm_fail(NM_ENOMEM, "pmalloc_open: arenas"); }
+    for (unsigned i = 0; i < h->narenas; i++) {
+        pthread_mutex_init(&h->arenas[i].lock, NULL);
+        h->arenas[i].id = i;
+        h->arenas[i].node = 0; /* NUMA placement: issue 7 */
+    }
+    if ((err = pm_small_init(h)) || (err = pm_large_init(h, !exists))) { heap_free(h); if (!exists) unlink(path); return err; }
+    if (!exists) {
+        /* the zero-filled file already has empty roots and WAL rings; the
+         * magic goes last, so an interrupted create is refused, not misread */
+        h->sb->check = super_check(h->sb);
+        pm_persist(h, h->sb, 128, PM_META);
+        h->sb->magic = PM_MAGIC;
+        h->sb->check = super_check(h->sb);
+        pm_persist(h, h->sb, 3 * PM_LINE, PM_META);
+        h->ri.created = true;
+    }
+    /* vslabs for every slab in the log */
+    for (uint64_t p = 0; p < h->data_pages && !err;) {
+        pm_veh *v = h->pmap[p];
+        if (v->state == PM_VEH_SLAB) err = pm_slab_adopt(h, v);
+        p += v->npages;
+    }
+    if (err) { heap_free(h); if (!exists) unlink(path); return err; }
+    h->wal_seq = h->sb->wal_retired + 1;
+    if (exists) {
+        uint64_t state = h->sb->state;
+        h->ri.was_clean = state == PM_STATE_CLEAN;
+        h->ri.was_recovering = state == PM_STATE_RECOVERING;
+        if (state != PM_STATE_CLEAN) set_state(h, PM_STATE_RECOVERING);
+        err = wal_recover(h); /* clean heaps have empty rings: a no-op */
+        if (!err && state != PM_STATE_CLEAN && h->model == PMALLOC_GC) err = gc_recover(h);
+        if (!err && h->bk_tombs > 0) err = pm_bk_compact(h);
+        if (err) { heap_free(h); return err; }
+        set_state(h, PM_STATE_RUNNING);
+    }
+    recount(h);
+    if (pthread_key_create(&h->tc_key, pm_tc_destructor) != 0) {
+        heap_free(h);
+        return nm_fail(NM_EBUSY, "pmalloc_open: no thread-specific key left");
+    }
+    *out = h;
+    return NM_OK;
+}
+
+nm_err pmalloc_close(pmalloc_heap *h)
+{
+    if (!h) return nm_fail(NM_EINVAL, "pmalloc_close: NULL heap");
+    pm_tc_destroy_all(h);
+    pthread_key_delete(h->tc_key);
+    if (h->model == PMALLOC_GC) { /* the bitmaps were left volatile at run time */
+        for (uint64_t p = 0; p < h->data_pages;) {
+            pm_veh *v = h->pmap[p];
+            if (v->state == PM_VEH_SLAB) pm_flush(h, v->slab->pbm, (size_t)v->slab->hdr->bm_lines * PM_LINE, PM_META);
+            p += v->npages;
+        }
+        pm_drain(h);
+    }
+    /* every operation finished: retire the log, then mark the heap clean */
+    uint64_t last = __atomic_load_n(&h->wal_seq, __ATOMIC_RELAXED) - 1;
+    if (last > h->sb->wal_retired) {
+        h->sb->wal_retired = last;
+        pm_persist(h, &h->sb->wal_retired, sizeof(uint64_t), PM_META);
+    }
+    memset(h->base + h->sb->wal_off, 0, (size_t)PM_NRINGS * PM_RING_BYTES);
+    pm_flush(h, h->base + h->sb->wal_off, (size_t)PM_NRINGS * PM_RING_BYTES, PM_META);
+    pm_drain(h);
+    set_state(h, PM_STATE_CLEAN);
+    heap_free(h);
+    return NM_OK;
+}
+
+void pmalloc_abandon(pmalloc_heap *h)
+{
+    if (!h) return;
+    pm_tc_forget_all(h);
+    pthread_key_delete(h->tc_key);
+    heap_free(h);
+}

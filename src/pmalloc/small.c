@@ -1,0 +1,379 @@
+/* Small allocations (paper Sec. 4.2, 5.1): per-core arenas holding 64 KiB
+ * slabs per size class, per-thread caches (tcaches), and the interleaved
+ * bitmap mapping.
+ *
+ * A slab's persistent header is line 0; its bitmap follows from line 1. With
+ * S bit stripes, block i maps to stripe i mod S, bit i div S of that stripe,
+ * and stripe s occupies lines s, s+S, s+2S, ... so consecutive blocks have
+ * their bits in different cache lines (S = 1 is the sequential mapping). A
+ * tcache keeps one sub-cache per stripe and serves allocations round-robin
+ * across them, so consecutive allocations flush different lines. */
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "nearmem/common/bitmap.h"
+#include "pm_internal.h"
+
+void pm_slab_layout(unsigned block_size, unsigned stripes, uint32_t *nblocks, uint32_t *bm_lines, uint32_t *data_off)
+{
+    uint32_t n = (PMALLOC_SLAB_SIZE - PM_LINE * (1 + PM_SLAB_RESERVED_LINES + 1)) / block_size;
+    for (;; n--) {
+        uint32_t per = 512u * stripes;
+        uint32_t lines = ((n + per - 1) / per) * stripes;
+        uint32_t hdr = (1 + lines + PM_SLAB_RESERVED_LINES) * PM_LINE;
+        if (hdr + (uint64_t)n * block_size <= PMALLOC_SLAB_SIZE) {
+            *nblocks = n;
+            *bm_lines = lines;
+            *data_off = hdr;
+            return;
+        }
+    }
+}
+
+static uint32_t slab_hdr_check(const pm_slab_hdr *hd) { return (uint32_t)XXH64(hd, offsetof(pm_slab_hdr, check), 0x51ab); }
+
+nm_err pm_small_init(pmalloc_heap *h)
+{
+    nm_err e = nm_sizeclass_init_geometric(&h->sc, 16, PMALLOC_SMALL_MAX, 4, 16);
+    if (e) return e;
+    h->ncls = h->sc.count;
+    if (h->ncls > PM_NCLS_MAX) return nm_fail(NM_EINVAL, "pmalloc: too many size classes");
+    for (unsigned c = 0; c < h->ncls; c++)
+        pm_slab_layout((unsigned)h->sc.size[c], h->stripes, &h->slab_nblocks[c], &h->slab_bm_lines[c], &h->slab_data_off[c]);
+    return NM_OK;
+}
+
+static pm_vslab *vslab_new(pmalloc_heap *h, pm_veh *v, pm_slab_hdr *hd)
+{
+    pm_vslab *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->vbm = calloc(nm_bitmap_words(hd->nblocks), sizeof(uint64_t));
+    if (!s->vbm) { free(s); return NULL; }
+    s->veh = v;
+    s->hdr = hd;
+    s->pbm = (uint64_t *)((char *)hd + PM_LINE);
+    s->data = (char *)hd + hd->data_off;
+    s->block_size = hd->block_size;
+    s->nblocks = hd->nblocks;
+    s->cls = hd->cls;
+    s->stripes = hd->stripes;
+    s->arena = &h->arenas[hd->arena % h->narenas];
+    v->slab = s;
+    return s;
+}
+
+void pm_slab_free_vol(pm_vslab *s)
+{
+    if (!s) return;
+    free(s->vbm);
+    free(s);
+}
+
+static void partial_add(pm_arena *a, pm_vslab *s)
+{
+    if (s->in_partial) return;
+    s->prev = NULL;
+    s->next = a->partial[s->cls];
+    if (s->next) s->next->prev = s;
+    a->partial[s->cls] = s;
+    s->in_partial = true;
+}
+
+static void partial_del(pm_arena *a, pm_vslab *s)
+{
+    if (!s->in_partial) return;
+    if (s->prev) s->prev->next = s->next;
+    else a->partial[s->cls] = s->next;
+    if (s->next) s->next->prev = s->prev;
+    s->next = s->prev = NULL;
+    s->in_partial = false;
+}
+
+/* Rebuild the vslab of a slab found in the bookkeeping log (open/recovery). */
+nm_err pm_slab_adopt(pmalloc_heap *h, pm_veh *v)
+{
+    pm_slab_hdr *hd = (pm_slab_hdr *)(h->data + v->page * PM_PAGE);
+    uint32_t nb, bl, doff;
+    if (hd->magic != PM_SLAB_MAGIC || hd->check != slab_hdr_check(hd) || hd->cls >= h->ncls ||
+        hd->block_size != h->sc.size[hd->cls] || hd->stripes == 0 || hd->stripes > PMALLOC_MAX_STRIPES)
+        return nm_fail(NM_ECORRUPT, "pmalloc: slab at data page %llu has a bad header", (unsigned long long)v->page);
+    pm_slab_layout(hd->block_size, hd->stripes, &nb, &bl, &doff);
+    if (hd->nblocks != nb || hd->bm_lines != bl || hd->data_off != doff)
+        return nm_fail(NM_ECORRUPT, "pmalloc: slab at data page %llu has an inconsistent geometry", (unsigned long long)v->page);
+    pm_vslab *s = vslab_new(h, v, hd);
+    if (!s) return nm_fail(NM_ENOMEM, "pmalloc: no host memory for a vslab");
+    s->nfree_v = s->nblocks;
+    for (uint32_t i = 0; i < s->nblocks; i++)
+        if (pm_pbit(s, i)) {
+            nm_bitmap_set(s->vbm, i);
+            s->nfree_v--;
+        }
+    /* bits beyond nblocks must be clear */
+    if (s->nfree_v) partial_add(s->arena, s);
+    return NM_OK;
+}
+
+/* A new slab for class `cls` in arena a (arena lock held). The header is
+ * persisted before the log entry that makes the slab exist. */
+static pm_vslab *slab_new(pmalloc_heap *h, pm_arena *a, unsigned cls)
+{
+    pm_veh *v;
+    pthread_mutex_lock(&h->large_lock);
+    if (pm_extent_alloc(h, PM_SLAB_PAGES, PM_VEH_SLAB, &v)) {
+        pthread_mutex_unlock(&h->large_lock);
+        return NULL;
+    }
+    pm_slab_hdr *hd = (pm_slab_hdr *)(h->data + v->page * PM_PAGE);
+    size_t hbytes = h->slab_data_off[cls];
+    memset(hd, 0, hbytes);
+    hd->magic = PM_SLAB_MAGIC;
+    hd->cls = (uint16_t)cls;
+    hd->stripes = (uint8_t)h->stripes;
+    hd->block_size = (uint32_t)h->sc.size[cls];
+    hd->nblocks = h->slab_nblocks[cls];
+    hd->data_off = h->slab_data_off[cls];
+    hd->bm_lines = h->slab_bm_lines[cls];
+    hd->hdr_lines = 1 + hd->bm_lines + PM_SLAB_RESERVED_LINES;
+    hd->arena = a->id;
+    hd->node = a->node;
+    hd->check = slab_hdr_check(hd);
+    pm_persist(h, hd, hbytes, PM_META);
+    pm_vslab *s = vslab_new(h, v, hd);
+    if (!s || pm_bk_record(h, v)) {
+        if (s) { v->slab = NULL; pm_slab_free_vol(s); }
+        pm_extent_release(h, v);
+        pthread_mutex_unlock(&h->large_lock);
+        return NULL;
+    }
+    pthread_mutex_unlock(&h->large_lock);
+    s->nfree_v = s->nblocks;
+    s->arena = a;
+    partial_add(a, s);
+    return s;
+}
+
+/* Give an empty slab back to the large allocator (arena lock held). Its
+ * blocks are all free in DRAM and, under LOG, durably free in the bitmap. */
+static void slab_release(pmalloc_heap *h, pm_vslab *s)
+{
+    partial_del(s->arena, s);
+    pthread_mutex_lock(&h->large_lock);
+    pm_veh *v = s->veh;
+    if (pm_bk_tombstone(h, v) == NM_OK) {
+        v->slab = NULL;
+        pm_extent_release(h, v);
+        pm_slab_free_vol(s);
+    } else {
+        partial_add(s->arena, s); /* log full: keep the slab */
+    }
+    pthread_mutex_unlock(&h->large_lock);
+}
+
+/* Return one block to its vslab (caller holds the slab's arena lock). */
+static void vslab_put(pmalloc_heap *h, pm_vslab *s, uint32_t idx)
+{
+    nm_bitmap_clear(s->vbm, idx);
+    s->nfree_v++;
+    if (s->nfree_v == s->nblocks) {
+        /* keep one empty slab per class in the arena; release the others */
+        pm_arena *a = s->arena;
+        bool other = a->partial[s->cls] && (a->partial[s->cls] != s || s->next);
+        if (other) { slab_release(h, s); return; }
+    }
+    partial_add(s->arena, s);
+}
+
+/* ---- thread caches ---- */
+
+static void tc_drain(pmalloc_heap *h, pm_tcache *tc)
+{
+    for (unsigned c = 0; c < h->ncls; c++) {
+        pm_tcbin *b = &tc->bins[c];
+        if (!b->slot) continue;
+        for (unsigned st = 0; st < PMALLOC_MAX_STRIPES; st++)
+            for (unsigned i = 0; i < b->n[st]; i++) {
+                pm_tcblk k = b->slot[st * PM_TC_PER_STRIPE + i];
+                pm_arena *a = k.s->arena; /* vslab_put may free the slab */
+                pthread_mutex_lock(&a->lock);
+                vslab_put(h, k.s, k.idx);
+                pthread_mutex_unlock(&a->lock);
+            }
+        memset(b->n, 0, sizeof b->n);
+        free(b->slot);
+        b->slot = NULL;
+    }
+}
+
+static void tc_destroy(void *p)
+{
+    pm_tcache *tc = p;
+    pmalloc_heap *h = tc->h;
+    tc_drain(h, tc);
+    pthread_mutex_lock(&h->tc_lock);
+    for (pm_tcache **pp = &h->tcaches; *pp; pp = &(*pp)->next)
+        if (*pp == tc) { *pp = tc->next; break; }
+    if (tc->ring >= 0) h->ring_used[tc->ring] = 0;
+    tc->arena->nthreads--;
+    pthread_mutex_unlock(&h->tc_lock);
+    free(tc);
+}
+
+void pm_tc_destructor(void *p) { tc_destroy(p); }
+
+void pm_tc_destroy_all(pmalloc_heap *h)
+{
+    while (h->tcaches) tc_destroy(h->tcaches);
+}
+
+pm_tcache *pm_tc_get(pmalloc_heap *h)
+{
+    pm_tcache *tc = pthread_getspecific(h->tc_key);
+    if (NM_LIKELY(tc != NULL)) return tc;
+    tc = calloc(1, sizeof *tc);
+    if (!tc) return NULL;
+    tc->h = h;
+    tc->ring = -1;
+    pthread_mutex_lock(&h->tc_lock);
+    for (unsigned r = 0; r < PM_NRINGS; r++)
+        if (!h->ring_used[r]) { h->ring_used[r] = 1; tc->ring = (int)r; break; }
+    if (tc->ring < 0) {
+        pthread_mutex_unlock(&h->tc_lock);
+        free(tc);
+        nm_fail(NM_EBUSY, "pmalloc: more than %u threads use the heap at once", PM_NRINGS);
+        return NULL;
+    }
+    /* each thread goes to the arena with the fewest threads (paper Sec. 4.2) */
+    pm_arena *best = &h->arenas[h->next_arena++ % h->narenas];
+    for (unsigned i = 0; i < h->narenas; i++)
+        if (h->arenas[i].nthreads < best->nthreads) best = &h->arenas[i];
+    best->nthreads++;
+    tc->arena = best;
+    tc->next = h->tcaches;
+    h->tcaches = tc;
+    pthread_mutex_unlock(&h->tc_lock);
+    pthread_setspecific(h->tc_key, tc);
+    return tc;
+}
+
+static unsigned tc_cap(const pmalloc_heap *h, unsigned cls)
+{
+    /* per-stripe capacity: fewer cached blocks for big classes */
+    size_t bs = h->sc.size[cls];
+    unsigned cap = (unsigned)(16384 / bs / (h->interleave ? h->stripes : 1));
+    return NM_MAX(1u, NM_MIN(cap, PM_TC_PER_STRIPE));
+}
+
+static bool bin_full(const pm_tcbin *b, unsigned S, unsigned cap)
+{
+    for (unsigned k = 0; k < S; k++)
+        if (b->n[k] < cap) return false;
+    return true;
+}
+
+/* Fill the tcache bin from the arena's partial slabs (arena lock held). Each
+ * free block goes to the sub-cache of its stripe. */
+static bool tc_fill(pmalloc_heap *h, pm_tcache *tc, unsigned cls)
+{
+    pm_tcbin *b = &tc->bins[cls];
+    pm_arena *a = tc->arena;
+    unsigned cap = tc_cap(h, cls), S = h->interleave ? h->stripes : 1;
+    bool got = false;
+    for (;;) {
+        pm_vslab *s = a->partial[cls];
+        if (!s) s = slab_new(h, a, cls);
+        if (!s) return got;
+        uint32_t i = s->hint < s->nblocks ? s->hint : 0;
+        for (uint32_t step = 0; step < s->nblocks && s->nfree_v > 0; step++, i = i + 1 == s->nblocks ? 0 : i + 1) {
+            if (nm_bitmap_test(s->vbm, i)) continue;
+            unsigned st = S > 1 ? (i % s->stripes) % S : 0;
+            if (b->n[st] >= cap) continue;
+            nm_bitmap_set(s->vbm, i);
+            s->nfree_v--;
+            b->slot[st * PM_TC_PER_STRIPE + b->n[st]++] = (pm_tcblk){s, i};
+            got = true;
+            if (bin_full(b, S, cap)) {
+                s->hint = i + 1 == s->nblocks ? 0 : i + 1;
+                if (s->nfree_v == 0) partial_del(a, s);
+                return true;
+            }
+        }
+        s->hint = i;
+        if (s->nfree_v > 0) return got; /* what is left maps to full sub-caches */
+        partial_del(a, s);
+    }
+}
+
+nm_err pm_small_take(pmalloc_heap *h, pm_tcache *tc, unsigned cls, pm_tcblk *out)
+{
+    pm_tcbin *b = &tc->bins[cls];
+    unsigned S = h->interleave ? h->stripes : 1;
+    if (!b->slot) {
+        b->slot = calloc((size_t)PMALLOC_MAX_STRIPES * PM_TC_PER_STRIPE, sizeof *b->slot);
+        if (!b->slot) return nm_fail(NM_ENOMEM, "pmalloc: no host memory for a tcache");
+    }
+    for (int round = 0; round < 2; round++) {
+        for (unsigned k = 0; k < S; k++) {
+            unsigned st = (b->cursor + k) % S;
+            if (b->n[st]) {
+                *out = b->slot[st * PM_TC_PER_STRIPE + --b->n[st]];
+                b->cursor = (uint8_t)((st + 1) % S); /* next allocation: next stripe */
+                return NM_OK;
+            }
+        }
+        if (round) break;
+        pthread_mutex_lock(&tc->arena->lock);
+        bool ok = tc_fill(h, tc, cls);
+        pthread_mutex_unlock(&tc->arena->lock);
+        if (!ok) break;
+    }
+    /* our arena is exhausted: try the others directly (paper Alg. 1, lines 4-14) */
+    for (unsigned i = 0; i < h->narenas; i++) {
+        pm_arena *a = &h->arenas[i];
+        if (a == tc->arena) continue;
+        pthread_mutex_lock(&a->lock);
+        pm_vslab *s = a->partial[cls];
+        if (s && s->nfree_v) {
+            uint32_t idx = (uint32_t)nm_bitmap_find_first_clear(s->vbm, s->nblocks, 0);
+            nm_bitmap_set(s->vbm, idx);
+            if (--s->nfree_v == 0) partial_del(a, s);
+            pthread_mutex_unlock(&a->lock);
+            *out = (pm_tcblk){s, idx};
+            return NM_OK;
+        }
+        pthread_mutex_unlock(&a->lock);
+    }
+    return nm_fail(NM_ENOMEM, "pmalloc: heap exhausted for a %zu-byte block", h->sc.size[cls]);
+}
+
+void pm_small_put(pmalloc_heap *h, pm_tcache *tc, pm_tcblk k)
+{
+    pm_tcbin *b = &tc->bins[k.s->cls];
+    unsigned S = h->interleave ? h->stripes : 1;
+    unsigned st = S > 1 ? (k.idx % k.s->stripes) % S : 0;
+    if (b->slot && k.s->arena == tc->arena && b->n[st] < tc_cap(h, k.s->cls)) {
+        b->slot[st * PM_TC_PER_STRIPE + b->n[st]++] = k;
+        return;
+    }
+    pm_arena *a = k.s->arena; /* vslab_put may free the slab */
+    pthread_mutex_lock(&a->lock);
+    vslab_put(h, k.s, k.idx);
+    pthread_mutex_unlock(&a->lock);
+}
+
+void pm_tc_forget_all(pmalloc_heap *h)
+{
+    while (h->tcaches) {
+        pm_tcache *tc = h->tcaches;
+        h->tcaches = tc->next;
+        for (unsigned c = 0; c < PM_NCLS_MAX; c++) free(tc->bins[c].slot);
+        free(tc);
+    }
+}
+
+void pm_slab_fix_lists(pmalloc_heap *h, pm_vslab *s)
+{
+    NM_UNUSED(h);
+    if (s->nfree_v == 0) partial_del(s->arena, s);
+    else partial_add(s->arena, s);
+}

@@ -1,0 +1,72 @@
+/* PMAlloc crash tests (small sizes; the pmalloc-crash suite runs thousands). */
+#include "nm_test.h"
+
+#include <stdio.h>
+#include "pm_crashlib.h"
+#include "pm_testutil.h"
+
+static void run_t(pmalloc_model m, bool sim, unsigned points, unsigned threads)
+{
+    char dir[256];
+    pmt_tmpdir(dir, sizeof dir, sim ? "sim" : "proc");
+    pmc_run r;
+    pmc_run_defaults(&r, m, dir);
+    r.points = points;
+    r.threads = threads;
+    r.seed = nm_test_seed(sim ? 21 : 22) + m;
+    int rc = sim ? pmc_run_sim(&r) : pmc_run_proc(&r);
+    print_message("%s%s %s: %llu crash points (%llu during recovery, %llu log GCs), %llu failures %s\n", sim ? "power-failure" : "process", threads > 1 ? " (2 threads)" : "",
+                  m == PMALLOC_LOG ? "LOG" : "GC", (unsigned long long)r.tried, (unsigned long long)r.recovery_tried, (unsigned long long)r.log_gcs,
+                  (unsigned long long)r.failures, r.first_failure);
+    assert_int_equal(rc, 0);
+    assert_int_equal(r.failures, 0);
+    assert_true(r.tried >= points);
+    rmdir(dir);
+}
+
+static void run(pmalloc_model m, bool sim, unsigned points) { run_t(m, sim, points, 1); }
+
+static void test_sim_log(void **s) { (void)s; run(PMALLOC_LOG, true, 150); }
+static void test_sim_gc(void **s) { (void)s; run(PMALLOC_GC, true, 150); }
+static void test_proc_log(void **s) { (void)s; run(PMALLOC_LOG, false, 60); }
+static void test_proc_gc(void **s) { (void)s; run(PMALLOC_GC, false, 60); }
+/* Extent churn on 3 short lists: the bookkeeping log's fast and slow GCs run
+ * (and are crashed) many times. */
+static void test_sim_loggc(void **st)
+{
+    (void)st;
+    char dir[256];
+    pmt_tmpdir(dir, sizeof dir, "loggc");
+    pmc_run r;
+    pmc_run_defaults(&r, PMALLOC_LOG, dir);
+    r.points = 200;
+    r.gap = 25;
+    r.seed = nm_test_seed(23);
+    r.cfg.large_pct = 100;
+    r.cfg.large_max = 20000;
+    r.cfg.list_lo = 0;
+    r.cfg.list_n = 3;
+    int rc = pmc_run_sim(&r);
+    print_message("log GC under power failure: %llu crash points, %llu log GCs, %llu failures %s\n", (unsigned long long)r.tried,
+                  (unsigned long long)r.log_gcs, (unsigned long long)r.failures, r.first_failure);
+    assert_int_equal(rc, 0);
+    assert_true(r.log_gcs >= 2);
+    rmdir(dir);
+}
+
+static void test_proc_log_mt(void **s) { (void)s; run_t(PMALLOC_LOG, false, 60, 2); }
+static void test_proc_gc_mt(void **s) { (void)s; run_t(PMALLOC_GC, false, 40, 2); }
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sim_log),
+        cmocka_unit_test(test_sim_gc),
+        cmocka_unit_test(test_proc_log),
+        cmocka_unit_test(test_proc_gc),
+        cmocka_unit_test(test_sim_loggc),
+        cmocka_unit_test(test_proc_log_mt),
+        cmocka_unit_test(test_proc_gc_mt),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
