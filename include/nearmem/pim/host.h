@@ -1,0 +1,204 @@
+/* Host side of nearmem's emulated UPMEM PIM machine.
+ *
+ * The names and semantics follow the UPMEM SDK's <dpu.h> so that a host
+ * program ports with little or no change; everything nearmem adds is
+ * prefixed nm_pim_. Differences from the SDK are listed in
+ * docs/pim-machine.md ("Differences from the UPMEM SDK").
+ *
+ *   struct dpu_set_t set, dpu; uint32_t i;
+ *   DPU_ASSERT(dpu_alloc(64, NULL, &set));
+ *   DPU_ASSERT(dpu_load(set, "vector_add", NULL));      // a program name, not an ELF path
+ *   DPU_FOREACH(set, dpu, i) DPU_ASSERT(dpu_prepare_xfer(dpu, &in[i * n]));
+ *   DPU_ASSERT(dpu_push_xfer(set, DPU_XFER_TO_DPU, DPU_MRAM_HEAP_POINTER_NAME, 0, n * 4, DPU_XFER_DEFAULT));
+ *   DPU_ASSERT(dpu_launch(set, DPU_SYNCHRONOUS));
+ *   DPU_ASSERT(dpu_free(set));
+ *
+ * Thread safety: one host thread drives a DPU set at a time (as with the
+ * SDK). Different sets (different dpu_alloc calls) may be driven from
+ * different host threads. */
+#ifndef NEARMEM_PIM_HOST_H
+#define NEARMEM_PIM_HOST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "nearmem/pim/types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Error codes: the SDK's names (a subset: the ones the emulator can return). */
+typedef enum dpu_error_t {
+    DPU_OK = 0,
+    DPU_ERR_INTERNAL,
+    DPU_ERR_SYSTEM,                  /* a host OS call failed (threads, memory) */
+    DPU_ERR_ALLOCATION,              /* cannot allocate that many DPUs / host memory */
+    DPU_ERR_INVALID_DPU_SET,         /* empty or freed set, wrong kind of set */
+    DPU_ERR_INVALID_THREAD_ID,       /* tasklet index or count out of range */
+    DPU_ERR_INVALID_WRAM_ACCESS,     /* WRAM symbol transfer outside the symbol or not 4-byte granular */
+    DPU_ERR_INVALID_MRAM_ACCESS,     /* MRAM transfer outside 64 MiB or not 8-byte granular */
+    DPU_ERR_INVALID_SYMBOL_ACCESS,   /* offset/length outside the symbol */
+    DPU_ERR_TRANSFER_ALREADY_SET,    /* dpu_prepare_xfer on a DPU set of more than one DPU */
+    DPU_ERR_DIFFERENT_DPU_PROGRAMS,  /* symbol transfer over DPUs running different programs */
+    DPU_ERR_DPU_ALREADY_RUNNING,
+    DPU_ERR_INVALID_MEMORY_TRANSFER, /* NULL buffer, zero length, missing prepare_xfer */
+    DPU_ERR_INVALID_LAUNCH_POLICY,
+    DPU_ERR_DPU_FAULT,               /* a DPU stopped on a fault: see dpu_status / nm_pim_fault_info */
+    DPU_ERR_ELF_NO_SUCH_FILE,        /* dpu_load: no program of that name / shared object */
+    DPU_ERR_INVALID_PROFILE,         /* dpu_alloc: unknown or malformed profile key */
+    DPU_ERR_UNKNOWN_SYMBOL,
+    DPU_ERR_NO_PROGRAM_LOADED,       /* nearmem: launch or symbol access before dpu_load */
+    DPU_ERR_INVALID_ARGUMENT,        /* nearmem: NULL out-pointer or similar */
+    DPU_ERR_COUNT
+} dpu_error_t;
+
+const char *dpu_error_to_string(dpu_error_t status);
+
+typedef enum dpu_launch_policy_t { DPU_SYNCHRONOUS = 0, DPU_ASYNCHRONOUS = 1 } dpu_launch_policy_t;
+typedef enum dpu_xfer_t { DPU_XFER_TO_DPU = 0, DPU_XFER_FROM_DPU = 1 } dpu_xfer_t;
+typedef enum dpu_xfer_flags_t {
+    DPU_XFER_DEFAULT = 0,   /* forget the prepared buffers after the push */
+    DPU_XFER_NO_RESET = 1,  /* keep them for another push */
+    DPU_XFER_ASYNC = 2      /* accepted; the emulator completes transfers synchronously */
+} dpu_xfer_flags_t;
+
+#define DPU_ALLOCATE_ALL UINT32_MAX
+/* Symbol naming the MRAM heap: offsets in host transfers are relative to
+ * DPU_MRAM_HEAP_POINTER. */
+#define DPU_MRAM_HEAP_POINTER_NAME "__sys_used_mram_end"
+
+struct nm_pim_system;
+struct dpu_program_t;
+
+/* A set of DPUs, passed by value as in the SDK: the whole allocation, one
+ * rank (DPU_RANK_FOREACH) or one DPU (DPU_FOREACH). `begin` and `count`
+ * index DPUs of the allocation. */
+typedef enum dpu_set_kind_t { DPU_SET_RANKS = 0, DPU_SET_DPU = 1 } dpu_set_kind_t;
+struct dpu_set_t {
+    struct nm_pim_system *sys;
+    uint32_t begin;
+    uint32_t count;
+    dpu_set_kind_t kind;
+};
+
+/* Allocation. `profile`: NULL/"" or comma-separated key=value:
+ *   frequency=<MHz> (default 350)   threads=<host threads> (default: env
+ *   NEARMEM_PIM_THREADS, else online CPUs)   host_cap=<GB/s> (0 = none)
+ * Unknown keys are refused with DPU_ERR_INVALID_PROFILE. dpu_alloc refuses
+ * more than NM_PIM_MAX_DPUS DPUs; DPU_ALLOCATE_ALL gives NM_PIM_MAX_DPUS. */
+dpu_error_t dpu_alloc(uint32_t nr_dpus, const char *profile, struct dpu_set_t *dpu_set);
+dpu_error_t dpu_alloc_ranks(uint32_t nr_ranks, const char *profile, struct dpu_set_t *dpu_set);
+/* Only the set returned by dpu_alloc can be freed; waits for a running launch. */
+dpu_error_t dpu_free(struct dpu_set_t dpu_set);
+dpu_error_t dpu_get_nr_dpus(struct dpu_set_t dpu_set, uint32_t *nr_dpus);
+dpu_error_t dpu_get_nr_ranks(struct dpu_set_t dpu_set, uint32_t *nr_ranks);
+
+/* Load a program: `binary` is the name given to DPU_PROGRAM(), or
+ * "path/to/lib.so:name" to dlopen a shared object first. Resets the DPUs:
+ * WRAM globals to their initial values, MRAM to zero, statistics, faults,
+ * modeled hardware units. `program` may be NULL. */
+dpu_error_t dpu_load(struct dpu_set_t dpu_set, const char *binary, struct dpu_program_t **program);
+
+/* Boot every DPU of the set. Synchronous: returns when all are done,
+ * DPU_ERR_DPU_FAULT if any faulted. Asynchronous: returns at once; dpu_sync
+ * waits; transfers and launches on the same allocation wait for it first
+ * (the SDK queues them, which has the same effect). */
+dpu_error_t dpu_launch(struct dpu_set_t dpu_set, dpu_launch_policy_t policy);
+dpu_error_t dpu_sync(struct dpu_set_t dpu_set);
+/* done: every DPU of the set has stopped; fault: at least one faulted. */
+dpu_error_t dpu_status(struct dpu_set_t dpu_set, bool *done, bool *fault);
+
+/* Serial transfers: the same buffer to/from every DPU of the set, one DPU
+ * after another (modeled at the serial bandwidth). WRAM symbols: offset and
+ * length multiples of 4; MRAM: multiples of 8 (else DPU_ERR_INVALID_*_ACCESS). */
+dpu_error_t dpu_copy_to(struct dpu_set_t dpu_set, const char *symbol_name, uint32_t symbol_offset,
+                        const void *src, size_t length);
+dpu_error_t dpu_copy_from(struct dpu_set_t dpu_set, const char *symbol_name, uint32_t symbol_offset,
+                          void *dst, size_t length);
+/* Parallel transfers: prepare one buffer per DPU (a set of exactly one DPU),
+ * then push the same symbol, offset and length to/from every DPU of the set
+ * that has a prepared buffer (modeled: ranks in parallel, DPUs of a rank at
+ * the rank's aggregate bandwidth). */
+dpu_error_t dpu_prepare_xfer(struct dpu_set_t dpu_set, void *buffer);
+dpu_error_t dpu_push_xfer(struct dpu_set_t dpu_set, dpu_xfer_t xfer, const char *symbol_name,
+                          uint32_t symbol_offset, size_t length, dpu_xfer_flags_t flags);
+dpu_error_t dpu_broadcast_to(struct dpu_set_t dpu_set, const char *symbol_name, uint32_t symbol_offset,
+                             const void *src, size_t length, dpu_xfer_flags_t flags);
+
+/* Iteration. DPU_FOREACH(set, dpu) or DPU_FOREACH(set, dpu, i) with
+ * `struct dpu_set_t dpu; uint32_t i;` declared by the caller, as in the SDK. */
+uint32_t nm_pim_set_size(struct dpu_set_t set);
+struct dpu_set_t nm_pim_set_dpu(struct dpu_set_t set, uint32_t i);
+uint32_t nm_pim_set_rank_count(struct dpu_set_t set);
+struct dpu_set_t nm_pim_set_rank(struct dpu_set_t set, uint32_t r);
+
+#define NM_PIM__FOREACH2(set, dpu)                                                              \
+    for (uint32_t nm_pim__it = 0;                                                              \
+         nm_pim__it < nm_pim_set_size(set) && (((dpu) = nm_pim_set_dpu((set), nm_pim__it)), 1); \
+         nm_pim__it++)
+#define NM_PIM__FOREACH3(set, dpu, i) \
+    for ((i) = 0; (i) < nm_pim_set_size(set) && (((dpu) = nm_pim_set_dpu((set), (i))), 1); (i)++)
+#define NM_PIM__RFOREACH2(set, rank)                                                                 \
+    for (uint32_t nm_pim__rit = 0;                                                                  \
+         nm_pim__rit < nm_pim_set_rank_count(set) && (((rank) = nm_pim_set_rank((set), nm_pim__rit)), 1); \
+         nm_pim__rit++)
+#define NM_PIM__RFOREACH3(set, rank, i) \
+    for ((i) = 0; (i) < nm_pim_set_rank_count(set) && (((rank) = nm_pim_set_rank((set), (i))), 1); (i)++)
+#define NM_PIM__PICK(_1, _2, _3, NAME, ...) NAME
+#define DPU_FOREACH(...) NM_PIM__PICK(__VA_ARGS__, NM_PIM__FOREACH3, NM_PIM__FOREACH2, _)(__VA_ARGS__)
+#define DPU_RANK_FOREACH(...) \
+    NM_PIM__PICK(__VA_ARGS__, NM_PIM__RFOREACH3, NM_PIM__RFOREACH2, _)(__VA_ARGS__)
+
+/* As in the SDK: print the error and exit the process. Use it in examples;
+ * library code checks the returned dpu_error_t instead. */
+#define DPU_ASSERT(expr)                                                                      \
+    do {                                                                                      \
+        dpu_error_t nm_pim__e = (expr);                                                       \
+        if (nm_pim__e != DPU_OK) {                                                            \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr,                      \
+                    dpu_error_to_string(nm_pim__e));                                          \
+            exit(EXIT_FAILURE);                                                               \
+        }                                                                                     \
+    } while (0)
+
+/* ---- nearmem extensions --------------------------------------------------- */
+
+/* Tasklets per DPU for the loaded program (1..NM_PIM_MAX_TASKLETS runs;
+ * larger values are accepted here and fault at launch with
+ * NM_PIM_FAULT_TASKLETS, as a >24-tasklet binary cannot run). Programs
+ * compiled with a fixed NR_TASKLETS refuse another count
+ * (DPU_ERR_INVALID_THREAD_ID). Default: the program's NR_TASKLETS. */
+dpu_error_t nm_pim_set_tasklets(struct dpu_set_t dpu_set, uint32_t nr_tasklets);
+
+/* Index of a one-DPU set within its allocation (UINT32_MAX otherwise). */
+uint32_t nm_pim_dpu_index(struct dpu_set_t dpu);
+
+/* Cost model of the allocation (frequency etc.). */
+dpu_error_t nm_pim_get_cost(struct dpu_set_t dpu_set, nm_pim_cost *cost);
+/* Host threads that emulate DPUs of this allocation. */
+uint32_t nm_pim_host_threads(struct dpu_set_t dpu_set);
+
+/* Accounting (see types.h). dpu must be a one-DPU set. */
+dpu_error_t nm_pim_dpu_stats(struct dpu_set_t dpu, nm_pim_dpu_stats *out);
+dpu_error_t nm_pim_tasklet_stats(struct dpu_set_t dpu, uint32_t tasklet, nm_pim_tasklet_stats *out);
+dpu_error_t nm_pim_fault_info(struct dpu_set_t dpu, nm_pim_fault_info *out);
+/* Last launch and last transfer of the allocation `set` belongs to. */
+dpu_error_t nm_pim_last_launch(struct dpu_set_t dpu_set, nm_pim_launch_stats *out);
+dpu_error_t nm_pim_last_xfer(struct dpu_set_t dpu_set, nm_pim_xfer_stats *out);
+dpu_error_t nm_pim_get_totals(struct dpu_set_t dpu_set, nm_pim_totals *out);
+dpu_error_t nm_pim_reset_totals(struct dpu_set_t dpu_set);
+/* Host bytes currently backing the MRAM of the set's DPUs (lazy chunks). */
+uint64_t nm_pim_mram_resident_bytes(struct dpu_set_t dpu_set);
+
+/* Direct MRAM access for host-side tools and tests, by MRAM byte offset
+ * (0..64 MiB), bypassing symbols and not modeled (no transfer time). */
+dpu_error_t nm_pim_mram_peek(struct dpu_set_t dpu, uint32_t offset, void *dst, size_t length);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
