@@ -67,6 +67,10 @@ typedef struct nm_pimm_env {
     void (*lock)(void *ctx);   /* the allocator's backend mutex */
     void (*unlock)(void *ctx);
     unsigned (*me)(void *ctx); /* tasklet id, 0..tasklets-1 */
+    /* Optional: execute `n` buddy-cache instructions (lookup_bc/read_bc/
+     * write_bc, paper Sec. IV-B) on a modeled hardware unit. NULL: they are
+     * charged as ordinary instructions through `charge`. */
+    void (*hw_op)(void *ctx, uint32_t n);
 } nm_pimm_env;
 
 typedef struct nm_pimm_config {
@@ -151,8 +155,10 @@ typedef struct nm_pimm_costs {
     uint32_t node_update;   /* read-modify-write a 2-bit state in a WRAM word */
     uint32_t swbuf_check;   /* range test of the coarse buffer */
     uint32_t swbuf_miss;    /* address computation and bookkeeping of a refill */
-    uint32_t bc_hit;        /* lookup_bc + read_bc/write_bc + glue */
-    uint32_t bc_miss;       /* miss path glue, LRU victim choice is hardware */
+    uint32_t bc_glue;       /* branch and move around a buddy-cache access */
+    uint32_t bc_hw_access;  /* buddy-cache instructions per access: lookup_bc + read_bc/write_bc */
+    uint32_t bc_miss;       /* miss path glue (the LRU victim choice is hardware) */
+    uint32_t bc_hw_fill;    /* write_bc that fills the entry after a miss */
     uint32_t pin_access;    /* level test + WRAM address */
     uint32_t direct_access; /* fine-grained 8-byte DMA path glue */
     uint32_t blkmeta;       /* block-table record handling */

@@ -104,6 +104,7 @@ void nm_pimm_host_env(nm_pimm_host *d, nm_pimm_env *env)
     env->lock = h_lock;
     env->unlock = h_unlock;
     env->me = h_me;
+    env->hw_op = NULL;
 }
 
 void nm_pimm_host_counters_get(nm_pimm_host *d, nm_pimm_host_counters *o)

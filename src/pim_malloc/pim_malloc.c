@@ -20,8 +20,10 @@ const nm_pimm_costs nm_pimm_cost = {
     .node_update = 7,
     .swbuf_check = 5,
     .swbuf_miss = 14,
-    .bc_hit = 4,  /* lookup_bc, branch, read_bc or write_bc, move: 1-cycle unit */
+    .bc_glue = 2,      /* branch on lookup_bc's result, move of the value */
+    .bc_hw_access = 2, /* lookup_bc + read_bc (or write_bc): 1-cycle unit, Sec. V */
     .bc_miss = 10,
+    .bc_hw_fill = 1,   /* write_bc */
     .pin_access = 3,
     .direct_access = 10,
     .blkmeta = 12,
@@ -62,6 +64,14 @@ static inline void charge(nm_pimm *h, unsigned t, uint32_t n)
 {
     h->ts[t].instructions += n;
     h->env.charge(h->env.ctx, n);
+}
+
+/* Buddy-cache instructions: on the modeled unit when the machine has one. */
+static inline void hw_charge(nm_pimm *h, unsigned t, uint32_t n)
+{
+    h->ts[t].instructions += n;
+    if (h->env.hw_op) h->env.hw_op(h->env.ctx, n);
+    else h->env.charge(h->env.ctx, n);
 }
 
 /* DMA in legal pieces (<= 2048 bytes each). */
@@ -152,7 +162,8 @@ static void bc_writeback(nm_pimm *h, bc_entry *e)
 
 static bc_entry *bc_word(nm_pimm *h, unsigned t, uint32_t w)
 {
-    charge(h, t, nm_pimm_cost.bc_hit);
+    charge(h, t, nm_pimm_cost.bc_glue);
+    hw_charge(h, t, nm_pimm_cost.bc_hw_access);
     h->meta_accesses++;
     bc_entry *victim = NULL;
     for (unsigned i = 0; i < h->bc_n; i++) { /* CAM: one parallel lookup in hardware */
@@ -165,6 +176,7 @@ static bc_entry *bc_word(nm_pimm *h, unsigned t, uint32_t w)
         if (!victim || !e->valid || (victim->valid && e->lru < victim->lru)) victim = e;
     }
     charge(h, t, nm_pimm_cost.bc_miss);
+    hw_charge(h, t, nm_pimm_cost.bc_hw_fill);
     if (victim->valid && victim->dirty) bc_writeback(h, victim);
     uint32_t v = pair_get(pair_read(h, w), w);
     victim->tag = w;
