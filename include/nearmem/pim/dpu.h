@@ -87,38 +87,38 @@ typedef uint32_t sysname_t;
 /* The kernel's entry point, run by every tasklet: `int DPU_MAIN(void) { ... }`. */
 #define DPU_MAIN nm_pim__main
 
-#define NM_PIM__REGISTER_TLS(name, kind_)                                                    \
-    static void *nm_pim__addr_##name(void) { return (void *)&name; }                         \
-    static nm_pim_symbol nm_pim__sym_##name = {.name = #name, .kind = kind_,                \
-                                               .size = (uint32_t)sizeof(name),              \
-                                               .tls_addr = nm_pim__addr_##name};            \
-    __attribute__((constructor)) static void nm_pim__reg_##name(void)                        \
+#define NM_PIM__REGISTER_TLS(nm_v_, kind_)                                                    \
+    static void *nm_pim__addr_##nm_v_(void) { return (void *)&nm_v_; }                         \
+    static nm_pim_symbol nm_pim__sym_##nm_v_ = {.name = #nm_v_, .kind = kind_,                \
+                                               .size = (uint32_t)sizeof(nm_v_),              \
+                                               .tls_addr = nm_pim__addr_##nm_v_};            \
+    __attribute__((constructor)) static void nm_pim__reg_##nm_v_(void)                        \
     {                                                                                       \
-        nm_pim__register_symbol(&nm_pim__this_program, &nm_pim__sym_##name);                 \
+        nm_pim__register_symbol(&nm_pim__this_program, &nm_pim__sym_##nm_v_);                 \
     }
 
 /* A WRAM global, private to each DPU, shared by its tasklets, readable and
  * writable by the host by name. Optional dimensions and initializer:
  *   DPU_WRAM(uint32_t, counts, [NM_PIM_MAX_TASKLETS]);   DPU_WRAM(int, x) = 3; */
-#define DPU_WRAM(type, name, ...)                                \
-    static __thread type name __VA_ARGS__ __dma_aligned;         \
-    NM_PIM__REGISTER_TLS(name, NM_PIM_SYM_WRAM)                  \
-    static __thread type name __VA_ARGS__ __dma_aligned
+#define DPU_WRAM(type, nm_v_, ...)                                \
+    static __thread type nm_v_ __VA_ARGS__ __dma_aligned;         \
+    NM_PIM__REGISTER_TLS(nm_v_, NM_PIM_SYM_WRAM)                  \
+    static __thread type nm_v_ __VA_ARGS__ __dma_aligned
 /* UPMEM's __host: same as DPU_WRAM here (every global is host-visible). */
-#define DPU_HOST(type, name, ...) DPU_WRAM(type, name, __VA_ARGS__)
+#define DPU_HOST(type, nm_v_, ...) DPU_WRAM(type, nm_v_, __VA_ARGS__)
 
 /* An MRAM variable: `name` is a `type *` whose value is its MRAM address.
  *   DPU_MRAM_NOINIT(uint64_t, table, [4096]);  mram_read(&table[i], w, 8);   */
-#define DPU_MRAM_NOINIT(type, name, ...)                                                     \
-    static type *name;                                                                      \
-    static nm_pim_symbol nm_pim__sym_##name = {.name = #name, .kind = NM_PIM_SYM_MRAM,      \
+#define DPU_MRAM_NOINIT(type, nm_v_, ...)                                                     \
+    static type *nm_v_;                                                                      \
+    static nm_pim_symbol nm_pim__sym_##nm_v_ = {.name = #nm_v_, .kind = NM_PIM_SYM_MRAM,      \
                                                .size = (uint32_t)sizeof(type __VA_ARGS__), \
-                                               .mram_ptr = (void **)&name};                 \
-    __attribute__((constructor)) static void nm_pim__reg_##name(void)                        \
+                                               .mram_ptr = (void **)&nm_v_};                 \
+    __attribute__((constructor)) static void nm_pim__reg_##nm_v_(void)                        \
     {                                                                                       \
-        nm_pim__register_symbol(&nm_pim__this_program, &nm_pim__sym_##name);                 \
+        nm_pim__register_symbol(&nm_pim__this_program, &nm_pim__sym_##nm_v_);                 \
     }                                                                                       \
-    struct nm_pim__mram_semicolon_##name
+    struct nm_pim__mram_semicolon_##nm_v_
 
 /* First MRAM address after the program's MRAM variables (8-byte aligned). */
 #define DPU_MRAM_HEAP_POINTER ((__mram_ptr void *)(uintptr_t)nm_pim_mram_heap_pointer())
@@ -165,10 +165,10 @@ typedef struct nm_pim_mutex {
     uint32_t owner; /* tasklet id + 1, 0 = free */
 } nm_pim_mutex;
 typedef nm_pim_mutex *mutex_id_t;
-#define MUTEX_INIT(name)                                \
-    static __thread nm_pim_mutex name[1];               \
-    NM_PIM__REGISTER_TLS(name, NM_PIM_SYM_MUTEX)        \
-    struct nm_pim__mutex_semicolon_##name
+#define MUTEX_INIT(nm_v_)                                \
+    static __thread nm_pim_mutex nm_v_[1];               \
+    NM_PIM__REGISTER_TLS(nm_v_, NM_PIM_SYM_MUTEX)        \
+    struct nm_pim__mutex_semicolon_##nm_v_
 void nm_pim_mutex_lock(mutex_id_t m);
 bool nm_pim_mutex_trylock(mutex_id_t m);
 void nm_pim_mutex_unlock(mutex_id_t m);
@@ -181,10 +181,13 @@ typedef struct barrier_t {
     uint32_t arrived;
     uint32_t generation;
 } barrier_t;
-#define BARRIER_INIT(name, cnt)                                      \
-    static __thread barrier_t name = {.count = (uint32_t)(cnt)};     \
-    NM_PIM__REGISTER_TLS(name, NM_PIM_SYM_SYNC)                      \
-    struct nm_pim__barrier_semicolon_##name
+/* The count must be a constant or NR_TASKLETS (a non-constant count means
+ * "all tasklets of the launch", which is what NR_TASKLETS is). */
+#define BARRIER_INIT(nm_v_, cnt)                                                         \
+    static __thread barrier_t nm_v_ = {                                                  \
+        .count = __builtin_constant_p(cnt) ? (uint32_t)(cnt) : UINT32_MAX};             \
+    NM_PIM__REGISTER_TLS(nm_v_, NM_PIM_SYM_SYNC)                      \
+    struct nm_pim__barrier_semicolon_##nm_v_
 void nm_pim_barrier_wait(barrier_t *b);
 #define barrier_wait(b) nm_pim_barrier_wait(b)
 
@@ -192,10 +195,10 @@ typedef struct sem_t {
     int32_t count;
     uint32_t waiters;
 } sem_t;
-#define SEMAPHORE_INIT(name, value)                                 \
-    static __thread sem_t name = {.count = (int32_t)(value)};       \
-    NM_PIM__REGISTER_TLS(name, NM_PIM_SYM_SYNC)                     \
-    struct nm_pim__sem_semicolon_##name
+#define SEMAPHORE_INIT(nm_v_, value)                                 \
+    static __thread sem_t nm_v_ = {.count = (int32_t)(value)};       \
+    NM_PIM__REGISTER_TLS(nm_v_, NM_PIM_SYM_SYNC)                     \
+    struct nm_pim__sem_semicolon_##nm_v_
 void nm_pim_sem_take(sem_t *s);
 void nm_pim_sem_give(sem_t *s);
 #define sem_take(s) nm_pim_sem_take(s)

@@ -183,9 +183,9 @@ dpu_error_t nm_pim_get_cost(struct dpu_set_t dpu_set, nm_pim_cost *cost);
 uint32_t nm_pim_host_threads(struct dpu_set_t dpu_set);
 
 /* Accounting (see types.h). dpu must be a one-DPU set. */
-dpu_error_t nm_pim_dpu_stats(struct dpu_set_t dpu, nm_pim_dpu_stats *out);
-dpu_error_t nm_pim_tasklet_stats(struct dpu_set_t dpu, uint32_t tasklet, nm_pim_tasklet_stats *out);
-dpu_error_t nm_pim_fault_info(struct dpu_set_t dpu, nm_pim_fault_info *out);
+dpu_error_t nm_pim_get_dpu_stats(struct dpu_set_t dpu, nm_pim_dpu_stats *out);
+dpu_error_t nm_pim_get_tasklet_stats(struct dpu_set_t dpu, uint32_t tasklet, nm_pim_tasklet_stats *out);
+dpu_error_t nm_pim_get_fault(struct dpu_set_t dpu, nm_pim_fault_info *out);
 /* Last launch and last transfer of the allocation `set` belongs to. */
 dpu_error_t nm_pim_last_launch(struct dpu_set_t dpu_set, nm_pim_launch_stats *out);
 dpu_error_t nm_pim_last_xfer(struct dpu_set_t dpu_set, nm_pim_xfer_stats *out);
