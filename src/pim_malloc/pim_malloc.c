@@ -428,9 +428,9 @@ static void tc_return_block(nm_pimm *h, unsigned t, uint32_t b)
 static bool tc_refill(nm_pimm *h, unsigned t, unsigned cls)
 {
     tclass *c = &h->tc[t].c[cls];
-    if (c->active) {
-        blkrec r = {.nfree = 0};
-        rec_write(h, t, c->active - 1, &r, 8, 40);
+    if (c->active) { /* retired full: the record now holds its state (and its class) */
+        blkrec r = {.flags = BLK_TC, .owner = (uint8_t)t, .cls = (uint8_t)cls};
+        rec_write(h, t, c->active - 1, &r, 0, 48);
         c->active = 0;
     }
     if (c->partial) {
@@ -446,9 +446,11 @@ static bool tc_refill(nm_pimm *h, unsigned t, unsigned cls)
         return true;
     }
     if (h->tc[t].spare) {
+        /* No DMA: the record already names the owner (written at init) and
+         * gets the class when the block is retired; until then only the
+         * owner's fast path touches the block and others' frees are refused. */
         uint32_t b = h->tc[t].spare - 1u;
         h->tc[t].spare = 0;
-        rec_set_owner(h, t, b, BLK_TC, (uint8_t)t, (uint8_t)cls);
         tc_activate(h, c, cls, b);
         h->ts[t].tc_spare++;
         return true;
@@ -659,7 +661,7 @@ nm_err nm_pimm_create(nm_pimm **out, const nm_pimm_config *cfg_in, const nm_pimm
             uint32_t a = backend_alloc(h, t, NM_PIMM_BLOCK);
             if (!a) break;
             uint32_t b = (a - c->heap_base) / NM_PIMM_BLOCK;
-            rec_set_owner(h, t, b, BLK_SPARE, (uint8_t)k, 0);
+            rec_set_owner(h, t, b, BLK_TC | BLK_SPARE, (uint8_t)k, 0xff);
             h->tc[k].spare = b + 1;
         }
     }
@@ -754,7 +756,7 @@ nm_err nm_pimm_free(nm_pimm *h, uint32_t ptr)
     }
     blkrec r;
     rec_read(h, t, b, &r, 8);
-    if (r.flags & BLK_SPARE) {
+    if ((r.flags & BLK_SPARE) && r.owner == t) { /* an active ex-spare is caught above */
         s->bad_free++;
         return nm_fail(NM_EBADFREE, "pimFree: 0x%x is in a spare block, never handed out", ptr);
     }

@@ -95,6 +95,12 @@ static void test_thread_cache_layout(void **st)
     nm_pimm_get_stats(d.h, &s);
     assert_int_equal(s.tc_spare, 1);
     assert_int_equal(s.tc_misses, 1);
+    /* the block that was tasklet 0's spare: tasklet 1 may not free into it */
+    uint32_t q = nm_pimm_malloc(d.h, 64);
+    nm_pimm_host_set_tasklet(1);
+    assert_int_equal(nm_pimm_free(d.h, q), NM_EBADFREE);
+    nm_pimm_host_set_tasklet(0);
+    free_ok(&d, q);
     tdpu_close(&d);
 }
 
