@@ -1,0 +1,208 @@
+/* PIM-malloc on the emulated PIM machine: randomized multi-tasklet stress on
+ * many DPUs against a reference model, for every variant. Each tasklet keeps
+ * its live blocks in WRAM and stamps the first and last 8 bytes of each block
+ * through DMA; the host checks after every phase that the live blocks of each
+ * DPU are disjoint, aligned and inside the heap; the last phase frees
+ * everything (checking the stamps) and the heap must be empty again. */
+#include <string.h>
+
+#include "nearmem/common/prng.h"
+#include "nearmem/pim/host.h"
+#include "nearmem/pim_malloc_dpu.h"
+#include "nm_test.h"
+
+#define SLOTS 40
+#define NDPUS 12
+#define TASKLETS 16
+
+DPU_PROGRAM(pimm_stress);
+NM_PIMM_DPU_ALLOCATOR();
+DPU_HOST(uint32_t, k_mode); /* 0 init, 1 random ops, 2 free all + release + check, 3 teardown */
+DPU_HOST(nm_pimm_config, k_cfg);
+DPU_HOST(uint64_t, k_seed);
+DPU_HOST(uint32_t, k_ops);
+DPU_HOST(uint32_t, k_addr, [NM_PIM_MAX_TASKLETS * SLOTS]);
+DPU_HOST(uint32_t, k_size, [NM_PIM_MAX_TASKLETS * SLOTS]);
+DPU_HOST(uint32_t, k_bad, [NM_PIM_MAX_TASKLETS]); /* reference-model violations seen on the DPU */
+DPU_HOST(uint32_t, k_oom, [NM_PIM_MAX_TASKLETS]);
+DPU_HOST(uint32_t, k_err);
+DPU_HOST(uint64_t, k_free_bytes);
+DPU_HOST(uint32_t, k_heap_base);
+DPU_HOST(uint32_t, k_check);
+DPU_HOST(nm_pimm_stats, k_stats);
+DPU_WRAM(nm_rng, k_rng, [NM_PIM_MAX_TASKLETS]);
+
+static uint64_t stamp(uint32_t a, uint32_t size) { return ((uint64_t)a << 32) ^ size ^ 0x5a5a5a5a00000000ull; }
+
+static void put(uint32_t a, uint32_t size)
+{
+    uint64_t v __dma_aligned = stamp(a, size);
+    mram_write(&v, a, 8);
+    mram_write(&v, a + ((size + 7) & ~7u) - 8, 8);
+}
+
+static int ok(uint32_t a, uint32_t size)
+{
+    uint64_t v __dma_aligned, w __dma_aligned;
+    mram_read(a, &v, 8);
+    mram_read(a + ((size + 7) & ~7u) - 8, &w, 8);
+    return v == stamp(a, size) && w == stamp(a, size);
+}
+
+int DPU_MAIN(void)
+{
+    unsigned t = me();
+    if (k_mode == 0) {
+        if (t == 0) {
+            k_err = nm_pimm_dpu_init(&k_cfg);
+            if (!k_err) k_heap_base = nm_pimm_get_config(nm_pimm_dpu_heap())->heap_base;
+        }
+        nm_rng_seed_stream(&k_rng[t], k_seed, t);
+        return 0;
+    }
+    if (k_mode == 3) {
+        if (t == 0) {
+            nm_pimm_get_stats(nm_pimm_dpu_heap(), &k_stats);
+            k_check = nm_pimm_check(nm_pimm_dpu_heap(), &k_free_bytes);
+            nm_pimm_dpu_teardown();
+        }
+        return 0;
+    }
+    uint32_t *addr = &k_addr[t * SLOTS], *size = &k_size[t * SLOTS];
+    if (k_mode == 2) {
+        for (int i = 0; i < SLOTS; i++)
+            if (addr[i]) {
+                if (!ok(addr[i], size[i])) k_bad[t]++;
+                if (nm_pimm_free(nm_pimm_dpu_heap(), addr[i]) != NM_OK) k_bad[t]++;
+                addr[i] = 0;
+            }
+        nm_pimm_release_cache(nm_pimm_dpu_heap());
+        return 0;
+    }
+    nm_rng *r = &k_rng[t];
+    for (uint32_t op = 0; op < k_ops; op++) {
+        unsigned i = (unsigned)nm_rng_below(r, SLOTS);
+        nm_pim_charge(20);
+        if (addr[i]) {
+            if (!ok(addr[i], size[i])) k_bad[t]++;
+            pimFree(addr[i]);
+            addr[i] = 0;
+        } else {
+            uint64_t k = nm_rng_below(r, 100);
+            uint32_t sz = (uint32_t)(k < 75 ? nm_rng_range(r, 1, 300) : k < 95 ? nm_rng_range(r, 301, 2048)
+                                                                               : nm_rng_range(r, 2049, 20000));
+            uint32_t a = pimMalloc(sz);
+            if (!a) {
+                k_oom[t]++;
+                continue;
+            }
+            addr[i] = a;
+            size[i] = sz;
+            put(a, sz);
+        }
+    }
+    return 0;
+}
+
+static int cmp_pair(const void *a, const void *b)
+{
+    const uint32_t *x = a, *y = b;
+    return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+static void launch(struct dpu_set_t set, uint32_t mode, uint32_t tasklets)
+{
+    assert_int_equal(dpu_broadcast_to(set, "k_mode", 0, &mode, 4, DPU_XFER_DEFAULT), DPU_OK);
+    assert_int_equal(nm_pim_set_tasklets(set, tasklets), DPU_OK);
+    assert_int_equal(dpu_launch(set, DPU_SYNCHRONOUS), DPU_OK);
+}
+
+static void check_live(struct dpu_set_t set, const nm_pimm_config *cfg)
+{
+    struct dpu_set_t dpu;
+    static uint32_t addr[NM_PIM_MAX_TASKLETS * SLOTS], size[NM_PIM_MAX_TASKLETS * SLOTS], pairs[NM_PIM_MAX_TASKLETS * SLOTS][2];
+    uint32_t bad[NM_PIM_MAX_TASKLETS];
+    DPU_FOREACH(set, dpu)
+    {
+        assert_int_equal(dpu_copy_from(dpu, "k_addr", 0, addr, sizeof addr), DPU_OK);
+        assert_int_equal(dpu_copy_from(dpu, "k_size", 0, size, sizeof size), DPU_OK);
+        assert_int_equal(dpu_copy_from(dpu, "k_bad", 0, bad, sizeof bad), DPU_OK);
+        for (int t = 0; t < TASKLETS; t++) assert_int_equal(bad[t], 0);
+        uint32_t base = 0;
+        assert_int_equal(dpu_copy_from(dpu, "k_heap_base", 0, &base, 4), DPU_OK);
+        unsigned n = 0;
+        for (unsigned i = 0; i < TASKLETS * SLOTS; i++)
+            if (addr[i]) {
+                assert_int_equal(addr[i] % 8, 0);
+                assert_true(addr[i] >= base && addr[i] + size[i] <= base + cfg->heap_size);
+                pairs[n][0] = addr[i];
+                pairs[n++][1] = size[i];
+            }
+        qsort(pairs, n, sizeof pairs[0], cmp_pair);
+        for (unsigned i = 1; i < n; i++) assert_true(pairs[i - 1][0] + pairs[i - 1][1] <= pairs[i][0]);
+    }
+}
+
+static void run_variant(nm_pimm_variant v, uint64_t seed)
+{
+    struct dpu_set_t set, dpu;
+    uint32_t i;
+    assert_int_equal(dpu_alloc(NDPUS, NULL, &set), DPU_OK);
+    assert_int_equal(dpu_load(set, "pimm_stress", NULL), DPU_OK);
+    nm_pimm_config cfg;
+    nm_pimm_config_default(&cfg, v, 0);
+    cfg.heap_size = 1u << 20; /* small: the workload also meets out-of-memory */
+    cfg.tasklets = TASKLETS;
+    uint32_t ops = 300;
+    assert_int_equal(dpu_broadcast_to(set, "k_cfg", 0, &cfg, sizeof cfg, DPU_XFER_DEFAULT), DPU_OK);
+    assert_int_equal(dpu_broadcast_to(set, "k_ops", 0, &ops, 4, DPU_XFER_DEFAULT), DPU_OK);
+    DPU_FOREACH(set, dpu, i)
+    {
+        uint64_t s = seed * 1000003u + i;
+        assert_int_equal(dpu_copy_to(dpu, "k_seed", 0, &s, 8), DPU_OK);
+    }
+    launch(set, 0, TASKLETS);
+    DPU_FOREACH(set, dpu)
+    {
+        uint32_t err = 1;
+        assert_int_equal(dpu_copy_from(dpu, "k_err", 0, &err, 4), DPU_OK);
+        assert_int_equal(err, 0);
+    }
+    for (int ph = 0; ph < 4; ph++) {
+        launch(set, 1, TASKLETS);
+        check_live(set, &cfg);
+    }
+    launch(set, 2, TASKLETS);
+    check_live(set, &cfg);
+    launch(set, 3, 1);
+    uint64_t mallocs = 0;
+    DPU_FOREACH(set, dpu)
+    {
+        nm_pimm_stats st;
+        assert_int_equal(dpu_copy_from(dpu, "k_stats", 0, &st, sizeof st), DPU_OK);
+        assert_int_equal(st.bad_free + st.double_free + st.misaligned_free + st.remote_free, 0);
+        assert_int_equal(st.reserved, 0); /* every block went back: the heap is empty */
+        uint32_t chk = 1;
+        uint64_t fb = 0;
+        assert_int_equal(dpu_copy_from(dpu, "k_check", 0, &chk, 4), DPU_OK);
+        assert_int_equal(dpu_copy_from(dpu, "k_free_bytes", 0, &fb, 8), DPU_OK);
+        assert_int_equal(chk, NM_OK);
+        assert_int_equal(fb, cfg.heap_size);
+        mallocs += st.mallocs;
+    }
+    assert_true(mallocs > NDPUS * TASKLETS * 300);
+    assert_int_equal(dpu_free(set), DPU_OK);
+}
+
+static void test_machine_stress(void **st)
+{
+    (void)st;
+    uint64_t seed = nm_test_seed(99);
+    for (int v = 0; v < NM_PIMM_VARIANT_COUNT; v++) run_variant((nm_pimm_variant)v, seed + (uint64_t)v);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_machine_stress)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
