@@ -1,0 +1,220 @@
+/* Suite pim-machine: the emulated UPMEM machine itself.
+ *
+ *   va-tasklets   VA (PrIM's vector add) on one DPU, 1..20 tasklets: modeled
+ *                 kernel cycles and speedup over one tasklet (revolver pipeline).
+ *   red-tasklets  the same for the reduction.
+ *   mram-read     modeled MRAM read bandwidth, 8..2048-byte DMAs, 1 and 16 tasklets.
+ *   va-dpus       VA with 16 tasklets over 1..2560 DPUs (weak scaling): modeled
+ *                 kernel and transfer time, host wall time of the emulation.
+ *
+ * Every modeled figure comes from the cost model (docs/pim-machine.md);
+ * host_* figures are wall time on this machine. They are never mixed.
+ * Summary: va_modeled_speedup_16_vs_1_tasklets, mram_read_2048_mbps,
+ * host_seconds_2560dpu_16t. */
+#include <stdlib.h>
+
+#include "nearmem/bench.h"
+#include "nearmem/common.h"
+#include "nearmem/pim/examples.h"
+
+static int fill_va(uint64_t n, int32_t **a, int32_t **b, int32_t **c, uint64_t seed)
+{
+    *a = malloc(n * 4);
+    *b = malloc(n * 4);
+    *c = malloc(n * 4);
+    if (!*a || !*b || !*c)
+        return NM_ENOMEM;
+    nm_rng r;
+    nm_rng_seed(&r, seed);
+    for (uint64_t i = 0; i < n; i++) {
+        (*a)[i] = (int32_t)(nm_rng_u64(&r) >> 40);
+        (*b)[i] = (int32_t)(nm_rng_u64(&r) >> 40);
+    }
+    return NM_OK;
+}
+
+static int check_va(const int32_t *a, const int32_t *b, const int32_t *c, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++)
+        if (c[i] != a[i] + b[i])
+            return NM_ECORRUPT;
+    return NM_OK;
+}
+
+
+int nm_suite_pim_machine(nm_bench *b)
+{
+    const bool quick = nm_bench_quick(b);
+    const uint64_t seed = nm_bench_seed(b);
+    /* Elements per DPU: the tasklet sweep uses a size where every tasklet
+     * streams many blocks; the DPU sweep uses a smaller weak-scaling size. */
+    const uint64_t va_one = (uint64_t)nm_bench_param_num(b, "va_elems_one_dpu", quick ? 262144 : 1048576);
+    const uint64_t va_per = (uint64_t)nm_bench_param_num(b, "va_elems_per_dpu", quick ? 16384 : 65536);
+    const uint32_t threads = nm_bench_threads(b);
+    char profile[64];
+    snprintf(profile, sizeof(profile), "threads=%u", threads);
+
+    nm_bench_config_num(b, "va_elems_one_dpu", (double)va_one);
+    nm_bench_config_num(b, "va_elems_per_dpu", (double)va_per);
+    nm_bench_config_num(b, "host_threads", threads);
+    nm_pim_cost cost = nm_pim_cost_default();
+    nm_bench_config_num(b, "freq_mhz", cost.freq_mhz);
+    nm_bench_config_num(b, "revolver_cycles", cost.revolver_cycles);
+    nm_bench_config_num(b, "dma_read_alpha", cost.dma_read_alpha);
+    nm_bench_config_num(b, "dma_read_beta", cost.dma_read_beta);
+    nm_bench_config_num(b, "dma_write_alpha", cost.dma_write_alpha);
+    nm_bench_config_num(b, "va_instr_per_elem", NM_PIM_VA_INSTR_PER_ELEM);
+    nm_bench_config_str(b, "note", "modeled_* figures come from the cost model; host_* are wall time on this host");
+    nm_bench_plot_spec(b,
+                       "[{\"title\":\"VA and RED on one DPU (modeled)\",\"x\":\"tasklets\",\"y\":\"modeled_speedup\","
+                       "\"series\":\"kernel\",\"kind\":\"line\",\"filter\":{\"experiment\":\"tasklets\"}},"
+                       "{\"title\":\"MRAM read bandwidth (modeled)\",\"x\":\"dma_bytes\",\"y\":\"modeled_mbps\","
+                       "\"series\":\"tasklets\",\"kind\":\"line\",\"logx\":true,\"filter\":{\"experiment\":\"mram-read\"}},"
+                       "{\"title\":\"VA weak scaling, 16 tasklets\",\"x\":\"dpus\",\"y\":\"seconds\",\"series\":\"what\","
+                       "\"kind\":\"line\",\"logx\":true,\"logy\":true,\"filter\":{\"experiment\":\"va-dpus\"}}]");
+
+    int rc = NM_OK;
+    struct dpu_set_t one;
+    if (dpu_alloc(1, profile, &one) != DPU_OK)
+        return NM_ENOMEM;
+
+    /* ---- tasklet sweeps on one DPU ---- */
+    static const uint32_t tl[] = {1, 2, 4, 8, 11, 12, 16, 20};
+    int32_t *a = NULL, *bb = NULL, *c = NULL;
+    uint64_t *v = NULL;
+    if ((rc = fill_va(va_one, &a, &bb, &c, seed)) != NM_OK)
+        goto out;
+    double va1 = 0, va16 = 0, red1 = 0;
+    for (size_t k = 0; k < NM_ARRAY_LEN(tl); k++) {
+        nm_pim_run_report r;
+        dpu_error_t e = nm_pim_va_run(one, tl[k], a, bb, c, va_one, &r);
+        if (e != DPU_OK || check_va(a, bb, c, va_one) != NM_OK) {
+            nm_bench_progress(b, "VA with %u tasklets failed: %s", tl[k], dpu_error_to_string(e));
+            rc = NM_EFAULT;
+            goto out;
+        }
+        if (tl[k] == 1)
+            va1 = r.modeled_kernel_s;
+        if (tl[k] == 16)
+            va16 = r.modeled_kernel_s;
+        nm_bench_row *row = nm_bench_row_new(b);
+        nm_bench_row_str(row, "experiment", "tasklets");
+        nm_bench_row_str(row, "kernel", "VA");
+        nm_bench_row_num(row, "tasklets", tl[k]);
+        nm_bench_row_num(row, "modeled_cycles", (double)r.max_cycles);
+        nm_bench_row_num(row, "modeled_kernel_s", r.modeled_kernel_s);
+        nm_bench_row_num(row, "modeled_speedup", va1 / r.modeled_kernel_s);
+        nm_bench_row_num(row, "modeled_ipc", (double)r.instructions / (double)r.max_cycles);
+        nm_bench_row_num(row, "host_s", r.host_s);
+    }
+    v = malloc(va_one * 8);
+    if (!v) {
+        rc = NM_ENOMEM;
+        goto out;
+    }
+    uint64_t expect = 0;
+    for (uint64_t i = 0; i < va_one; i++)
+        expect += (v[i] = i * 2654435761u);
+    for (size_t k = 0; k < NM_ARRAY_LEN(tl); k++) {
+        nm_pim_run_report r;
+        uint64_t sum = 0;
+        dpu_error_t e = nm_pim_red_run(one, tl[k], v, va_one, &sum, &r);
+        if (e != DPU_OK || sum != expect) {
+            nm_bench_progress(b, "RED with %u tasklets failed: %s", tl[k], dpu_error_to_string(e));
+            rc = NM_EFAULT;
+            goto out;
+        }
+        if (tl[k] == 1)
+            red1 = r.modeled_kernel_s;
+        nm_bench_row *row = nm_bench_row_new(b);
+        nm_bench_row_str(row, "experiment", "tasklets");
+        nm_bench_row_str(row, "kernel", "RED");
+        nm_bench_row_num(row, "tasklets", tl[k]);
+        nm_bench_row_num(row, "modeled_cycles", (double)r.max_cycles);
+        nm_bench_row_num(row, "modeled_kernel_s", r.modeled_kernel_s);
+        nm_bench_row_num(row, "modeled_speedup", red1 / r.modeled_kernel_s);
+        nm_bench_row_num(row, "modeled_ipc", (double)r.instructions / (double)r.max_cycles);
+        nm_bench_row_num(row, "host_s", r.host_s);
+    }
+    nm_bench_summary_num(b, "va_modeled_speedup_16_vs_1_tasklets", va1 / va16);
+
+    /* ---- MRAM read bandwidth ---- */
+    static const uint32_t dma[] = {8, 32, 128, 512, 1024, 2048};
+    static const uint32_t dtl[] = {1, 16};
+    for (size_t j = 0; j < NM_ARRAY_LEN(dtl); j++)
+        for (size_t k = 0; k < NM_ARRAY_LEN(dma); k++) {
+            double mbps = 0;
+            dpu_error_t e = nm_pim_mram_stream_run(one, dtl[j], dma[k], 64 * 1024, &mbps);
+            if (e != DPU_OK) {
+                rc = NM_EFAULT;
+                goto out;
+            }
+            nm_bench_row *row = nm_bench_row_new(b);
+            nm_bench_row_str(row, "experiment", "mram-read");
+            nm_bench_row_num(row, "tasklets", dtl[j]);
+            nm_bench_row_num(row, "dma_bytes", dma[k]);
+            nm_bench_row_num(row, "modeled_mbps", mbps);
+            if (dma[k] == 2048 && dtl[j] == 16)
+                nm_bench_summary_num(b, "mram_read_2048_mbps", mbps);
+        }
+    dpu_free(one);
+    one.sys = NULL;
+    free(a);
+    free(bb);
+    free(c);
+    a = bb = c = NULL;
+
+    /* ---- DPU sweep (weak scaling), 16 tasklets ---- */
+    static const uint32_t dp[] = {1, 64, 640, 2560};
+    for (size_t k = 0; k < NM_ARRAY_LEN(dp); k++) {
+        if (quick && dp[k] == 640)
+            continue;
+        uint64_t n = va_per * dp[k];
+        if ((rc = fill_va(n, &a, &bb, &c, seed + k)) != NM_OK)
+            goto out;
+        struct dpu_set_t set;
+        uint64_t t0 = nm_now_ns();
+        if (dpu_alloc(dp[k], profile, &set) != DPU_OK) {
+            rc = NM_ENOMEM;
+            goto out;
+        }
+        nm_pim_run_report r;
+        dpu_error_t e = nm_pim_va_run(set, 16, a, bb, c, n, &r);
+        uint64_t resident = nm_pim_mram_resident_bytes(set);
+        dpu_free(set);
+        double host_total = nm_ns_to_s(nm_now_ns() - t0);
+        if (e != DPU_OK || check_va(a, bb, c, n) != NM_OK) {
+            rc = NM_EFAULT;
+            goto out;
+        }
+        const char *what[] = {"modeled_kernel_s", "modeled_xfer_s", "host_s"};
+        double val[] = {r.modeled_kernel_s, r.modeled_xfer_to_s + r.modeled_xfer_from_s, host_total};
+        for (int w = 0; w < 3; w++) {
+            nm_bench_row *row = nm_bench_row_new(b);
+            nm_bench_row_str(row, "experiment", "va-dpus");
+            nm_bench_row_num(row, "dpus", dp[k]);
+            nm_bench_row_num(row, "tasklets", 16);
+            nm_bench_row_str(row, "what", what[w]);
+            nm_bench_row_num(row, "seconds", val[w]);
+            nm_bench_row_num(row, "mram_resident_mib", (double)resident / 1048576.0);
+        }
+        nm_bench_progress(b, "VA %u DPUs x 16 tasklets: modeled kernel %.3g s, modeled transfers %.3g s, host %.2f s",
+                          dp[k], r.modeled_kernel_s, r.modeled_xfer_to_s + r.modeled_xfer_from_s, host_total);
+        if (dp[k] == 2560) {
+            nm_bench_summary_num(b, "host_seconds_2560dpu_16t", host_total);
+            nm_bench_summary_num(b, "modeled_kernel_seconds_2560dpu_16t", r.modeled_kernel_s);
+        }
+        free(a);
+        free(bb);
+        free(c);
+        a = bb = c = NULL;
+    }
+out:
+    if (one.sys)
+        dpu_free(one);
+    free(a);
+    free(bb);
+    free(c);
+    free(v);
+    return rc;
+}
