@@ -9,8 +9,60 @@
  * adaptive. A = bytes the allocator took from its heap, U = bytes the data
  * structure holds, both at the end of the update (Table III). */
 #include <math.h>
+#include <stdlib.h>
 
 #include "pimm_bench.h"
+
+#ifdef PIMM_WITH_MACHINE
+/* The update timed on the emulated machine (graph_update.c): partitions
+ * 0..nparts-1 of ndpus, 16 tasklets each; kernel time is the slowest DPU's. */
+static nm_err graph_timed(nm_bench *b, double scale, unsigned ndpus)
+{
+    unsigned nparts = (unsigned)nm_bench_param_num(b, "timed_dpus", nm_bench_quick(b) ? 8 : 16);
+    if (nparts > ndpus) nparts = ndpus;
+    pimm_graph *parts = calloc(nparts, sizeof *parts);
+    if (!parts) return nm_fail(NM_ENOMEM, "partitions");
+    nm_err e = pimm_graph_make_all(parts, scale, ndpus, nparts, nm_bench_seed(b));
+    nm_bench_config_num(b, "timed_dpus", nparts);
+    double t_csr = 0, t[2][3] = {{0}};
+    static const nm_pimm_variant vs[] = {NM_PIMM_STRAWMAN, NM_PIMM_SW, NM_PIMM_HWSW};
+    if (!e) {
+        nm_bench_progress(b, "CSR update on %u DPUs", nparts);
+        e = pimm_graph_update_time(parts, nparts, 0, NM_PIMM_SW, &t_csr, NULL);
+    }
+    if (!e) {
+        nm_bench_row *row = nm_bench_row_new(b);
+        nm_bench_row_str(row, "experiment", "update_time");
+        nm_bench_row_str(row, "structure", "csr");
+        nm_bench_row_str(row, "variant", "static");
+        nm_bench_row_num(row, "modeled_seconds", t_csr);
+    }
+    for (int s = 0; s < 2 && !e; s++)
+        for (unsigned vi = 0; vi < NM_ARRAY_LEN(vs) && !e; vi++) {
+            nm_pimm_stats st;
+            nm_bench_progress(b, "%s update with %s", s ? "array" : "list", nm_pimm_variant_name(vs[vi]));
+            e = pimm_graph_update_time(parts, nparts, s + 1, vs[vi], &t[s][vi], &st);
+            if (e) break;
+            nm_bench_row *row = nm_bench_row_new(b);
+            nm_bench_row_str(row, "experiment", "update_time");
+            nm_bench_row_str(row, "structure", s ? "vararray" : "lists");
+            nm_bench_row_str(row, "variant", nm_pimm_variant_name(vs[vi]));
+            nm_bench_row_num(row, "modeled_seconds", t[s][vi]);
+            nm_bench_row_num(row, "speedup_over_csr", t_csr / t[s][vi]);
+            nm_bench_row_num(row, "dpu0_mallocs", (double)st.mallocs);
+        }
+    for (unsigned p = 0; p < nparts; p++) pimm_graph_free(&parts[p]);
+    free(parts);
+    if (e) return e;
+    nm_bench_summary_num(b, "speedup_lists_vs_csr", t_csr / t[0][2]); /* HW/SW, as Sec. VI-B */
+    nm_bench_summary_num(b, "speedup_vararray_vs_csr", t_csr / t[1][2]);
+    nm_bench_summary_num(b, "speedup_lists_sw_vs_csr", t_csr / t[0][1]);
+    nm_bench_summary_num(b, "speedup_lists_strawman_vs_csr", t_csr / t[0][0]);
+    nm_bench_summary_num(b, "speedup_vararray_sw_vs_csr", t_csr / t[1][1]);
+    nm_bench_summary_num(b, "speedup_vararray_strawman_vs_csr", t_csr / t[1][0]);
+    return NM_OK;
+}
+#endif
 
 int nm_suite_pim_malloc_graph(nm_bench *b)
 {
@@ -37,6 +89,7 @@ int nm_suite_pim_malloc_graph(nm_bench *b)
             if (e) break;
             double frag = (double)r.reserved / (double)r.requested;
             nm_bench_row *row = nm_bench_row_new(b);
+            nm_bench_row_str(row, "experiment", "fragmentation");
             nm_bench_row_str(row, "structure", s == PIMM_WL_LISTS ? "lists" : "vararray");
             nm_bench_row_str(row, "variant", nm_pimm_variant_name(vs[vi]));
             nm_bench_row_num(row, "update_mallocs", (double)r.mallocs);
@@ -47,7 +100,15 @@ int nm_suite_pim_malloc_graph(nm_bench *b)
             nm_bench_summary_num(b, keys[s][vi], frag);
         }
     pimm_graph_free(&g);
+    if (e) return e;
+#ifdef PIMM_WITH_MACHINE
+    e = graph_timed(b, scale, ndpus);
+#else
+    nm_bench_config_str(b, "timed_update", "not built: needs the emulated PIM machine (src/pim)");
+#endif
     nm_bench_plot_spec(b, "[{\"title\":\"fragmentation A/U (Table III)\",\"x\":\"structure\",\"y\":\"fragmentation_A_over_U\","
-                          "\"series\":\"variant\",\"kind\":\"bar\"}]");
+                          "\"series\":\"variant\",\"kind\":\"bar\",\"filter\":{\"experiment\":\"fragmentation\"}},"
+                          "{\"title\":\"graph update, modeled seconds\",\"x\":\"structure\",\"y\":\"modeled_seconds\","
+                          "\"series\":\"variant\",\"kind\":\"bar\",\"logy\":true,\"filter\":{\"experiment\":\"update_time\"}}]");
     return e;
 }

@@ -43,6 +43,8 @@ typedef struct pimm_graph {
 #define PIMM_GRAPH_MEDIAN_DPU 0xffffffffu
 nm_err pimm_graph_make(pimm_graph *g, double scale, unsigned ndpus, unsigned dpu, uint64_t seed);
 void pimm_graph_free(pimm_graph *g);
+/* Partitions 0..nparts-1 of the same graph in one pass. */
+nm_err pimm_graph_make_all(pimm_graph *parts, double scale, unsigned ndpus, unsigned nparts, uint64_t seed);
 
 enum { PIMM_WL_LISTS = 0, PIMM_WL_VARARRAY = 1 };
 /* Build the pre-update structure, reset counters, insert the new edges. */
@@ -53,6 +55,14 @@ nm_err pimm_wl_graph(const pimm_graph *g, int structure, nm_pimm_variant v, unsi
  * prompt and output lengths decode in lock-step over one DPU's heap. */
 nm_err pimm_wl_kv(const uint32_t *out_len, unsigned nreq, uint32_t prompt, nm_pimm_variant v, unsigned tasklets,
                   uint32_t heap_size, pimm_wl_result *out);
+
+#ifdef PIMM_WITH_MACHINE
+/* Modeled seconds of inserting the new edges of partitions 0..nparts-1 (one
+ * DPU each, 16 tasklets) into a CSR (0), lists (1) or arrays (2); statistics
+ * of DPU 0's allocator for 1 and 2. graph_update.c. */
+nm_err pimm_graph_update_time(const pimm_graph *parts, unsigned nparts, int structure, nm_pimm_variant v,
+                              double *seconds, nm_pimm_stats *st0);
+#endif
 
 /* Share of pimMalloc served by the thread caches of PIM-malloc-SW over the
  * graph (lists, variable arrays) and KV workloads (Fig. 11a). */

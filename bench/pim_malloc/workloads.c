@@ -307,3 +307,48 @@ nm_err pimm_frontend_fraction(nm_bench *b, double *out)
     *out = (f[0] + f[1] + f[2]) / 3.0; /* the paper's "on average" over its workloads */
     return NM_OK;
 }
+
+nm_err pimm_graph_make_all(pimm_graph *parts, double scale, unsigned ndpus, unsigned nparts, uint64_t seed)
+{
+    uint32_t n = (uint32_t)(GOWALLA_NODES * scale), m = (uint32_t)(GOWALLA_EDGES * scale);
+    if (n < ndpus || !ndpus || nparts > ndpus) return nm_fail(NM_EINVAL, "graph: bad scale or partition");
+    memset(parts, 0, nparts * sizeof *parts);
+    nm_rng r;
+    nm_rng_seed_stream(&r, seed, 0x67726170u);
+    uint32_t *cap_old = calloc(nparts, 4), *cap_new = calloc(nparts, 4);
+    if (!cap_old || !cap_new) {
+        free(cap_old), free(cap_new);
+        return nm_fail(NM_ENOMEM, "graph");
+    }
+    for (unsigned p = 0; p < nparts; p++) {
+        parts[p].dpu = p;
+        parts[p].nodes = (n - p + ndpus - 1) / ndpus;
+    }
+    nm_err e = NM_OK;
+    for (uint32_t i = 0; i < m && !e; i++) {
+        uint64_t s, d;
+        nm_rng_rmat_edge_n(&r, n, 0.57, 0.19, 0.19, &s, &d);
+        bool is_new = nm_rng_below(&r, 3) == 0; /* same stream as pimm_graph_make */
+        unsigned p = (unsigned)(s % ndpus);
+        if (p >= nparts) continue;
+        pimm_graph *g = &parts[p];
+        uint32_t **src = is_new ? &g->new_src : &g->old_src, **dst = is_new ? &g->new_dst : &g->old_dst;
+        uint32_t *cnt = is_new ? &g->n_new : &g->n_old, *cap = is_new ? &cap_new[p] : &cap_old[p];
+        if (*cnt == *cap) {
+            *cap = *cap ? 2 * *cap : 1024;
+            uint32_t *a = realloc(*src, *cap * 4), *b = a ? realloc(*dst, *cap * 4) : NULL;
+            if (a) *src = a;
+            if (b) *dst = b;
+            if (!a || !b) e = nm_fail(NM_ENOMEM, "graph edges");
+        }
+        if (!e) {
+            (*src)[*cnt] = (uint32_t)(s / ndpus);
+            (*dst)[(*cnt)++] = (uint32_t)d;
+        }
+    }
+    free(cap_old);
+    free(cap_new);
+    if (e)
+        for (unsigned p = 0; p < nparts; p++) pimm_graph_free(&parts[p]);
+    return e;
+}
