@@ -114,6 +114,12 @@ void nm_coro_destroy(nm_coro *c)
 
 static char *stack_lo(const nm_coro *c) { return (char *)c->stack + (size_t)sysconf(_SC_PAGESIZE); }
 
+void nm_coro_stack_bounds(const nm_coro *c, const void **lo, const void **hi)
+{
+    *lo = stack_lo(c);
+    *hi = stack_lo(c) + c->stack_size;
+}
+
 void nm_coro_reset(nm_coro *c, void (*fn)(void *), void *arg)
 {
     c->fn = fn;

@@ -46,6 +46,8 @@ void nm_coro_host_fini(nm_coro_host *h);
 /* Allocate a stack (mmap + guard page). 0 on success. */
 int nm_coro_create(nm_coro *c, size_t stack_size);
 void nm_coro_destroy(nm_coro *c);
+/* Usable stack range [lo, hi). */
+void nm_coro_stack_bounds(const nm_coro *c, const void **lo, const void **hi);
 /* Prepare c to run fn(arg) from the start at its next resume. */
 void nm_coro_reset(nm_coro *c, void (*fn)(void *), void *arg);
 /* Host side: run c until it yields (or finishes: fn must not return; it

@@ -27,6 +27,10 @@
 #include "internal.h"
 #include "nearmem/common/util.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
+
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define NM_PIM_CORO_STACK (1024u * 1024u) /* sanitizers need larger frames */
 #else
@@ -614,6 +618,33 @@ mram_addr_t nm_pim_mram_heap_pointer(void)
     return NM_PIM_MRAM_BASE + w->d->prog->mram_vars_bytes;
 }
 
+/* Is [p, p + n) WRAM of the running DPU: the mem_alloc heap, the calling
+ * tasklet's stack, or one of the program's globals? Catches kernels that
+ * hand a host buffer to mram_read/mram_write. */
+static bool in_wram(worker *w, const void *p, uint32_t n)
+{
+    uintptr_t a = (uintptr_t)p, e = a + n;
+    if (a >= (uintptr_t)w->heap && e <= (uintptr_t)w->heap + NM_PIM_WRAM_SIZE)
+        return true;
+    const void *lo, *hi;
+    nm_coro_stack_bounds(&w->cur->coro, &lo, &hi);
+    if (a >= (uintptr_t)lo && e <= (uintptr_t)hi)
+        return true;
+    for (const nm_pim_symbol *s = w->d->prog->symbols; s; s = s->next) {
+        if (!s->tls_addr)
+            continue;
+        uintptr_t b = (uintptr_t)s->tls_addr();
+        if (a >= b && e <= b + s->size)
+            return true;
+    }
+#if defined(__SANITIZE_ADDRESS__)
+    /* ASan may move stack locals to its fake stack. */
+    if (__asan_addr_is_in_fake_stack(__asan_get_current_fake_stack(), (void *)p, NULL, NULL))
+        return true;
+#endif
+    return false;
+}
+
 static void dma_check(worker *w, uint64_t mram, const void *wram, uint32_t n, const char *fn)
 {
     if (n < NM_PIM_DMA_MIN || n > NM_PIM_DMA_MAX || n % NM_PIM_DMA_ALIGN)
@@ -625,6 +656,9 @@ static void dma_check(worker *w, uint64_t mram, const void *wram, uint32_t n, co
     if ((uintptr_t)wram % NM_PIM_DMA_ALIGN)
         TFAULT(w, NM_PIM_FAULT_DMA_ALIGN, (uint64_t)(uintptr_t)wram, n,
                "%s: WRAM buffer %p is not 8-byte aligned", fn, wram);
+    if (!in_wram(w, wram, n))
+        TFAULT(w, NM_PIM_FAULT_WRAM_BOUNDS, (uint64_t)(uintptr_t)wram, n,
+               "%s: buffer %p (+%u) is not in WRAM (globals, tasklet stack or mem_alloc heap)", fn, wram, n);
     if (mram < NM_PIM_MRAM_BASE || mram + n > (uint64_t)NM_PIM_MRAM_BASE + NM_PIM_MRAM_SIZE)
         TFAULT(w, NM_PIM_FAULT_MRAM_BOUNDS, mram, n,
                "%s: [0x%llx, +%u) is outside MRAM [0x%x, 0x%x)", fn, (unsigned long long)mram, n,

@@ -137,6 +137,6 @@ const char *nm_pim_fault_name(nm_pim_fault_code c)
 {
     static const char *const names[NM_PIM_FAULT_COUNT] = {
         "none", "dma-size", "dma-align", "mram-bounds", "wram-overflow", "tasklets",
-        "deadlock", "mutex", "barrier", "hw-unit", "kernel"};
+        "deadlock", "mutex", "barrier", "hw-unit", "kernel", "wram-bounds"};
     return (unsigned)c < NM_PIM_FAULT_COUNT ? names[c] : "unknown";
 }

@@ -1,5 +1,6 @@
 #include "pim_test_kernels.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "nearmem/pim/dpu.h"
@@ -22,6 +23,8 @@ MUTEX_INIT(mtx2);
 BARRIER_INIT(bar, NR_TASKLETS);
 BARRIER_INIT(bar30, 30);
 SEMAPHORE_INIT(sem, 0);
+
+void *g_hostbuf;
 
 typedef struct hw_counter_state {
     uint64_t execs;
@@ -49,6 +52,19 @@ static void do_fault(uint32_t kind)
     case F_BARRIER_COUNT: barrier_wait(&bar30); break;
     case F_KERNEL: nm_pim_fault("test fault"); break;
     case F_HW_REFUSE: nm_pim_hw_refuse(&g_unit, "test refusal"); break;
+    case F_WRAM_HOSTPTR: {
+        uint64_t *h = malloc(64);
+        g_hostbuf = h; /* freed by the host test */
+        mram_read(heap, h, 8);
+        break;
+    }
+    case F_STACK_DMA: {
+        uint64_t local[4] __dma_aligned;
+        mram_read(heap, local, sizeof(local));
+        mram_read(heap, slot, 16);
+        mram_write(&res2, heap + 64, 8);
+        break;
+    }
     default: break;
     }
 }

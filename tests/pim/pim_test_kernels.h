@@ -40,6 +40,8 @@ enum pim_test_fault {
     F_BARRIER_COUNT,   /* barrier of 30 tasklets */
     F_KERNEL,          /* nm_pim_fault */
     F_HW_REFUSE,       /* nm_pim_hw_refuse */
+    F_WRAM_HOSTPTR,    /* mram_read into a host malloc buffer */
+    F_STACK_DMA,       /* (not a fault) mram_read into a tasklet stack buffer and a global */
     F_COUNT
 };
 

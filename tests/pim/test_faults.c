@@ -6,6 +6,8 @@
 #include "nm_test.h"
 #include "pim_test_kernels.h"
 
+extern void *g_hostbuf;
+
 static const struct {
     enum pim_test_fault kind;
     nm_pim_fault_code code;
@@ -17,7 +19,7 @@ static const struct {
     {F_WRITE_ABOVE, NM_PIM_FAULT_MRAM_BOUNDS}, {F_HEAP_OVERFLOW, NM_PIM_FAULT_WRAM_OVERFLOW},
     {F_DEADLOCK, NM_PIM_FAULT_DEADLOCK},       {F_BAD_UNLOCK, NM_PIM_FAULT_MUTEX},
     {F_BARRIER_COUNT, NM_PIM_FAULT_BARRIER},   {F_KERNEL, NM_PIM_FAULT_KERNEL},
-    {F_HW_REFUSE, NM_PIM_FAULT_HW_UNIT},
+    {F_HW_REFUSE, NM_PIM_FAULT_HW_UNIT},       {F_WRAM_HOSTPTR, NM_PIM_FAULT_WRAM_BOUNDS},
 };
 
 static void expect_fault_on_first(struct dpu_set_t set, nm_pim_fault_code code, uint32_t tasklet)
@@ -71,7 +73,12 @@ static void test_dma_and_sync_faults(void **state)
         assert_int_equal(dpu_status(set, &done, &fault), DPU_OK);
         assert_false(fault);
         DPU_FOREACH(set, dpu) assert_int_equal(pim_test_res(dpu, 3), 3);
+        free(g_hostbuf);
+        g_hostbuf = NULL;
     }
+    /* DMA to a tasklet's stack buffer and to globals is fine. */
+    pim_test_set_args(set, M_FAULT, F_STACK_DMA, 0, 1);
+    assert_int_equal(dpu_launch(set, DPU_SYNCHRONOUS), DPU_OK);
     /* Asynchronous launch: the fault shows in dpu_status and dpu_sync. */
     DPU_FOREACH(set, dpu, i) pim_test_set_args(dpu, M_FAULT, i == 0 ? F_KERNEL : F_COUNT, 0, 0);
     assert_int_equal(dpu_launch(set, DPU_ASYNCHRONOUS), DPU_OK);

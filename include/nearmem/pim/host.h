@@ -98,9 +98,13 @@ dpu_error_t dpu_get_nr_dpus(struct dpu_set_t dpu_set, uint32_t *nr_dpus);
 dpu_error_t dpu_get_nr_ranks(struct dpu_set_t dpu_set, uint32_t *nr_ranks);
 
 /* Load a program: `binary` is the name given to DPU_PROGRAM(), or
- * "path/to/lib.so:name" to dlopen a shared object first. Resets the DPUs:
- * WRAM globals to their initial values, MRAM to zero, statistics, faults,
- * modeled hardware units. `program` may be NULL. */
+ * "path/to/lib.so:name" to dlopen a shared object first. Resets the DPUs'
+ * WRAM globals to their initial values, statistics, faults and modeled
+ * hardware units; MRAM keeps its contents (as on the hardware, where only
+ * the binary's initialised MRAM sections are written). `program` may be NULL.
+ * Refused: unknown name (DPU_ERR_ELF_NO_SUCH_FILE), more than 56 mutexes
+ * (DPU_ERR_INVALID_WRAM_ACCESS), MRAM variables beyond 64 MiB
+ * (DPU_ERR_INVALID_MRAM_ACCESS). */
 dpu_error_t dpu_load(struct dpu_set_t dpu_set, const char *binary, struct dpu_program_t **program);
 
 /* Boot every DPU of the set. Synchronous: returns when all are done,

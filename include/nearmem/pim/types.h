@@ -75,6 +75,7 @@ typedef enum nm_pim_fault_code {
     NM_PIM_FAULT_BARRIER,       /* barrier count larger than the tasklet count, or 0 */
     NM_PIM_FAULT_HW_UNIT,       /* a modeled hardware unit refused an operation */
     NM_PIM_FAULT_KERNEL,        /* the kernel called nm_pim_fault() (the `fault` instruction) */
+    NM_PIM_FAULT_WRAM_BOUNDS,   /* DMA buffer outside WRAM (globals, tasklet stack, mem_alloc heap) */
     NM_PIM_FAULT_COUNT
 } nm_pim_fault_code;
 
