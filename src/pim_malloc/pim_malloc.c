@@ -130,13 +130,19 @@ static uint32_t *sb_word(nm_pimm *h, unsigned t, uint32_t w)
         return &h->sb[w - h->sb_w0];
     }
     charge(h, t, nm_pimm_cost.swbuf_miss);
+    /* The transfer goes through a stack bounce buffer only because the
+     * emulated machine accepts DMA buffers in its WRAM (globals, stacks) and
+     * this allocator object is host memory; the modeled DMA is the same. */
+    uint64_t bounce[2048 / 8];
     uint32_t bytes = h->sb_words * 4;
     if (h->sb_valid && h->sb_dirty) {
-        dma_wr(h, h->tree_base + h->sb_w0 * 4, h->sb, bytes);
+        memcpy(bounce, h->sb, bytes);
+        dma_wr(h, h->tree_base + h->sb_w0 * 4, bounce, bytes);
         h->meta_wr += bytes;
     }
     h->sb_w0 = w - w % h->sb_words;
-    dma_rd(h, h->tree_base + h->sb_w0 * 4, h->sb, bytes);
+    dma_rd(h, h->tree_base + h->sb_w0 * 4, bounce, bytes);
+    memcpy(h->sb, bounce, bytes);
     h->meta_rd += bytes;
     h->sb_valid = true;
     h->sb_dirty = false;

@@ -114,7 +114,17 @@ static void launch(struct dpu_set_t set, uint32_t mode, uint32_t tasklets)
 {
     assert_int_equal(dpu_broadcast_to(set, "k_mode", 0, &mode, 4, DPU_XFER_DEFAULT), DPU_OK);
     assert_int_equal(nm_pim_set_tasklets(set, tasklets), DPU_OK);
-    assert_int_equal(dpu_launch(set, DPU_SYNCHRONOUS), DPU_OK);
+    dpu_error_t e = dpu_launch(set, DPU_SYNCHRONOUS);
+    if (e == DPU_ERR_DPU_FAULT) {
+        struct dpu_set_t dpu;
+        DPU_FOREACH(set, dpu)
+        {
+            nm_pim_fault_info fi;
+            if (nm_pim_get_fault(dpu, &fi) == DPU_OK && fi.code != NM_PIM_FAULT_NONE)
+                fail_msg("DPU fault %s (tasklet %u): %s", nm_pim_fault_name(fi.code), fi.tasklet, fi.message);
+        }
+    }
+    assert_int_equal(e, DPU_OK);
 }
 
 static void check_live(struct dpu_set_t set, const nm_pimm_config *cfg)
