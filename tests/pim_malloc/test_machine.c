@@ -17,7 +17,7 @@
 
 DPU_PROGRAM(pimm_stress);
 NM_PIMM_DPU_ALLOCATOR();
-DPU_HOST(uint32_t, k_mode); /* 0 init, 1 random ops, 2 free all + release + check, 3 teardown */
+DPU_HOST(uint32_t, k_mode); /* 0 init, 1 random ops, 2 free all + release + check, 3 teardown, 4 paper API */
 DPU_HOST(nm_pimm_config, k_cfg);
 DPU_HOST(uint64_t, k_seed);
 DPU_HOST(uint32_t, k_ops);
@@ -58,6 +58,24 @@ int DPU_MAIN(void)
             if (!k_err) k_heap_base = nm_pimm_get_config(nm_pimm_dpu_heap())->heap_base;
         }
         nm_rng_seed_stream(&k_rng[t], k_seed, t);
+        return 0;
+    }
+    if (k_mode == 4) { /* the paper's API (Table II) with custom size classes */
+        static const uint32_t classes[] = {24, 200, 0};
+        if (t == 0) {
+            initAllocator(1u << 20, classes);
+            mram_addr_t a = pimMalloc(20), b = pimMalloc(20), c = pimMalloc(150), big = pimMalloc(5000);
+            if (!a || b != a + 24 || !c || c % 8 || !big || big % 4096) k_bad[0]++;
+            if (pimMalloc(0) || pimMalloc(2u << 20)) k_bad[0]++;
+            pimFree(a);
+            pimFree(a); /* double free: counted, not fatal */
+            pimFree(b + 4);
+            pimFree(b);
+            pimFree(c);
+            pimFree(big);
+            nm_pimm_get_stats(nm_pimm_dpu_heap(), &k_stats);
+            nm_pimm_dpu_teardown();
+        }
         return 0;
     }
     if (k_mode == 3) {
@@ -204,6 +222,30 @@ static void run_variant(nm_pimm_variant v, uint64_t seed)
     assert_int_equal(dpu_free(set), DPU_OK);
 }
 
+static void test_machine_paper_api(void **st)
+{
+    (void)st;
+    struct dpu_set_t set;
+    assert_int_equal(dpu_alloc(2, NULL, &set), DPU_OK);
+    assert_int_equal(dpu_load(set, "pimm_stress", NULL), DPU_OK);
+    launch(set, 4, 4);
+    struct dpu_set_t dpu;
+    DPU_FOREACH(set, dpu)
+    {
+        uint32_t bad[NM_PIM_MAX_TASKLETS];
+        nm_pimm_stats st;
+        assert_int_equal(dpu_copy_from(dpu, "k_bad", 0, bad, sizeof bad), DPU_OK);
+        assert_int_equal(bad[0], 0);
+        assert_int_equal(dpu_copy_from(dpu, "k_stats", 0, &st, sizeof st), DPU_OK);
+        assert_int_equal(st.mallocs, 6);
+        assert_int_equal(st.fail_size, 2);
+        assert_int_equal(st.frees, 4);
+        assert_int_equal(st.double_free, 1);
+        assert_int_equal(st.misaligned_free, 1);
+    }
+    assert_int_equal(dpu_free(set), DPU_OK);
+}
+
 static void test_machine_stress(void **st)
 {
     (void)st;
@@ -213,6 +255,6 @@ static void test_machine_stress(void **st)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_machine_stress)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_machine_paper_api), cmocka_unit_test(test_machine_stress)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
