@@ -18,7 +18,7 @@
 #include "pimm_bench.h"
 
 #define GT 16            /* tasklets */
-#define CHUNK 2048u      /* DMA chunk */
+#define CHUNK 1024u      /* DMA chunk (16 x 1 KiB buffers fit WRAM beside the allocator) */
 #define LIST_CHUNK 256u  /* list element: next (4), pad (4), 62 edge ids */
 #define LIST_EDGES 62u
 #define ARR_MIN 16u      /* edges in the smallest array (64 B) */

@@ -10,8 +10,13 @@
  *       mram_addr_t p = pimMalloc(256);  ...  pimFree(p);
  *   }
  *
- * The allocator object (its WRAM state) is host memory owned by the DPU's
- * WRAM pointer; it survives launches and is freed by nm_pimm_dpu_teardown()
+ * WRAM: the macro reserves NM_PIMM_DPU_WRAM_BYTES (default 12 KiB: thread
+ * caches for 24 tasklets plus the largest metadata store, the 4 KiB pinned
+ * tree) in the kernel's WRAM globals, so the machine's 64 KiB budget counts
+ * the allocator; init fails (NM_ENOMEM) if a configuration needs more. The
+ * allocator object itself, with that state, is host memory owned by the DPU's
+ * WRAM pointer (its DMA goes through WRAM stack buffers); it survives launches
+ * and is freed by nm_pimm_dpu_teardown()
  * (call it from one tasklet in a last launch, or before dpu_load/dpu_free).
  * The heap starts at DPU_MRAM_HEAP_POINTER rounded up to 4 KiB; the
  * allocator's MRAM metadata follows the heap. pimFree never faults: errors
@@ -32,14 +37,23 @@ void nm_pimm_dpu_env(nm_pimm_env *env, const nm_pimm_dpu_binding *b);
 /* The buddy cache's hardware unit (its instructions count in hw_unit_ops). */
 extern const nm_pim_hw_unit nm_pimm_buddy_cache_unit;
 
+/* nm_pimm_create, refused (NM_ENOMEM) when the allocator's WRAM state would
+ * exceed `wram_budget` bytes. */
+nm_err nm_pimm_create_checked(nm_pimm **out, const nm_pimm_config *cfg, const nm_pimm_env *env, uint32_t wram_budget);
+
 /* Heap base for a kernel: DPU_MRAM_HEAP_POINTER rounded up to 4 KiB. */
 static inline uint32_t nm_pimm_dpu_heap_base(void)
 {
     return (nm_pim_mram_heap_pointer() + NM_PIMM_BLOCK - 1) & ~(NM_PIMM_BLOCK - 1);
 }
 
+#ifndef NM_PIMM_DPU_WRAM_BYTES
+#define NM_PIMM_DPU_WRAM_BYTES 12288u
+#endif
+
 #define NM_PIMM_DPU_ALLOCATOR()                                                               \
     MUTEX_INIT(nm_pimm__mutex);                                                               \
+    DPU_WRAM(uint64_t, nm_pimm__wram_reserved, [NM_PIMM_DPU_WRAM_BYTES / 8]);                 \
     DPU_WRAM(nm_pimm *, nm_pimm__heap) = NULL;                                                \
     static mutex_id_t nm_pimm__mutex_get(void) { return nm_pimm__mutex; }                     \
     static const nm_pimm_dpu_binding nm_pimm__binding = {nm_pimm__mutex_get};                 \
@@ -52,7 +66,8 @@ static inline uint32_t nm_pimm_dpu_heap_base(void)
         nm_pimm_dpu_env(&env, &nm_pimm__binding);                                             \
         nm_pimm_destroy(nm_pimm__heap);                                                       \
         nm_pimm__heap = NULL;                                                                 \
-        return nm_pimm_create(&nm_pimm__heap, &c, &env);                                      \
+        (void)nm_pimm__wram_reserved;                                                         \
+        return nm_pimm_create_checked(&nm_pimm__heap, &c, &env, NM_PIMM_DPU_WRAM_BYTES);      \
     }                                                                                         \
     static inline nm_pimm *nm_pimm_dpu_heap(void) { return nm_pimm__heap; }                   \
     static inline void nm_pimm_dpu_teardown(void)                                             \

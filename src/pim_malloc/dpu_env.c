@@ -51,3 +51,18 @@ void nm_pimm_dpu_env(nm_pimm_env *env, const nm_pimm_dpu_binding *b)
     env->me = d_me;
     env->hw_op = d_hw;
 }
+
+nm_err nm_pimm_create_checked(nm_pimm **out, const nm_pimm_config *cfg, const nm_pimm_env *env, uint32_t wram_budget)
+{
+    nm_err e = nm_pimm_create(out, cfg, env);
+    if (e) return e;
+    nm_pimm_stats st;
+    nm_pimm_get_stats(*out, &st);
+    if (st.wram_bytes > wram_budget) {
+        nm_pimm_destroy(*out);
+        *out = NULL;
+        return nm_fail(NM_ENOMEM, "pim_malloc: needs %u bytes of WRAM, the kernel reserved %u (NM_PIMM_DPU_WRAM_BYTES)",
+                       st.wram_bytes, wram_budget);
+    }
+    return NM_OK;
+}

@@ -10,6 +10,7 @@
 #include "nearmem/pim/host.h"
 #include "nearmem/pim_malloc_dpu.h"
 #include "nm_test.h"
+#include "nearmem/pim_malloc_host.h"
 
 #define SLOTS 40
 #define NDPUS 12
@@ -222,6 +223,26 @@ static void run_variant(nm_pimm_variant v, uint64_t seed)
     assert_int_equal(dpu_free(set), DPU_OK);
 }
 
+/* A configuration that needs more WRAM than the kernel reserved is refused. */
+static void test_wram_budget(void **st)
+{
+    (void)st;
+    nm_pimm_host *hd;
+    nm_pimm_env env;
+    nm_pimm *h = NULL;
+    nm_pimm_config c;
+    nm_pimm_config_default(&c, NM_PIMM_PINNED, 4096);
+    c.heap_size = 1u << 20;
+    c.tasklets = 24;
+    assert_int_equal(nm_pimm_host_create(&hd, 4096 + (1u << 20) + nm_pimm_mram_meta_bytes(&c)), NM_OK);
+    nm_pimm_host_env(hd, &env);
+    assert_int_equal(nm_pimm_create_checked(&h, &c, &env, 8192), NM_ENOMEM);
+    assert_null(h);
+    assert_int_equal(nm_pimm_create_checked(&h, &c, &env, NM_PIMM_DPU_WRAM_BYTES), NM_OK);
+    nm_pimm_destroy(h);
+    nm_pimm_host_destroy(hd);
+}
+
 static void test_machine_paper_api(void **st)
 {
     (void)st;
@@ -255,6 +276,6 @@ static void test_machine_stress(void **st)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_machine_paper_api), cmocka_unit_test(test_machine_stress)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_wram_budget), cmocka_unit_test(test_machine_paper_api), cmocka_unit_test(test_machine_stress)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
