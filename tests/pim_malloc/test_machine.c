@@ -232,9 +232,8 @@ static void test_wram_budget(void **st)
     nm_pimm *h = NULL;
     nm_pimm_config c;
     nm_pimm_config_default(&c, NM_PIMM_PINNED, 4096);
-    c.heap_size = 1u << 20;
-    c.tasklets = 24;
-    assert_int_equal(nm_pimm_host_create(&hd, 4096 + (1u << 20) + nm_pimm_mram_meta_bytes(&c)), NM_OK);
+    c.tasklets = 24; /* 32 MiB heap: the whole 4 KiB tree pinned + 24 thread caches */
+    assert_int_equal(nm_pimm_host_create(&hd, 4096 + c.heap_size + nm_pimm_mram_meta_bytes(&c)), NM_OK);
     nm_pimm_host_env(hd, &env);
     assert_int_equal(nm_pimm_create_checked(&h, &c, &env, 8192), NM_ENOMEM);
     assert_null(h);
