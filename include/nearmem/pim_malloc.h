@@ -103,7 +103,7 @@ typedef struct nm_pimm_stats {
     uint64_t bad_free;     /* not an allocated block start / outside the heap */
     uint64_t misaligned_free;
     uint64_t double_free;
-    uint64_t remote_free;  /* small block freed by a tasklet that does not own it (rejected) */
+    uint64_t remote_free;  /* frees of another tasklet's cached block: queued, applied at the owner's next pimMalloc */
     uint64_t meta_accesses, meta_hits; /* buddy-tree node accesses; those served from WRAM/buddy cache */
     uint64_t meta_dma_read, meta_dma_written; /* buddy-tree metadata bytes moved MRAM<->WRAM */
     uint64_t blk_dma;       /* thread-cache block-table bytes moved */
@@ -124,9 +124,12 @@ void nm_pimm_destroy(nm_pimm *h);
 /* MRAM address of a block of >= size bytes, 8-aligned; 0 for size 0, sizes
  * beyond the heap, or out of memory (the allocator stays usable). */
 uint32_t nm_pimm_malloc(nm_pimm *h, uint32_t size);
-/* Free a block. Errors (nothing changes): NM_EALIGN misaligned, NM_EBADFREE
- * not a block this allocator returned (or owned by another tasklet's cache),
- * NM_EDOUBLEFREE already free. ptr 0 is a no-op. Each error is also counted. */
+/* Free a block, from any tasklet. Errors (nothing changes): NM_EALIGN
+ * misaligned, NM_EBADFREE not a block this allocator returned, NM_EDOUBLEFREE
+ * already free. ptr 0 is a no-op. Each error is also counted. A small block of
+ * another tasklet's cache is queued for its owner (lock-free caches) and
+ * applied at the owner's next pimMalloc; an invalid or double free found
+ * then is counted in the statistics (it cannot be returned to the caller). */
 nm_err nm_pimm_free(nm_pimm *h, uint32_t ptr);
 
 /* Return the calling tasklet's completely free thread-cache blocks to the

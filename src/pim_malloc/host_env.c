@@ -9,6 +9,7 @@ struct nm_pimm_host {
     uint8_t *mram;
     uint32_t size;
     pthread_mutex_t mu;
+    pthread_mutex_t dma; /* one DMA engine per DPU: transfers do not overlap */
     uint64_t dma_reads, dma_writes, dma_read_bytes, dma_write_bytes, violations, instructions, locks;
 };
 
@@ -28,6 +29,7 @@ nm_err nm_pimm_host_create(nm_pimm_host **out, uint32_t mram_bytes)
     }
     d->size = mram_bytes;
     pthread_mutex_init(&d->mu, NULL);
+    pthread_mutex_init(&d->dma, NULL);
     *out = d;
     return NM_OK;
 }
@@ -36,6 +38,7 @@ void nm_pimm_host_destroy(nm_pimm_host *d)
 {
     if (!d) return;
     pthread_mutex_destroy(&d->mu);
+    pthread_mutex_destroy(&d->dma);
     free(d->mram);
     free(d);
 }
@@ -56,7 +59,9 @@ static void h_read(void *ctx, uint32_t addr, void *wram, uint32_t n)
 {
     nm_pimm_host *d = ctx;
     if (!dma_ok(d, addr, n)) return;
+    pthread_mutex_lock(&d->dma);
     memcpy(wram, d->mram + addr, n);
+    pthread_mutex_unlock(&d->dma);
     __atomic_fetch_add(&d->dma_reads, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&d->dma_read_bytes, n, __ATOMIC_RELAXED);
 }
@@ -65,7 +70,9 @@ static void h_write(void *ctx, const void *wram, uint32_t addr, uint32_t n)
 {
     nm_pimm_host *d = ctx;
     if (!dma_ok(d, addr, n)) return;
+    pthread_mutex_lock(&d->dma);
     memcpy(d->mram + addr, wram, n);
+    pthread_mutex_unlock(&d->dma);
     __atomic_fetch_add(&d->dma_writes, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&d->dma_write_bytes, n, __ATOMIC_RELAXED);
 }

@@ -420,13 +420,45 @@ static void tc_activate(nm_pimm *h, tclass *c, unsigned cls, uint32_t b)
     nm_bitmap_set_range(c->bits, 0, h->slots[cls]);
 }
 
-/* Give a fully free thread-cache block back to the buddy backend. The owner
- * word is cleared first so that the block is never seen as cached once
- * someone else may get it. */
-static void tc_return_block(nm_pimm *h, unsigned t, uint32_t b)
+static inline void lock_unless(nm_pimm *h, unsigned t, bool locked)
 {
-    rec_set_owner(h, t, b, 0, 0, 0);
-    (void)backend_free(h, t, blk_addr(h, b));
+    if (locked) return;
+    charge(h, t, nm_pimm_cost.lock_pair);
+    h->env.lock(h->env.ctx);
+}
+
+static inline void unlock_unless(nm_pimm *h, bool locked)
+{
+    if (!locked) h->env.unlock(h->env.ctx);
+}
+
+/* No free by another tasklet is pending in block b (mutex held). */
+static bool no_remote_pending(nm_pimm *h, unsigned t, uint32_t b)
+{
+    uint64_t rb[8];
+    charge(h, t, nm_pimm_cost.blkmeta);
+    dma_rd(h, rec_addr(h, b) + REC_RBITS, rb, sizeof rb);
+    h->ts[t].blk_dma += sizeof rb;
+    for (int i = 0; i < 8; i++)
+        if (rb[i]) return false;
+    return true;
+}
+
+/* Give a fully free thread-cache block back to the buddy backend, unless a
+ * free by another tasklet into it is still pending (that free can only be a
+ * double free, found when the owner applies it; keeping the block means it can
+ * never hit a new owner's data). The owner word is cleared under the mutex,
+ * where other tasklets look at it. Returns whether the block went back. */
+static bool tc_return_block(nm_pimm *h, unsigned t, uint32_t b, bool locked)
+{
+    lock_unless(h, t, locked);
+    bool ok = no_remote_pending(h, t, b);
+    if (ok) {
+        rec_set_owner(h, t, b, 0, 0, 0);
+        (void)buddy_free(h, t, blk_addr(h, b) - h->cfg.heap_base);
+    }
+    unlock_unless(h, locked);
+    return ok;
 }
 
 /* The active block of class cls is exhausted: retire it to the block table and
@@ -504,8 +536,9 @@ static int slot_of(nm_pimm *h, unsigned t, unsigned cls, uint32_t b, uint32_t pt
 }
 
 /* Free into a block of the caller's own that is not active: its state lives in
- * the block table (lock-free: only the owner touches it). */
-static nm_err tc_free_owned(nm_pimm *h, unsigned t, uint32_t b, uint32_t ptr, blkrec *r)
+ * the block table (lock-free: only the owner touches it). `locked`: the
+ * caller holds the mutex (applying other tasklets' frees). */
+static nm_err tc_free_owned(nm_pimm *h, unsigned t, uint32_t b, uint32_t ptr, blkrec *r, bool locked)
 {
     nm_err err = NM_OK;
     rec_read(h, t, b, r, 48);
@@ -518,13 +551,19 @@ static nm_err tc_free_owned(nm_pimm *h, unsigned t, uint32_t b, uint32_t ptr, bl
     tclass *c = &h->tc[t].c[cls];
     uint16_t before = r->nfree++;
     if (r->nfree == h->slots[cls]) { /* completely free: unlink and return (Sec. IV-A) */
-        if (before > 0) {
-            if (r->prev) rec_set_link(h, t, r->prev - 1u, 1, r->next);
-            else c->partial = r->next;
-            if (r->next) rec_set_link(h, t, r->next - 1u, 0, r->prev);
+        lock_unless(h, t, locked);
+        bool clean = no_remote_pending(h, t, b);
+        if (clean) {
+            if (before > 0) {
+                if (r->prev) rec_set_link(h, t, r->prev - 1u, 1, r->next);
+                else c->partial = r->next;
+                if (r->next) rec_set_link(h, t, r->next - 1u, 0, r->prev);
+            }
+            rec_set_owner(h, t, b, 0, 0, 0);
+            (void)buddy_free(h, t, blk_addr(h, b) - h->cfg.heap_base);
         }
-        tc_return_block(h, t, b);
-        return NM_OK;
+        unlock_unless(h, locked);
+        if (clean) return NM_OK;
     }
     if (before == 0) { /* first free slot: join the class's list of blocks with room */
         r->prev = 0;
@@ -534,6 +573,103 @@ static nm_err tc_free_owned(nm_pimm *h, unsigned t, uint32_t b, uint32_t ptr, bl
     }
     rec_write(h, t, b, r, 8, 40);
     return NM_OK;
+}
+
+/* Fast path: ptr is in one of the caller's active blocks (WRAM only). */
+static bool free_active(nm_pimm *h, unsigned t, uint32_t b, uint32_t ptr, nm_err *e)
+{
+    tcache *tc = &h->tc[t];
+    charge(h, t, 2 * h->sc.count);
+    for (unsigned cls = 0; cls < h->sc.count; cls++) {
+        tclass *c = &tc->c[cls];
+        if (c->active != b + 1) continue;
+        int slot = slot_of(h, t, cls, b, ptr, c->bits, e);
+        if (slot < 0) return true;
+        charge(h, t, nm_pimm_cost.slot);
+        nm_bitmap_set(c->bits, (size_t)slot);
+        c->nfree++;
+        *e = NM_OK;
+        return true;
+    }
+    return false;
+}
+
+/* Free into a non-active block whose owner word says it is the caller's. */
+static nm_err free_mine(nm_pimm *h, unsigned t, uint32_t b, uint32_t ptr, blkrec *r, bool locked)
+{
+    if (r->flags & BLK_SPARE) { /* an activated ex-spare is active, caught before */
+        h->ts[t].bad_free++;
+        return nm_fail(NM_EBADFREE, "pimFree: 0x%x is in a spare block, never handed out", ptr);
+    }
+    return tc_free_owned(h, t, b, ptr, r, locked);
+}
+
+/* A free by tasklet t of a block in tasklet o's cache. The owner's state is
+ * lock-free, so the free is queued: under the mutex, mark it in the block's
+ * rbits (a second free of the same address is refused at once) and push the
+ * address on o's inbox, linked through the freed memory itself. The owner
+ * applies its inbox at its next pimMalloc. NM_EBUSY: the block changed hands. */
+static nm_err remote_free(nm_pimm *h, unsigned t, uint32_t b, uint32_t ptr, unsigned o)
+{
+    uint32_t bit = (ptr - blk_addr(h, b)) >> 3, wa = rec_addr(h, b) + REC_RBITS + (bit / 64) * 8;
+    uint64_t w, link;
+    blkrec r;
+    charge(h, t, nm_pimm_cost.lock_pair);
+    h->env.lock(h->env.ctx);
+    rec_read(h, t, b, &r, 8);
+    if (!(r.flags & BLK_TC) || r.owner != o) {
+        h->env.unlock(h->env.ctx);
+        return NM_EBUSY;
+    }
+    charge(h, t, nm_pimm_cost.blkmeta);
+    dma_rd(h, wa, &w, 8);
+    if ((w >> (bit % 64)) & 1u) {
+        h->env.unlock(h->env.ctx);
+        h->ts[t].double_free++;
+        return nm_fail(NM_EDOUBLEFREE, "pimFree: 0x%x was already freed by another tasklet (pending)", ptr);
+    }
+    w |= (uint64_t)1 << (bit % 64);
+    dma_wr(h, wa, &w, 8);
+    link = __atomic_load_n(&h->tc[o].inbox, __ATOMIC_RELAXED);
+    dma_wr(h, ptr, &link, 8);
+    __atomic_store_n(&h->tc[o].inbox, ptr, __ATOMIC_RELEASE);
+    h->ts[t].blk_dma += 24;
+    h->env.unlock(h->env.ctx);
+    return NM_OK;
+}
+
+/* Apply the frees other tasklets queued for tasklet t (at its pimMalloc). */
+static void tc_drain(nm_pimm *h, unsigned t)
+{
+    charge(h, t, 2);
+    if (!__atomic_load_n(&h->tc[t].inbox, __ATOMIC_ACQUIRE)) return;
+    charge(h, t, nm_pimm_cost.lock_pair);
+    h->env.lock(h->env.ctx);
+    uint32_t p = h->tc[t].inbox;
+    __atomic_store_n(&h->tc[t].inbox, 0, __ATOMIC_RELAXED);
+    while (p) {
+        uint64_t link, w;
+        uint32_t b = (p - h->cfg.heap_base) / NM_PIMM_BLOCK;
+        uint32_t bit = (p - blk_addr(h, b)) >> 3, wa = rec_addr(h, b) + REC_RBITS + (bit / 64) * 8;
+        charge(h, t, 2 * nm_pimm_cost.blkmeta);
+        dma_rd(h, p, &link, 8);
+        dma_rd(h, wa, &w, 8);
+        w &= ~((uint64_t)1 << (bit % 64));
+        dma_wr(h, wa, &w, 8);
+        h->ts[t].blk_dma += 24;
+        nm_err e = NM_OK;
+        if (!free_active(h, t, b, p, &e)) {
+            blkrec r;
+            rec_read(h, t, b, &r, 8);
+            if ((r.flags & BLK_TC) && r.owner == t) {
+                (void)free_mine(h, t, b, p, &r, true);
+            } else { /* the block left this cache: the queued free was a double free */
+                h->ts[t].double_free++;
+            }
+        }
+        p = (uint32_t)link;
+    }
+    h->env.unlock(h->env.ctx);
 }
 
 /* ------------------------------------------------------------------- API */
@@ -713,6 +849,7 @@ uint32_t nm_pimm_malloc(nm_pimm *h, uint32_t size)
     } else {
         int cls = size <= nm_sizeclass_max(&h->sc) ? nm_sizeclass_lookup(&h->sc, size) : -1;
         charge(h, t, nm_pimm_cost.class_lookup);
+        tc_drain(h, t);
         if (cls >= 0) {
             a = tc_alloc(h, t, (unsigned)cls);
         } else {
@@ -746,35 +883,28 @@ nm_err nm_pimm_free(nm_pimm *h, uint32_t ptr)
         return e;
     }
     uint32_t b = (ptr - h->cfg.heap_base) / NM_PIMM_BLOCK;
-    tcache *tc = &h->tc[t];
     nm_err e = NM_OK;
-    charge(h, t, 2 * h->sc.count);
-    for (unsigned cls = 0; cls < h->sc.count; cls++) { /* fast path: the caller's active blocks */
-        tclass *c = &tc->c[cls];
-        if (c->active != b + 1) continue;
-        int slot = slot_of(h, t, cls, b, ptr, c->bits, &e);
-        if (slot < 0) return e;
-        charge(h, t, nm_pimm_cost.slot);
-        nm_bitmap_set(c->bits, (size_t)slot);
-        c->nfree++;
-        s->frees++;
-        return NM_OK;
+    if (free_active(h, t, b, ptr, &e)) {
+        if (!e) s->frees++;
+        return e;
     }
-    blkrec r;
-    rec_read(h, t, b, &r, 8);
-    if ((r.flags & BLK_SPARE) && r.owner == t) { /* an active ex-spare is caught above */
-        s->bad_free++;
-        return nm_fail(NM_EBADFREE, "pimFree: 0x%x is in a spare block, never handed out", ptr);
-    }
-    if (r.flags & BLK_TC) {
-        if (r.owner != t) {
-            s->remote_free++;
-            return nm_fail(NM_EBADFREE, "pimFree: 0x%x belongs to tasklet %u's cache, freed by tasklet %u", ptr,
-                           r.owner, t);
+    for (;;) {
+        blkrec r;
+        rec_read(h, t, b, &r, 8);
+        if (r.flags & BLK_TC) {
+            if (r.owner == t) {
+                e = free_mine(h, t, b, ptr, &r, false);
+            } else if (r.owner >= h->cfg.tasklets) {
+                e = nm_fail(NM_ECORRUPT, "pimFree: block %u names tasklet %u as owner", b, r.owner);
+            } else {
+                e = remote_free(h, t, b, ptr, r.owner);
+                if (e == NM_EBUSY) continue; /* the block changed hands meanwhile: look again */
+                if (!e) s->remote_free++;
+            }
+        } else {
+            e = backend_free(h, t, ptr);
         }
-        e = tc_free_owned(h, t, b, ptr, &r);
-    } else {
-        e = backend_free(h, t, ptr);
+        break;
     }
     if (!e) s->frees++;
     return e;
@@ -785,18 +915,15 @@ void nm_pimm_release_cache(nm_pimm *h)
     unsigned t = my_tasklet(h);
     if (!h->tcaches || t >= h->cfg.tasklets) return;
     tcache *tc = &h->tc[t];
+    tc_drain(h, t);
     for (unsigned cls = 0; cls < h->sc.count; cls++) {
         tclass *c = &tc->c[cls];
-        if (c->active && c->nfree == h->slots[cls]) {
-            tc_return_block(h, t, c->active - 1);
+        if (c->active && c->nfree == h->slots[cls] && tc_return_block(h, t, c->active - 1, false)) {
             c->active = 0;
             c->nfree = 0;
         }
     }
-    if (tc->spare) {
-        tc_return_block(h, t, tc->spare - 1);
-        tc->spare = 0;
-    }
+    if (tc->spare && tc_return_block(h, t, tc->spare - 1, false)) tc->spare = 0;
 }
 
 void nm_pimm_get_stats(const nm_pimm *h, nm_pimm_stats *o)

@@ -95,12 +95,13 @@ static void test_thread_cache_layout(void **st)
     nm_pimm_get_stats(d.h, &s);
     assert_int_equal(s.tc_spare, 1);
     assert_int_equal(s.tc_misses, 1);
-    /* the block that was tasklet 0's spare: tasklet 1 may not free into it */
+    /* the block that was tasklet 0's spare (never DMA'd): tasklet 1 frees into it */
     uint32_t q = nm_pimm_malloc(d.h, 64);
     nm_pimm_host_set_tasklet(1);
-    assert_int_equal(nm_pimm_free(d.h, q), NM_EBADFREE);
+    assert_int_equal(nm_pimm_free(d.h, q), NM_OK);
+    assert_int_equal(nm_pimm_free(d.h, q), NM_EDOUBLEFREE);
     nm_pimm_host_set_tasklet(0);
-    free_ok(&d, q);
+    assert_int_equal(nm_pimm_malloc(d.h, 64), q); /* applied at the owner's next malloc */
     tdpu_close(&d);
 }
 
@@ -158,27 +159,45 @@ static void test_bad_frees_retired_block(void **st)
     }
 }
 
-static void test_remote_free_rejected(void **st)
+/* Frees by a tasklet that does not own the block are queued to the owner. */
+static void test_remote_free(void **st)
 {
     (void)st;
-    tdpu d;
-    assert_int_equal(tdpu_open(&d, NM_PIMM_SW, 1u << 20, 2), 0);
-    nm_pimm_host_set_tasklet(0);
-    uint32_t p[200];
-    for (int i = 0; i < 200; i++) p[i] = nm_pimm_malloc(d.h, 32); /* first block retired */
-    nm_pimm_host_set_tasklet(1);
-    assert_int_equal(nm_pimm_free(d.h, p[0]), NM_EBADFREE);
-    nm_pimm_stats s;
-    nm_pimm_get_stats(d.h, &s);
-    assert_int_equal(s.remote_free, 1);
-    /* a tasklet beyond the configured count gets clean failures */
-    nm_pimm_host_set_tasklet(5);
-    assert_int_equal(nm_pimm_malloc(d.h, 32), 0);
-    assert_int_equal(nm_pimm_free(d.h, p[1]), NM_ESTATE);
-    nm_pimm_host_set_tasklet(0);
-    for (int i = 0; i < 200; i++) free_ok(&d, p[i]);
-    heap_empty(&d, 2);
-    tdpu_close(&d);
+    for (int v = NM_PIMM_SW; v < NV; v++) {
+        tdpu d;
+        assert_int_equal(tdpu_open(&d, (nm_pimm_variant)v, 1u << 20, 2), 0);
+        nm_pimm_host_set_tasklet(0);
+        uint32_t p[200];
+        for (int i = 0; i < 200; i++) p[i] = nm_pimm_malloc(d.h, 32); /* block 1 retired, block 2 active */
+        nm_pimm_host_set_tasklet(1);
+        assert_int_equal(nm_pimm_free(d.h, p[0]), NM_OK);   /* retired block */
+        assert_int_equal(nm_pimm_free(d.h, p[150]), NM_OK); /* the owner's active block */
+        assert_int_equal(nm_pimm_free(d.h, p[0]), NM_EDOUBLEFREE);
+        assert_int_equal(nm_pimm_free(d.h, p[150] + 8), NM_OK); /* interior: refused when applied */
+        nm_pimm_stats s;
+        nm_pimm_get_stats(d.h, &s);
+        assert_int_equal(s.remote_free, 3);
+        assert_int_equal(s.double_free, 1);
+        /* the owner applies them at its next pimMalloc: both slots are reusable */
+        nm_pimm_host_set_tasklet(0);
+        uint32_t a = nm_pimm_malloc(d.h, 32), b = nm_pimm_malloc(d.h, 32);
+        assert_int_equal(a, p[150]); /* lowest free slot of the active block */
+        assert_int_not_equal(b, 0);
+        nm_pimm_get_stats(d.h, &s);
+        assert_int_equal(s.bad_free, 1); /* the interior free, found when applied */
+        free_ok(&d, a);
+        free_ok(&d, b);
+        for (int i = 1; i < 200; i++)
+            if (i != 150) free_ok(&d, p[i]);
+        /* a tasklet beyond the configured count gets clean failures */
+        nm_pimm_host_set_tasklet(5);
+        assert_int_equal(nm_pimm_malloc(d.h, 32), 0);
+        assert_int_equal(nm_pimm_free(d.h, p[1]), NM_ESTATE);
+        nm_pimm_host_set_tasklet(0);
+        heap_empty(&d, 2);
+        assert_int_equal(tdpu_violations(&d), 0);
+        tdpu_close(&d);
+    }
 }
 
 /* Out of memory returns 0, the allocator stays usable and consistent. */
@@ -231,7 +250,7 @@ static void test_geometry(void **st)
     assert_int_equal(straw, 512u << 10); /* 2^21 nodes x 2 bits, Sec. II-B */
     nm_pimm_config_default(&c, NM_PIMM_SW, 4096);
     uint32_t sw = nm_pimm_mram_meta_bytes(&c);
-    assert_int_equal(sw, 4096 + 8192 * 48); /* tree (Sec. VI-E) + block table */
+    assert_int_equal(sw, 4096 + 8192 * 112); /* tree (Sec. VI-E) + block table */
     nm_pimm_config_default(&c, NM_PIMM_SW, 4096);
     c.heap_size = 3u << 20;
     assert_int_equal(nm_pimm_mram_meta_bytes(&c), 0);
@@ -348,7 +367,7 @@ int main(void)
         cmocka_unit_test(test_thread_cache_layout),
         cmocka_unit_test(test_bad_frees),
         cmocka_unit_test(test_bad_frees_retired_block),
-        cmocka_unit_test(test_remote_free_rejected),
+        cmocka_unit_test(test_remote_free),
         cmocka_unit_test(test_oom),
         cmocka_unit_test(test_geometry),
         cmocka_unit_test(test_small_metadata_stores),
