@@ -604,15 +604,24 @@ static nm_err free_mine(nm_pimm *h, unsigned t, uint32_t b, uint32_t ptr, blkrec
     return tc_free_owned(h, t, b, ptr, r, locked);
 }
 
+/* The remote part of a block record (rnext, queued, rbits), under the mutex. */
+typedef struct remote_part {
+    uint16_t rnext, queued, pad[2];
+    uint64_t rbits[8];
+} remote_part;
+_Static_assert(sizeof(remote_part) == 72, "remote part of the record");
+
 /* A free by tasklet t of a block in tasklet o's cache. The owner's state is
- * lock-free, so the free is queued: under the mutex, mark it in the block's
- * rbits (a second free of the same address is refused at once) and push the
- * address on o's inbox, linked through the freed memory itself. The owner
- * applies its inbox at its next pimMalloc. NM_EBUSY: the block changed hands. */
+ * lock-free, so the free is queued: under the mutex, its 8-byte unit is marked
+ * in the block's rbits (a second free of the same address is refused at once)
+ * and the block joins o's inbox if it is not on it yet. Nothing is written
+ * into the heap, so even an invalid address hurts no live data; the owner
+ * validates each queued free when it applies its inbox at its next pimMalloc.
+ * NM_EBUSY: the block changed hands meanwhile. */
 static nm_err remote_free(nm_pimm *h, unsigned t, uint32_t b, uint32_t ptr, unsigned o)
 {
-    uint32_t bit = (ptr - blk_addr(h, b)) >> 3, wa = rec_addr(h, b) + REC_RBITS + (bit / 64) * 8;
-    uint64_t w, link;
+    uint32_t bit = (ptr - blk_addr(h, b)) >> 3;
+    remote_part rp;
     blkrec r;
     charge(h, t, nm_pimm_cost.lock_pair);
     h->env.lock(h->env.ctx);
@@ -622,52 +631,57 @@ static nm_err remote_free(nm_pimm *h, unsigned t, uint32_t b, uint32_t ptr, unsi
         return NM_EBUSY;
     }
     charge(h, t, nm_pimm_cost.blkmeta);
-    dma_rd(h, wa, &w, 8);
-    if ((w >> (bit % 64)) & 1u) {
+    dma_rd(h, rec_addr(h, b) + REC_REMOTE, &rp, sizeof rp);
+    if ((rp.rbits[bit / 64] >> (bit % 64)) & 1u) {
         h->env.unlock(h->env.ctx);
         h->ts[t].double_free++;
         return nm_fail(NM_EDOUBLEFREE, "pimFree: 0x%x was already freed by another tasklet (pending)", ptr);
     }
-    w |= (uint64_t)1 << (bit % 64);
-    dma_wr(h, wa, &w, 8);
-    link = __atomic_load_n(&h->tc[o].inbox, __ATOMIC_RELAXED);
-    dma_wr(h, ptr, &link, 8);
-    __atomic_store_n(&h->tc[o].inbox, ptr, __ATOMIC_RELEASE);
-    h->ts[t].blk_dma += 24;
+    rp.rbits[bit / 64] |= (uint64_t)1 << (bit % 64);
+    if (!rp.queued) {
+        rp.queued = 1;
+        rp.rnext = (uint16_t)h->tc[o].inbox;
+        __atomic_store_n(&h->tc[o].inbox, b + 1, __ATOMIC_RELEASE);
+    }
+    dma_wr(h, rec_addr(h, b) + REC_REMOTE, &rp, sizeof rp);
+    h->ts[t].blk_dma += 2 * sizeof rp;
     h->env.unlock(h->env.ctx);
     return NM_OK;
 }
 
-/* Apply the frees other tasklets queued for tasklet t (at its pimMalloc). */
+/* Apply the frees other tasklets queued for tasklet t (at its pimMalloc and
+ * release_cache): for every block on the inbox, every marked 8-byte unit is
+ * freed as if by the owner; invalid ones are counted. */
 static void tc_drain(nm_pimm *h, unsigned t)
 {
     charge(h, t, 2);
     if (!__atomic_load_n(&h->tc[t].inbox, __ATOMIC_ACQUIRE)) return;
     charge(h, t, nm_pimm_cost.lock_pair);
     h->env.lock(h->env.ctx);
-    uint32_t p = h->tc[t].inbox;
+    uint32_t next = h->tc[t].inbox;
     __atomic_store_n(&h->tc[t].inbox, 0, __ATOMIC_RELAXED);
-    while (p) {
-        uint64_t link, w;
-        uint32_t b = (p - h->cfg.heap_base) / NM_PIMM_BLOCK;
-        uint32_t bit = (p - blk_addr(h, b)) >> 3, wa = rec_addr(h, b) + REC_RBITS + (bit / 64) * 8;
+    while (next) {
+        uint32_t b = next - 1;
+        remote_part rp, zero = {0};
         charge(h, t, 2 * nm_pimm_cost.blkmeta);
-        dma_rd(h, p, &link, 8);
-        dma_rd(h, wa, &w, 8);
-        w &= ~((uint64_t)1 << (bit % 64));
-        dma_wr(h, wa, &w, 8);
-        h->ts[t].blk_dma += 24;
-        nm_err e = NM_OK;
-        if (!free_active(h, t, b, p, &e)) {
-            blkrec r;
-            rec_read(h, t, b, &r, 8);
-            if ((r.flags & BLK_TC) && r.owner == t) {
-                (void)free_mine(h, t, b, p, &r, true);
-            } else { /* the block left this cache: the queued free was a double free */
-                h->ts[t].double_free++;
+        dma_rd(h, rec_addr(h, b) + REC_REMOTE, &rp, sizeof rp);
+        dma_wr(h, rec_addr(h, b) + REC_REMOTE, &zero, sizeof zero);
+        h->ts[t].blk_dma += 2 * sizeof rp;
+        next = rp.rnext;
+        for (unsigned w = 0; w < 8; w++) {
+            charge(h, t, nm_pimm_cost.bitmap_word);
+            while (rp.rbits[w]) {
+                unsigned k = nm_ctz64(rp.rbits[w]);
+                rp.rbits[w] &= rp.rbits[w] - 1;
+                uint32_t p = blk_addr(h, b) + (w * 64 + k) * 8;
+                nm_err e = NM_OK;
+                if (free_active(h, t, b, p, &e)) continue;
+                blkrec r;
+                rec_read(h, t, b, &r, 8);
+                if ((r.flags & BLK_TC) && r.owner == t) (void)free_mine(h, t, b, p, &r, true);
+                else h->ts[t].double_free++; /* the block went back meanwhile: a double free */
             }
         }
-        p = (uint32_t)link;
     }
     h->env.unlock(h->env.ctx);
 }

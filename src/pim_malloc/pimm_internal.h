@@ -18,9 +18,10 @@ enum { META_SWBUF = 0, META_BCACHE, META_PINNED };
 
 /* Block-table record in MRAM, one per 4 KiB heap block (thread-cache state of
  * blocks that are not some tasklet's active block), 8-aligned. The first 48
- * bytes belong to the owner tasklet (lock-free); rbits, one bit per 8-byte
- * unit of the block, marks frees by other tasklets that wait in the owner's
- * inbox and is only touched under the allocator mutex. */
+ * bytes belong to the owner tasklet (lock-free). The rest is touched only
+ * under the allocator mutex: rbits, one bit per 8-byte unit of the block,
+ * marks frees by other tasklets waiting for the owner, and rnext links the
+ * blocks that have such frees into the owner's inbox. */
 #define BLK_TC 1u    /* block belongs to a thread cache */
 #define BLK_SPARE 2u /* ADAPTIVE: untyped spare of a tasklet */
 typedef struct blkrec {
@@ -28,11 +29,12 @@ typedef struct blkrec {
     uint32_t pad1;
     uint16_t nfree, prev, next, pad2; /* prev/next: block index + 1, 0 = none */
     uint64_t bits[4];                 /* 1 = free slot (paper, Sec. IV-A) */
-    uint64_t rbits[8];                /* remote frees pending, by 8-byte unit */
+    uint16_t rnext, queued, pad3[2];  /* next block in the owner's inbox (index + 1); on it */
+    uint64_t rbits[8];                /* frees by other tasklets pending, by 8-byte unit */
 } blkrec;
-_Static_assert(sizeof(blkrec) == 112, "block record is 112 bytes");
-#define REC_OWNER_BYTES 48u
-#define REC_RBITS 48u
+_Static_assert(sizeof(blkrec) == 120, "block record is 120 bytes");
+#define REC_REMOTE 48u /* offset of rnext..rbits (72 bytes) */
+#define REC_RBITS 56u
 
 typedef struct tclass {
     uint32_t active;  /* block index + 1 of the active block, 0 = none */
@@ -44,7 +46,7 @@ typedef struct tclass {
 typedef struct tcache {
     tclass c[NM_PIMM_MAX_CLASSES];
     uint32_t spare; /* ADAPTIVE: block index + 1 */
-    uint32_t inbox; /* frees by other tasklets: MRAM address of the first, linked through the blocks; mutex */
+    uint32_t inbox; /* blocks with frees by other tasklets: first block index + 1, linked by rnext; mutex */
 } tcache;
 
 typedef struct bc_entry {
