@@ -34,6 +34,20 @@ static int fill_va(uint64_t n, int32_t **a, int32_t **b, int32_t **c, uint64_t s
     return NM_OK;
 }
 
+/* One row of the tasklet sweeps; speedup against the one-tasklet time. */
+static void tasklet_row(nm_bench *b, const char *kernel, uint32_t tasklets, const nm_pim_run_report *r, double t1)
+{
+    nm_bench_row *row = nm_bench_row_new(b);
+    nm_bench_row_str(row, "experiment", "tasklets");
+    nm_bench_row_str(row, "kernel", kernel);
+    nm_bench_row_num(row, "tasklets", tasklets);
+    nm_bench_row_num(row, "modeled_cycles", (double)r->max_cycles);
+    nm_bench_row_num(row, "modeled_kernel_s", r->modeled_kernel_s);
+    nm_bench_row_num(row, "modeled_speedup", t1 / r->modeled_kernel_s);
+    nm_bench_row_num(row, "modeled_ipc", (double)r->instructions / (double)r->max_cycles);
+    nm_bench_row_num(row, "host_s", r->host_s);
+}
+
 static int check_va(const int32_t *a, const int32_t *b, const int32_t *c, uint64_t n)
 {
     for (uint64_t i = 0; i < n; i++)
@@ -98,15 +112,7 @@ int nm_suite_pim_machine(nm_bench *b)
             va1 = r.modeled_kernel_s;
         if (tl[k] == 16)
             va16 = r.modeled_kernel_s;
-        nm_bench_row *row = nm_bench_row_new(b);
-        nm_bench_row_str(row, "experiment", "tasklets");
-        nm_bench_row_str(row, "kernel", "VA");
-        nm_bench_row_num(row, "tasklets", tl[k]);
-        nm_bench_row_num(row, "modeled_cycles", (double)r.max_cycles);
-        nm_bench_row_num(row, "modeled_kernel_s", r.modeled_kernel_s);
-        nm_bench_row_num(row, "modeled_speedup", va1 / r.modeled_kernel_s);
-        nm_bench_row_num(row, "modeled_ipc", (double)r.instructions / (double)r.max_cycles);
-        nm_bench_row_num(row, "host_s", r.host_s);
+        tasklet_row(b, "VA", tl[k], &r, va1);
     }
     v = malloc(va_one * 8);
     if (!v) {
@@ -128,15 +134,7 @@ int nm_suite_pim_machine(nm_bench *b)
         }
         if (rtl[k] == 1)
             red1 = r.modeled_kernel_s;
-        nm_bench_row *row = nm_bench_row_new(b);
-        nm_bench_row_str(row, "experiment", "tasklets");
-        nm_bench_row_str(row, "kernel", "RED");
-        nm_bench_row_num(row, "tasklets", rtl[k]);
-        nm_bench_row_num(row, "modeled_cycles", (double)r.max_cycles);
-        nm_bench_row_num(row, "modeled_kernel_s", r.modeled_kernel_s);
-        nm_bench_row_num(row, "modeled_speedup", red1 / r.modeled_kernel_s);
-        nm_bench_row_num(row, "modeled_ipc", (double)r.instructions / (double)r.max_cycles);
-        nm_bench_row_num(row, "host_s", r.host_s);
+        tasklet_row(b, "RED", rtl[k], &r, red1);
     }
     nm_bench_summary_num(b, "va_modeled_speedup_16_vs_1_tasklets", va1 / va16);
 

@@ -73,6 +73,14 @@ static bool set_ok(struct dpu_set_t s)
     return s.sys && s.count > 0 && s.begin + s.count <= s.sys->nr_dpus;
 }
 
+/* Common checks of the calls that fill an out-parameter for a set. */
+static dpu_error_t check_out(struct dpu_set_t set, const void *out)
+{
+    if (!out)
+        return DPU_ERR_INVALID_ARGUMENT;
+    return set_ok(set) ? DPU_OK : DPU_ERR_INVALID_DPU_SET;
+}
+
 uint32_t nm_pim_dpu_index(struct dpu_set_t dpu)
 {
     return set_ok(dpu) && dpu.count == 1 ? dpu.begin : UINT32_MAX;
@@ -103,23 +111,36 @@ static void finish_job_locked(nm_pim_system *sys)
     pthread_cond_broadcast(&sys->done_cv);
 }
 
+/* Host thread k runs the DPUs whose index is k modulo the thread count,
+ * always the same ones: the addresses of a DPU's WRAM globals (thread-local
+ * storage of its host thread) then stay the same from launch to launch, as
+ * WRAM addresses do on the hardware, so kernels may keep pointers to their
+ * globals in globals or MRAM across launches. */
 static void *pool_main(void *arg)
 {
-    nm_pim_system *sys = arg;
+    struct nm_pim_pool_arg *pa = arg;
+    nm_pim_system *sys = pa->sys;
+    const uint32_t k = pa->k, nt = sys->nr_threads;
+    uint64_t seen = 0;
     pthread_mutex_lock(&sys->lock);
     for (;;) {
-        while (!sys->shutdown && !(sys->in_flight && sys->job_next < sys->job_count))
+        while (!sys->shutdown && sys->job_gen == seen)
             pthread_cond_wait(&sys->work_cv, &sys->lock);
         if (sys->shutdown)
             break;
-        nm_pim_dpu *d = &sys->dpus[sys->job_begin + sys->job_next++];
-        d->state = DPU_RUNNING;
-        pthread_mutex_unlock(&sys->lock);
-        nm_pim__run_dpu(d);
-        pthread_mutex_lock(&sys->lock);
-        d->state = d->fault.code != NM_PIM_FAULT_NONE ? DPU_FAULTED : DPU_DONE;
-        if (--sys->job_remaining == 0)
-            finish_job_locked(sys);
+        seen = sys->job_gen;
+        const uint32_t begin = sys->job_begin, end = sys->job_begin + sys->job_count;
+        uint32_t first = begin + (k + nt - begin % nt) % nt;
+        for (uint32_t i = first; i < end; i += nt) {
+            nm_pim_dpu *d = &sys->dpus[i];
+            d->state = DPU_RUNNING;
+            pthread_mutex_unlock(&sys->lock);
+            nm_pim__run_dpu(d);
+            pthread_mutex_lock(&sys->lock);
+            d->state = d->fault.code != NM_PIM_FAULT_NONE ? DPU_FAULTED : DPU_DONE;
+            if (--sys->job_remaining == 0)
+                finish_job_locked(sys);
+        }
     }
     pthread_mutex_unlock(&sys->lock);
     nm_pim__worker_release();
@@ -179,6 +200,7 @@ static void destroy_system(nm_pim_system *sys)
     }
     free(sys->dpus);
     free(sys->threads);
+    free(sys->pool_args);
     pthread_mutex_destroy(&sys->lock);
     pthread_cond_destroy(&sys->work_cv);
     pthread_cond_destroy(&sys->done_cv);
@@ -215,10 +237,11 @@ dpu_error_t dpu_alloc(uint32_t nr_dpus, const char *profile, struct dpu_set_t *d
     sys->cost = cost;
     sys->dpus = calloc(nr_dpus, sizeof(*sys->dpus));
     sys->threads = calloc(threads, sizeof(pthread_t));
+    sys->pool_args = calloc(threads, sizeof(*sys->pool_args));
     pthread_mutex_init(&sys->lock, NULL);
     pthread_cond_init(&sys->work_cv, NULL);
     pthread_cond_init(&sys->done_cv, NULL);
-    if (!sys->dpus || !sys->threads) {
+    if (!sys->dpus || !sys->threads || !sys->pool_args) {
         destroy_system(sys);
         return DPU_ERR_ALLOCATION;
     }
@@ -232,8 +255,12 @@ dpu_error_t dpu_alloc(uint32_t nr_dpus, const char *profile, struct dpu_set_t *d
             return DPU_ERR_ALLOCATION;
         }
     }
+    /* nr_threads is read by the workers: set it before any starts. */
+    sys->nr_threads = threads;
     for (uint32_t t = 0; t < threads; t++) {
-        if (pthread_create(&sys->threads[t], NULL, pool_main, sys) != 0) {
+        sys->pool_args[t].sys = sys;
+        sys->pool_args[t].k = t;
+        if (pthread_create(&sys->threads[t], NULL, pool_main, &sys->pool_args[t]) != 0) {
             pthread_mutex_lock(&sys->lock);
             sys->shutdown = true;
             pthread_cond_broadcast(&sys->work_cv);
@@ -243,7 +270,6 @@ dpu_error_t dpu_alloc(uint32_t nr_dpus, const char *profile, struct dpu_set_t *d
             destroy_system(sys);
             return DPU_ERR_SYSTEM;
         }
-        sys->nr_threads++;
     }
     struct dpu_set_t s = {sys, 0, nr_dpus, DPU_SET_RANKS};
     *dpu_set = s;
@@ -280,20 +306,18 @@ dpu_error_t dpu_free(struct dpu_set_t set)
 
 dpu_error_t dpu_get_nr_dpus(struct dpu_set_t set, uint32_t *nr)
 {
-    if (!nr)
-        return DPU_ERR_INVALID_ARGUMENT;
-    if (!set_ok(set))
-        return DPU_ERR_INVALID_DPU_SET;
+    dpu_error_t ce = check_out(set, nr);
+    if (ce != DPU_OK)
+        return ce;
     *nr = set.count;
     return DPU_OK;
 }
 
 dpu_error_t dpu_get_nr_ranks(struct dpu_set_t set, uint32_t *nr)
 {
-    if (!nr)
-        return DPU_ERR_INVALID_ARGUMENT;
-    if (!set_ok(set))
-        return DPU_ERR_INVALID_DPU_SET;
+    dpu_error_t ce = check_out(set, nr);
+    if (ce != DPU_OK)
+        return ce;
     *nr = nm_pim_set_rank_count(set);
     return DPU_OK;
 }
@@ -302,10 +326,9 @@ uint32_t nm_pim_host_threads(struct dpu_set_t set) { return set.sys ? set.sys->n
 
 dpu_error_t nm_pim_get_cost(struct dpu_set_t set, nm_pim_cost *cost)
 {
-    if (!cost)
-        return DPU_ERR_INVALID_ARGUMENT;
-    if (!set_ok(set))
-        return DPU_ERR_INVALID_DPU_SET;
+    dpu_error_t ce = check_out(set, cost);
+    if (ce != DPU_OK)
+        return ce;
     *cost = set.sys->cost;
     return DPU_OK;
 }
@@ -403,7 +426,7 @@ dpu_error_t dpu_launch(struct dpu_set_t set, dpu_launch_policy_t policy)
     sys->in_flight = true;
     sys->job_begin = set.begin;
     sys->job_count = set.count;
-    sys->job_next = 0;
+    sys->job_gen++;
     sys->job_remaining = set.count;
     sys->job_start_ns = nm_now_ns();
     pthread_cond_broadcast(&sys->work_cv);
@@ -542,12 +565,15 @@ static double ranks_time(const nm_pim_cost *c, const uint64_t *per_rank_bytes, u
     return t;
 }
 
-static dpu_error_t serial_copy(struct dpu_set_t set, const char *sym, uint32_t off, void *buf, size_t len,
-                               bool to_dpu)
+/* One transfer over every DPU of the set: from/to the common buffer `buf`
+ * (serial copies, broadcast) or each DPU's prepared buffer (parallel push,
+ * buf == NULL; DPUs without one take no part). */
+static dpu_error_t transfer(struct dpu_set_t set, nm_pim_xfer_kind kind, bool to_dpu, const char *sym, uint32_t off,
+                            void *buf, size_t len)
 {
     if (!set_ok(set))
         return DPU_ERR_INVALID_DPU_SET;
-    if (!buf)
+    if (kind != NM_PIM_XFER_PARALLEL && !buf)
         return DPU_ERR_INVALID_MEMORY_TRANSFER;
     wait_idle(set.sys);
     const nm_pim_program_def *p;
@@ -557,27 +583,49 @@ static dpu_error_t serial_copy(struct dpu_set_t set, const char *sym, uint32_t o
     resolved r;
     if ((e = resolve(p, sym, off, len, &r)) != DPU_OK)
         return e;
-    uint64_t t0 = nm_now_ns();
-    for (uint32_t i = set.begin; i < set.begin + set.count; i++)
-        if ((e = move(&set.sys->dpus[i], &r, off, buf, len, to_dpu)) != DPU_OK)
-            return e;
-    const nm_pim_cost *c = &set.sys->cost;
-    uint64_t bytes = (uint64_t)len * set.count;
-    double modeled = (double)bytes / ((to_dpu ? c->bw_serial_to_dpu : c->bw_serial_from_dpu) * 1e9);
-    record_xfer(set.sys, NM_PIM_XFER_SERIAL, to_dpu, set.count, nm_pim_set_rank_count(set), bytes, modeled, t0);
-    return DPU_OK;
+    uint32_t nr_ranks = nm_pim_set_rank_count(set), first_rank = set.begin / NM_PIM_DPUS_PER_RANK;
+    uint64_t *per_rank = calloc(nr_ranks, sizeof(uint64_t));
+    if (!per_rank)
+        return DPU_ERR_ALLOCATION;
+    uint64_t t0 = nm_now_ns(), total = 0;
+    uint32_t used = 0, ranks_used = 0;
+    for (uint32_t i = set.begin; i < set.begin + set.count && e == DPU_OK; i++) {
+        nm_pim_dpu *d = &set.sys->dpus[i];
+        void *b = kind == NM_PIM_XFER_PARALLEL ? d->xfer_buf : buf;
+        if (!b)
+            continue;
+        e = move(d, &r, off, b, len, to_dpu);
+        per_rank[i / NM_PIM_DPUS_PER_RANK - first_rank] += len;
+        total += len;
+        used++;
+    }
+    for (uint32_t k = 0; k < nr_ranks; k++)
+        ranks_used += per_rank[k] != 0;
+    if (e == DPU_OK) {
+        const nm_pim_cost *c = &set.sys->cost;
+        double modeled;
+        if (kind == NM_PIM_XFER_SERIAL) /* one DPU after another */
+            modeled = (double)total / ((to_dpu ? c->bw_serial_to_dpu : c->bw_serial_from_dpu) * 1e9);
+        else if (kind == NM_PIM_XFER_PARALLEL)
+            modeled = ranks_time(c, per_rank, nr_ranks, to_dpu ? c->bw_rank_to_dpu : c->bw_rank_from_dpu, total);
+        else
+            modeled = ranks_time(c, per_rank, nr_ranks, c->bw_rank_broadcast, total);
+        record_xfer(set.sys, kind, to_dpu, used, ranks_used, total, modeled, t0);
+    }
+    free(per_rank);
+    return e;
 }
 
 dpu_error_t dpu_copy_to(struct dpu_set_t set, const char *symbol_name, uint32_t symbol_offset, const void *src,
                         size_t length)
 {
-    return serial_copy(set, symbol_name, symbol_offset, (void *)src, length, true);
+    return transfer(set, NM_PIM_XFER_SERIAL, true, symbol_name, symbol_offset, (void *)(uintptr_t)src, length);
 }
 
 dpu_error_t dpu_copy_from(struct dpu_set_t set, const char *symbol_name, uint32_t symbol_offset, void *dst,
                           size_t length)
 {
-    return serial_copy(set, symbol_name, symbol_offset, dst, length, false);
+    return transfer(set, NM_PIM_XFER_SERIAL, false, symbol_name, symbol_offset, dst, length);
 }
 
 dpu_error_t dpu_prepare_xfer(struct dpu_set_t set, void *buffer)
@@ -597,39 +645,8 @@ dpu_error_t dpu_push_xfer(struct dpu_set_t set, dpu_xfer_t xfer, const char *sym
         return DPU_ERR_INVALID_DPU_SET;
     if (xfer != DPU_XFER_TO_DPU && xfer != DPU_XFER_FROM_DPU)
         return DPU_ERR_INVALID_MEMORY_TRANSFER;
-    wait_idle(set.sys);
-    const nm_pim_program_def *p;
-    dpu_error_t e = set_program(set, &p);
-    if (e != DPU_OK)
-        return e;
-    resolved r;
-    if ((e = resolve(p, symbol_name, symbol_offset, length, &r)) != DPU_OK)
-        return e;
-    bool to = xfer == DPU_XFER_TO_DPU;
-    uint32_t nr_ranks = nm_pim_set_rank_count(set), first_rank = set.begin / NM_PIM_DPUS_PER_RANK;
-    uint64_t *per_rank = calloc(nr_ranks, sizeof(uint64_t));
-    if (!per_rank)
-        return DPU_ERR_ALLOCATION;
-    uint64_t t0 = nm_now_ns(), total = 0;
-    uint32_t used = 0;
-    for (uint32_t i = set.begin; i < set.begin + set.count && e == DPU_OK; i++) {
-        nm_pim_dpu *d = &set.sys->dpus[i];
-        if (!d->xfer_buf)
-            continue; /* DPUs without a prepared buffer take no part */
-        e = move(d, &r, symbol_offset, d->xfer_buf, length, to);
-        per_rank[i / NM_PIM_DPUS_PER_RANK - first_rank] += length;
-        total += length;
-        used++;
-    }
-    if (e == DPU_OK) {
-        const nm_pim_cost *c = &set.sys->cost;
-        uint32_t ranks_used = 0;
-        for (uint32_t k = 0; k < nr_ranks; k++)
-            ranks_used += per_rank[k] != 0;
-        double modeled = ranks_time(c, per_rank, nr_ranks, to ? c->bw_rank_to_dpu : c->bw_rank_from_dpu, total);
-        record_xfer(set.sys, NM_PIM_XFER_PARALLEL, to, used, ranks_used, total, modeled, t0);
-    }
-    free(per_rank);
+    dpu_error_t e = transfer(set, NM_PIM_XFER_PARALLEL, xfer == DPU_XFER_TO_DPU, symbol_name, symbol_offset, NULL,
+                             length);
     if (!(flags & DPU_XFER_NO_RESET))
         for (uint32_t i = set.begin; i < set.begin + set.count; i++)
             set.sys->dpus[i].xfer_buf = NULL;
@@ -639,36 +656,8 @@ dpu_error_t dpu_push_xfer(struct dpu_set_t set, dpu_xfer_t xfer, const char *sym
 dpu_error_t dpu_broadcast_to(struct dpu_set_t set, const char *symbol_name, uint32_t symbol_offset, const void *src,
                              size_t length, dpu_xfer_flags_t flags)
 {
-    (void)flags;
-    if (!set_ok(set))
-        return DPU_ERR_INVALID_DPU_SET;
-    if (!src)
-        return DPU_ERR_INVALID_MEMORY_TRANSFER;
-    wait_idle(set.sys);
-    const nm_pim_program_def *p;
-    dpu_error_t e = set_program(set, &p);
-    if (e != DPU_OK)
-        return e;
-    resolved r;
-    if ((e = resolve(p, symbol_name, symbol_offset, length, &r)) != DPU_OK)
-        return e;
-    uint32_t nr_ranks = nm_pim_set_rank_count(set), first_rank = set.begin / NM_PIM_DPUS_PER_RANK;
-    uint64_t *per_rank = calloc(nr_ranks, sizeof(uint64_t));
-    if (!per_rank)
-        return DPU_ERR_ALLOCATION;
-    uint64_t t0 = nm_now_ns(), total = 0;
-    for (uint32_t i = set.begin; i < set.begin + set.count && e == DPU_OK; i++) {
-        e = move(&set.sys->dpus[i], &r, symbol_offset, (void *)src, length, true);
-        per_rank[i / NM_PIM_DPUS_PER_RANK - first_rank] += length;
-        total += length;
-    }
-    if (e == DPU_OK) {
-        const nm_pim_cost *c = &set.sys->cost;
-        double modeled = ranks_time(c, per_rank, nr_ranks, c->bw_rank_broadcast, total);
-        record_xfer(set.sys, NM_PIM_XFER_BROADCAST, true, set.count, nr_ranks, total, modeled, t0);
-    }
-    free(per_rank);
-    return e;
+    (void)flags; /* DPU_XFER_ASYNC is accepted; transfers complete synchronously */
+    return transfer(set, NM_PIM_XFER_BROADCAST, true, symbol_name, symbol_offset, (void *)(uintptr_t)src, length);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -721,10 +710,9 @@ dpu_error_t nm_pim_get_fault(struct dpu_set_t dpu, nm_pim_fault_info *out)
 
 dpu_error_t nm_pim_last_launch(struct dpu_set_t set, nm_pim_launch_stats *out)
 {
-    if (!out)
-        return DPU_ERR_INVALID_ARGUMENT;
-    if (!set_ok(set))
-        return DPU_ERR_INVALID_DPU_SET;
+    dpu_error_t ce = check_out(set, out);
+    if (ce != DPU_OK)
+        return ce;
     wait_idle(set.sys);
     *out = set.sys->last_launch;
     return DPU_OK;
@@ -732,20 +720,18 @@ dpu_error_t nm_pim_last_launch(struct dpu_set_t set, nm_pim_launch_stats *out)
 
 dpu_error_t nm_pim_last_xfer(struct dpu_set_t set, nm_pim_xfer_stats *out)
 {
-    if (!out)
-        return DPU_ERR_INVALID_ARGUMENT;
-    if (!set_ok(set))
-        return DPU_ERR_INVALID_DPU_SET;
+    dpu_error_t ce = check_out(set, out);
+    if (ce != DPU_OK)
+        return ce;
     *out = set.sys->last_xfer;
     return DPU_OK;
 }
 
 dpu_error_t nm_pim_get_totals(struct dpu_set_t set, nm_pim_totals *out)
 {
-    if (!out)
-        return DPU_ERR_INVALID_ARGUMENT;
-    if (!set_ok(set))
-        return DPU_ERR_INVALID_DPU_SET;
+    dpu_error_t ce = check_out(set, out);
+    if (ce != DPU_OK)
+        return ce;
     wait_idle(set.sys);
     *out = set.sys->totals;
     return DPU_OK;

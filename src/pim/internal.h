@@ -42,6 +42,11 @@ typedef struct nm_pim_dpu {
     double pc_base;
 } nm_pim_dpu;
 
+struct nm_pim_pool_arg {
+    struct nm_pim_system *sys;
+    uint32_t k;
+};
+
 typedef struct nm_pim_system {
     uint32_t nr_dpus;
     nm_pim_dpu *dpus;
@@ -53,7 +58,9 @@ typedef struct nm_pim_system {
     bool shutdown;
     /* current launch */
     bool in_flight;
-    uint32_t job_begin, job_count, job_next, job_remaining;
+    uint32_t job_begin, job_count, job_remaining;
+    uint64_t job_gen; /* incremented per launch */
+    struct nm_pim_pool_arg *pool_args;
     uint64_t job_start_ns;
     nm_pim_launch_stats last_launch;
     nm_pim_xfer_stats last_xfer;

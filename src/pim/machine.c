@@ -19,6 +19,7 @@
  * a charge costs no context switch. Everything is a function of the DPU's own
  * inputs: the same run gives the same cycles on any number of host threads. */
 #include <math.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,6 +89,11 @@ typedef struct worker {
     uint32_t heap_top, heap_limit, heap_hw;
     bool faulted;
     tasklet *cur;
+    /* This thread's addresses of the running program's globals, for DMA checks. */
+    struct wram_range {
+        uintptr_t lo, hi;
+    } *ranges;
+    uint32_t nr_ranges, cap_ranges;
 } worker;
 
 static __thread worker *t_worker;
@@ -181,6 +187,7 @@ void nm_pim__worker_release(void)
     for (uint32_t i = 0; i < w->nr_stacks; i++)
         nm_coro_destroy(&w->t[i].coro);
     nm_coro_host_fini(&w->host);
+    free(w->ranges);
     free(w->heap);
     free(w);
     t_worker = NULL;
@@ -489,13 +496,26 @@ static void scheduler(worker *w)
     }
 }
 
-static void swap_globals(nm_pim_dpu *d, bool in, bool boot)
+static bool swap_globals(worker *w, nm_pim_dpu *d, bool in, bool boot)
 {
+    if (in)
+        w->nr_ranges = 0;
     for (const nm_pim_symbol *s = d->prog->symbols; s; s = s->next) {
         if (!s->tls_addr)
             continue;
         void *tls = s->tls_addr();
         if (in) {
+            if (w->nr_ranges == w->cap_ranges) {
+                uint32_t cap = w->cap_ranges ? 2 * w->cap_ranges : 16;
+                struct wram_range *r = realloc(w->ranges, cap * sizeof(*r));
+                if (!r)
+                    return false;
+                w->ranges = r;
+                w->cap_ranges = cap;
+            }
+            w->ranges[w->nr_ranges].lo = (uintptr_t)tls;
+            w->ranges[w->nr_ranges].hi = (uintptr_t)tls + s->size;
+            w->nr_ranges++;
             /* Synchronisation state is reset at boot; WRAM data persists. */
             const void *src = (boot && s->kind != NM_PIM_SYM_WRAM) ? s->initial : d->wram_image + s->offset;
             memcpy(tls, src, s->size);
@@ -503,6 +523,7 @@ static void swap_globals(nm_pim_dpu *d, bool in, bool boot)
             memcpy(d->wram_image + s->offset, tls, s->size);
         }
     }
+    return true;
 }
 
 void nm_pim__run_dpu(nm_pim_dpu *d)
@@ -562,9 +583,14 @@ void nm_pim__run_dpu(nm_pim_dpu *d)
         t->out = &d->tstats[i];
         nm_coro_reset(c, tasklet_entry, t);
     }
-    swap_globals(d, true, true);
+    if (!swap_globals(w, d, true, true)) {
+        f->code = NM_PIM_FAULT_KERNEL;
+        snprintf(f->message, sizeof(f->message), "host out of memory");
+        w->d = NULL;
+        return;
+    }
     scheduler(w);
-    swap_globals(d, false, false);
+    swap_globals(w, d, false, false);
 
     /* Leave no data of this DPU in the shared heap buffer (isolation and
      * determinism even for kernels that read memory they did not write). */
@@ -630,13 +656,9 @@ static bool in_wram(worker *w, const void *p, uint32_t n)
     nm_coro_stack_bounds(&w->cur->coro, &lo, &hi);
     if (a >= (uintptr_t)lo && e <= (uintptr_t)hi)
         return true;
-    for (const nm_pim_symbol *s = w->d->prog->symbols; s; s = s->next) {
-        if (!s->tls_addr)
-            continue;
-        uintptr_t b = (uintptr_t)s->tls_addr();
-        if (a >= b && e <= b + s->size)
+    for (uint32_t i = 0; i < w->nr_ranges; i++)
+        if (a >= w->ranges[i].lo && e <= w->ranges[i].hi)
             return true;
-    }
 #if defined(__SANITIZE_ADDRESS__)
     /* ASan may move stack locals to its fake stack. */
     if (__asan_addr_is_in_fake_stack(__asan_get_current_fake_stack(), (void *)p, NULL, NULL))
@@ -717,54 +739,26 @@ void nm_pim_mem_reset(void)
     w->heap_top = 0;
 }
 
-void nm_pim_mutex_lock(mutex_id_t m)
+/* Synchronisation calls: charge the API's instructions, then let the
+ * scheduler perform the operation at the tasklet's modeled time. */
+static worker *sync_op(const char *fn, size_t cost_field, void *obj, opkind op)
 {
-    worker *w = cur_worker("mutex_lock");
-    w->cur->pending += w->cost->instr_mutex;
-    w->cur->op_obj = m;
-    post(w, OP_LOCK);
+    worker *w = cur_worker(fn);
+    w->cur->pending += *(const uint32_t *)((const char *)w->cost + cost_field);
+    w->cur->op_obj = obj;
+    post(w, op);
+    return w;
 }
 
+void nm_pim_mutex_lock(mutex_id_t m) { sync_op("mutex_lock", offsetof(nm_pim_cost, instr_mutex), m, OP_LOCK); }
 bool nm_pim_mutex_trylock(mutex_id_t m)
 {
-    worker *w = cur_worker("mutex_trylock");
-    w->cur->pending += w->cost->instr_mutex;
-    w->cur->op_obj = m;
-    post(w, OP_TRYLOCK);
-    return w->cur->op_result;
+    return sync_op("mutex_trylock", offsetof(nm_pim_cost, instr_mutex), m, OP_TRYLOCK)->cur->op_result;
 }
-
-void nm_pim_mutex_unlock(mutex_id_t m)
-{
-    worker *w = cur_worker("mutex_unlock");
-    w->cur->pending += w->cost->instr_mutex;
-    w->cur->op_obj = m;
-    post(w, OP_UNLOCK);
-}
-
-void nm_pim_barrier_wait(barrier_t *b)
-{
-    worker *w = cur_worker("barrier_wait");
-    w->cur->pending += w->cost->instr_barrier;
-    w->cur->op_obj = b;
-    post(w, OP_BARRIER);
-}
-
-void nm_pim_sem_take(sem_t *s)
-{
-    worker *w = cur_worker("sem_take");
-    w->cur->pending += w->cost->instr_sem;
-    w->cur->op_obj = s;
-    post(w, OP_SEM_TAKE);
-}
-
-void nm_pim_sem_give(sem_t *s)
-{
-    worker *w = cur_worker("sem_give");
-    w->cur->pending += w->cost->instr_sem;
-    w->cur->op_obj = s;
-    post(w, OP_SEM_GIVE);
-}
+void nm_pim_mutex_unlock(mutex_id_t m) { sync_op("mutex_unlock", offsetof(nm_pim_cost, instr_mutex), m, OP_UNLOCK); }
+void nm_pim_barrier_wait(barrier_t *b) { sync_op("barrier_wait", offsetof(nm_pim_cost, instr_barrier), b, OP_BARRIER); }
+void nm_pim_sem_take(sem_t *s) { sync_op("sem_take", offsetof(nm_pim_cost, instr_sem), s, OP_SEM_TAKE); }
+void nm_pim_sem_give(sem_t *s) { sync_op("sem_give", offsetof(nm_pim_cost, instr_sem), s, OP_SEM_GIVE); }
 
 static double counter_now(worker *w)
 {

@@ -17,6 +17,7 @@ DPU_HOST(uint64_t, res3);
 DPU_HOST(uint64_t, g_tag);
 DPU_WRAM(uint64_t, g_counter) = 0;
 DPU_WRAM(uint64_t, slot, [NM_PIM_MAX_TASKLETS]);
+DPU_WRAM(uint64_t *, g_ptr);
 DPU_MRAM_NOINIT(uint64_t, mvar, [64]);
 MUTEX_INIT(mtx);
 MUTEX_INIT(mtx2);
@@ -95,6 +96,20 @@ int DPU_MAIN(void)
     case M_CHARGE:
         nm_pim_charge((uint32_t)arg0);
         res[tid] = nm_pim_cycle();
+        break;
+    case M_CHARGE2:
+        nm_pim_charge((uint32_t)(arg0 + tid * arg1));
+        res[tid] = nm_pim_cycle();
+        break;
+    case M_PTR:
+        if (tid == 0) {
+            if (arg0 == 0) {
+                g_ptr = &slot[3];
+                slot[3] = g_tag;
+            } else {
+                res[0] = *g_ptr;
+            }
+        }
         break;
     case M_DMA_TIMING:
         if (tid == 0) {

@@ -21,6 +21,8 @@ enum pim_test_mode {
     M_PERF,        /* perfcounter checks, res[0..3] */
     M_HW,          /* hardware unit: arg0 execs with arg1 extra cycles each */
     M_ME,          /* res[tid] = me(); res2 = NR_TASKLETS; res3 = heap pointer */
+    M_CHARGE2,     /* charge arg0 + tid * arg1; res[tid] = cycle */
+    M_PTR,         /* arg0 == 0: g_ptr = &slot[3], slot[3] = g_tag; else res[0] = *g_ptr */
     M_MIX          /* deterministic mix of compute, DMA, mutex, barrier driven by arg0 (seed) */
 };
 

@@ -89,6 +89,15 @@ static void test_isolation(void **state)
             assert_int_equal(m, counter);
         }
     }
+    /* A pointer to a WRAM global kept in a global stays valid across
+     * launches (WRAM addresses are fixed on the hardware). */
+    pim_test_set_args(set, M_PTR, 0, 0, 0);
+    assert_int_equal(dpu_launch(set, DPU_SYNCHRONOUS), DPU_OK);
+    for (int launch = 0; launch < 3; launch++) {
+        pim_test_set_args(set, M_PTR, 1, 0, 0);
+        assert_int_equal(dpu_launch(set, DPU_SYNCHRONOUS), DPU_OK);
+        DPU_FOREACH(set, dpu, i) assert_int_equal(pim_test_res(dpu, 0), i + 1);
+    }
     /* dpu_load restores initial values. */
     assert_int_equal(dpu_load(set, "pim_test", NULL), DPU_OK);
     DPU_FOREACH(set, dpu)

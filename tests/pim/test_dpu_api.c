@@ -53,6 +53,29 @@ static void test_revolver(void **state)
     assert_int_equal(pim_test_res(g_dpu, 23), 24 * 500);
 }
 
+/* Processor sharing, checked against its closed form: with charges
+ * c_0 < c_1 < ... all starting at cycle 0, tasklet j finishes at
+ * sum_{i<=j} (c_i - c_{i-1}) * max(11, n - i). Random sizes and counts. */
+static void test_revolver_random(void **state)
+{
+    (void)state;
+    uint64_t s = nm_test_seed(777) | 1;
+    for (int round = 0; round < 40; round++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        uint32_t n = 1 + (uint32_t)(s % 24);
+        uint64_t base = 1 + (s >> 8) % 5000, step = (s >> 24) % 300;
+        run(n, M_CHARGE2, base, step, 0);
+        uint64_t t = 0, prev = 0;
+        for (uint32_t j = 0; j < n; j++) {
+            uint64_t c = base + j * step;
+            uint64_t k = n - j;
+            t += (c - prev) * (k > 11 ? k : 11);
+            prev = c;
+            assert_int_equal(pim_test_res(g_dpu, j), t);
+        }
+    }
+}
+
 static void test_dma_cost(void **state)
 {
     (void)state;
@@ -152,7 +175,7 @@ static void test_frequency(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_revolver),   cmocka_unit_test(test_dma_cost),
+        cmocka_unit_test(test_revolver),   cmocka_unit_test(test_revolver_random), cmocka_unit_test(test_dma_cost),
         cmocka_unit_test(test_data_paths), cmocka_unit_test(test_heap_perf_hw),
         cmocka_unit_test(test_frequency),
     };

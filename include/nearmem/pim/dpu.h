@@ -25,6 +25,10 @@
  * between DPUs. DPU_MRAM_NOINIT variables are 32-bit MRAM addresses (the same
  * on every DPU, as on the hardware), resolved per DPU by mram_read/write.
  *
+ * Every mutable global of a kernel must use these macros: a plain global is
+ * shared by all DPUs. One DPU_PROGRAM per file; DPU-side libraries are
+ * headers (static functions + DPU_WRAM globals) included after it.
+ *
  * Every call below must be made from a tasklet (a kernel running under
  * dpu_launch); called from a host thread they abort with a message, since
  * that is a programming error with no DPU to report it. */
@@ -140,8 +144,10 @@ uint64_t nm_pim_cycle(void);
 
 /* ---- MRAM <-> WRAM DMA --------------------------------------------------------
  * UPMEM's rules: 8 <= size <= 2048, size % 8 == 0, both addresses 8-byte
- * aligned, MRAM range inside the 64 MiB bank. A violation stops the DPU. The
- * tasklet blocks for alpha + beta*size cycles on the DPU's one DMA engine. */
+ * aligned, MRAM range inside the 64 MiB bank, WRAM buffer inside WRAM (a
+ * global, the tasklet's stack or the mem_alloc heap). A violation stops the
+ * DPU. The tasklet blocks for alpha + beta*size cycles on the DPU's one DMA
+ * engine (after the transfers queued before it). */
 void nm_pim_mram_read(uint64_t mram_from, void *wram_to, uint32_t nb_of_bytes);
 void nm_pim_mram_write(const void *wram_from, uint64_t mram_to, uint32_t nb_of_bytes);
 #define mram_read(from, to, nb) nm_pim_mram_read((uint64_t)(uintptr_t)(from), (to), (nb))

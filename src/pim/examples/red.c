@@ -8,6 +8,7 @@
 #include "nearmem/common/util.h"
 #include "nearmem/pim/dpu.h"
 #include "nearmem/pim/examples.h"
+#include "report.h"
 
 /* ---- DPU side ---------------------------------------------------------- */
 DPU_PROGRAM(nm_red);
@@ -91,18 +92,7 @@ dpu_error_t nm_pim_red_run(struct dpu_set_t set, uint32_t tasklets, const uint64
     for (i = 0; i < nr_dpus; i++)
         s += res[i];
     *sum = s;
-    if (rep) {
-        nm_pim_totals tot;
-        nm_pim_launch_stats ls;
-        nm_pim_get_totals(set, &tot);
-        nm_pim_last_launch(set, &ls);
-        rep->modeled_kernel_s = ls.modeled_seconds;
-        rep->modeled_xfer_to_s = tot0.modeled_xfer_seconds;
-        rep->modeled_xfer_from_s = tot.modeled_xfer_seconds - tot0.modeled_xfer_seconds;
-        rep->max_cycles = ls.max_cycles;
-        rep->instructions = ls.instructions;
-        rep->host_s = nm_ns_to_s(nm_now_ns() - t0);
-    }
+    nm_pim__fill_report(set, &tot0, t0, rep);
 out:
     free(pv);
     free(res);

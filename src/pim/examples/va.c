@@ -9,6 +9,7 @@
 #include "nearmem/common/util.h"
 #include "nearmem/pim/dpu.h"
 #include "nearmem/pim/examples.h"
+#include "report.h"
 
 /* ---- DPU side ---------------------------------------------------------- */
 DPU_PROGRAM(nm_va);
@@ -55,14 +56,22 @@ dpu_error_t nm_pim_va_run(struct dpu_set_t set, uint32_t tasklets, const int32_t
     if (per * 4 * 2 > NM_PIM_MRAM_SIZE)
         return DPU_ERR_INVALID_MRAM_ACCESS;
     uint64_t padded = per * nr_dpus;
-    int32_t *pa = calloc(padded, 4), *pb = calloc(padded, 4);
+    /* Padded copies only when the DPUs' shares do not tile n exactly. */
+    const bool exact = padded == n;
+    int32_t *pa = exact ? (int32_t *)(uintptr_t)a : calloc(padded, 4);
+    int32_t *pb = exact ? (int32_t *)(uintptr_t)b : calloc(padded, 4);
+    int32_t *pc = exact ? c : pb;
     if (!pa || !pb) {
-        free(pa);
-        free(pb);
+        if (!exact) {
+            free(pa);
+            free(pb);
+        }
         return DPU_ERR_ALLOCATION;
     }
-    memcpy(pa, a, n * 4);
-    memcpy(pb, b, n * 4);
+    if (!exact) {
+        memcpy(pa, a, n * 4);
+        memcpy(pb, b, n * 4);
+    }
     nm_pim_totals tot0;
     struct dpu_set_t dpu;
     uint32_t i;
@@ -89,25 +98,17 @@ dpu_error_t nm_pim_va_run(struct dpu_set_t set, uint32_t tasklets, const int32_t
         goto out;
     if ((e = dpu_launch(set, DPU_SYNCHRONOUS)) != DPU_OK)
         goto out;
-    DPU_FOREACH(set, dpu, i) dpu_prepare_xfer(dpu, pb + (uint64_t)i * per);
+    DPU_FOREACH(set, dpu, i) dpu_prepare_xfer(dpu, pc + (uint64_t)i * per);
     if ((e = dpu_push_xfer(set, DPU_XFER_FROM_DPU, DPU_MRAM_HEAP_POINTER_NAME, bytes, bytes, DPU_XFER_DEFAULT)) !=
         DPU_OK)
         goto out;
-    memcpy(c, pb, n * 4);
-    if (rep) {
-        nm_pim_totals tot;
-        nm_pim_launch_stats ls;
-        nm_pim_get_totals(set, &tot);
-        nm_pim_last_launch(set, &ls);
-        rep->modeled_kernel_s = ls.modeled_seconds;
-        rep->modeled_xfer_to_s = tot0.modeled_xfer_seconds;
-        rep->modeled_xfer_from_s = tot.modeled_xfer_seconds - tot0.modeled_xfer_seconds;
-        rep->max_cycles = ls.max_cycles;
-        rep->instructions = ls.instructions;
-        rep->host_s = nm_ns_to_s(nm_now_ns() - t0);
-    }
+    if (!exact)
+        memcpy(c, pb, n * 4);
+    nm_pim__fill_report(set, &tot0, t0, rep);
 out:
-    free(pa);
-    free(pb);
+    if (!exact) {
+        free(pa);
+        free(pb);
+    }
     return e;
 }
