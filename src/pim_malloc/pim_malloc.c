@@ -1019,6 +1019,19 @@ static uint64_t check_rec(nm_pimm *h, uint32_t node, unsigned depth, uint64_t *a
     return l + r;
 }
 
+/* Is heap offset `off` inside a block the tree says is allocated? */
+static bool check_allocated(nm_pimm *h, uint32_t off)
+{
+    uint32_t node = 1, bs = h->cfg.heap_size;
+    for (unsigned depth = 0;; depth++) {
+        uint32_t st = check_node(h, node);
+        if (st == ND_ALLOC) return true;
+        if (st == ND_FREE || depth == h->maxdepth) return false;
+        bs >>= 1;
+        node = 2 * node + ((off & bs) ? 1u : 0u);
+    }
+}
+
 nm_err nm_pimm_check(nm_pimm *h, uint64_t *free_bytes)
 {
     uint64_t alloc = 0, fr = check_rec(h, 1, 0, &alloc);
@@ -1026,6 +1039,14 @@ nm_err nm_pimm_check(nm_pimm *h, uint64_t *free_bytes)
     if (alloc != h->reserved)
         return nm_fail(NM_ECORRUPT, "pim_malloc: tree holds %llu allocated bytes, counter says %llu",
                        (unsigned long long)alloc, (unsigned long long)h->reserved);
+    /* every block a thread cache holds (owner word set) is allocated in the tree */
+    for (uint32_t b = 0; h->tcaches && b < h->nblocks; b++) {
+        uint64_t w0;
+        dma_rd(h, rec_addr(h, b), &w0, 8);
+        if ((w0 & 0xff) && !check_allocated(h, b * NM_PIMM_BLOCK))
+            return nm_fail(NM_ECORRUPT, "pim_malloc: block %u is cached (flags 0x%x) but free in the tree", b,
+                           (unsigned)(w0 & 0xff));
+    }
     if (free_bytes) *free_bytes = fr;
     return NM_OK;
 }

@@ -363,6 +363,27 @@ static void test_metadata_counters(void **st)
     assert_int_equal(s[NM_PIMM_SW].tc_hits, 128);
 }
 
+/* The consistency check finds a cached block the tree calls free, and unmerged buddies. */
+static void test_check_detects_corruption(void **st)
+{
+    (void)st;
+    tdpu d;
+    assert_int_equal(tdpu_open(&d, NM_PIMM_LAZY, 1u << 20, 1), 0);
+    uint8_t *m = nm_pimm_host_mram(d.host);
+    uint32_t meta = d.heap_base + d.heap_size; /* default meta_base */
+    assert_int_equal(nm_pimm_check(d.h, NULL), NM_OK);
+    /* block table: the tree is 4 KiB-grain, depth 8 for 1 MiB: 512 nodes = 128 B, rounded to 256 B */
+    uint32_t blk_table = meta + 256;
+    m[blk_table + 100 * 120] = 1; /* block 100 "cached" but never allocated */
+    assert_int_equal(nm_pimm_check(d.h, NULL), NM_ECORRUPT);
+    m[blk_table + 100 * 120] = 0;
+    assert_int_equal(nm_pimm_check(d.h, NULL), NM_OK);
+    /* tree: root PART with both children FREE (unmerged buddies) */
+    m[meta] = (uint8_t)(1u << 2); /* node 1 = PART; nodes 2, 3 = FREE */
+    assert_int_equal(nm_pimm_check(d.h, NULL), NM_ECORRUPT);
+    tdpu_close(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -375,6 +396,7 @@ int main(void)
         cmocka_unit_test(test_geometry),
         cmocka_unit_test(test_small_metadata_stores),
         cmocka_unit_test(test_metadata_counters),
+        cmocka_unit_test(test_check_detects_corruption),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
