@@ -85,7 +85,14 @@ typedef struct nm_pimm_config {
     uint32_t swbuf_bytes;    /* coarse WRAM metadata buffer (default 256 B; see docs) */
     unsigned bc_entries;     /* buddy-cache entries of 4 B (default 16 = 64 B) */
     uint32_t pin_budget;     /* WRAM bytes of pinned tree for PINNED/ADAPTIVE (default 4096) */
+    uint32_t prepopulate;    /* NM_PIMM_PREPOP_*: pre-populate the thread caches at init */
 } nm_pimm_config;
+
+enum {
+    NM_PIMM_PREPOP_VARIANT = 0, /* as the variant says (sw, hwsw, pinned: yes; lazy, adaptive: no) */
+    NM_PIMM_PREPOP_ON = 1,
+    NM_PIMM_PREPOP_OFF = 2
+};
 
 /* Defaults of the paper's evaluation (Sec. V): 32 MiB heap, 8 classes, 16 tasklets. */
 void nm_pimm_config_default(nm_pimm_config *c, nm_pimm_variant v, uint32_t heap_base);

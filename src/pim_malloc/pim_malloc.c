@@ -723,6 +723,7 @@ static nm_err check_config(const nm_pimm_config *c, const nm_pimm_env *env)
     if (c->bc_entries < 2 || c->bc_entries > 1024)
         return nm_fail(NM_EINVAL, "pim_malloc: buddy cache entries %u not in 2..1024", c->bc_entries);
     if (c->nclasses > NM_PIMM_MAX_CLASSES) return nm_fail(NM_EINVAL, "pim_malloc: at most 8 size classes");
+    if (c->prepopulate > NM_PIMM_PREPOP_OFF) return nm_fail(NM_EINVAL, "pim_malloc: bad prepopulate %u", c->prepopulate);
     for (unsigned i = 0; i < c->nclasses; i++) {
         uint32_t s = c->classes[i];
         if (s < 16 || s > 2048 || s % 8 || (i && s <= c->classes[i - 1]))
@@ -752,7 +753,9 @@ nm_err nm_pimm_create(nm_pimm **out, const nm_pimm_config *cfg_in, const nm_pimm
     }
     nm_pimm_variant v = c->variant;
     h->tcaches = v != NM_PIMM_STRAWMAN;
-    h->prepopulate = v == NM_PIMM_SW || v == NM_PIMM_HWSW || v == NM_PIMM_PINNED;
+    h->prepopulate = c->prepopulate == NM_PIMM_PREPOP_ON ||
+                     (c->prepopulate == NM_PIMM_PREPOP_VARIANT &&
+                      (v == NM_PIMM_SW || v == NM_PIMM_HWSW || v == NM_PIMM_PINNED));
     h->spare = v == NM_PIMM_ADAPTIVE;
     h->meta_kind = v == NM_PIMM_HWSW ? META_BCACHE
                    : (v == NM_PIMM_PINNED || v == NM_PIMM_ADAPTIVE) ? META_PINNED

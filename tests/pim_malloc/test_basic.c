@@ -86,6 +86,25 @@ static void test_thread_cache_layout(void **st)
     assert_int_equal(s.reserved, 4096);
     tdpu_close(&d);
 
+    /* pre-population as a switch: hwsw without it, lazy with it */
+    nm_pimm_config cfg;
+    nm_pimm_config_default(&cfg, NM_PIMM_HWSW, 4096);
+    cfg.heap_size = 1u << 20;
+    cfg.tasklets = 2;
+    cfg.prepopulate = NM_PIMM_PREPOP_OFF;
+    assert_int_equal(tdpu_open_cfg(&d, &cfg), 0);
+    nm_pimm_get_stats(d.h, &s);
+    assert_int_equal(s.reserved, 0);
+    tdpu_close(&d);
+    cfg.variant = NM_PIMM_LAZY;
+    cfg.prepopulate = NM_PIMM_PREPOP_ON;
+    assert_int_equal(tdpu_open_cfg(&d, &cfg), 0);
+    nm_pimm_get_stats(d.h, &s);
+    assert_int_equal(s.reserved, 2 * 8 * 4096);
+    tdpu_close(&d);
+    cfg.prepopulate = 7;
+    assert_int_not_equal(tdpu_open_cfg(&d, &cfg), 0);
+
     /* adaptive: one untyped spare per tasklet serves the first miss */
     assert_int_equal(tdpu_open(&d, NM_PIMM_ADAPTIVE, 1u << 20, 2), 0);
     nm_pimm_get_stats(d.h, &s);
