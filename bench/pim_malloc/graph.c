@@ -28,7 +28,7 @@ static nm_err graph_timed(nm_bench *b, double scale, unsigned ndpus)
     static const nm_pimm_variant vs[] = {NM_PIMM_STRAWMAN, NM_PIMM_SW, NM_PIMM_HWSW};
     if (!e) {
         nm_bench_progress(b, "CSR update on %u DPUs", nparts);
-        e = pimm_graph_update_time(parts, nparts, 0, NM_PIMM_SW, &t_csr, NULL);
+        e = pimm_graph_update_time(parts, nparts, 0, NM_PIMM_SW, &t_csr, NULL, NULL);
     }
     if (!e) {
         nm_bench_row *row = nm_bench_row_new(b);
@@ -41,7 +41,8 @@ static nm_err graph_timed(nm_bench *b, double scale, unsigned ndpus)
         for (unsigned vi = 0; vi < NM_ARRAY_LEN(vs) && !e; vi++) {
             nm_pimm_stats st;
             nm_bench_progress(b, "%s update with %s", s ? "array" : "list", nm_pimm_variant_name(vs[vi]));
-            e = pimm_graph_update_time(parts, nparts, s + 1, vs[vi], &t[s][vi], &st);
+            uint64_t hist[32];
+            e = pimm_graph_update_time(parts, nparts, s + 1, vs[vi], &t[s][vi], &st, hist);
             if (e) break;
             nm_bench_row *row = nm_bench_row_new(b);
             nm_bench_row_str(row, "experiment", "update_time");
@@ -50,6 +51,16 @@ static nm_err graph_timed(nm_bench *b, double scale, unsigned ndpus)
             nm_bench_row_num(row, "modeled_seconds", t[s][vi]);
             nm_bench_row_num(row, "speedup_over_csr", t_csr / t[s][vi]);
             nm_bench_row_num(row, "dpu0_mallocs", (double)st.mallocs);
+            /* latency distribution over every DPU and tasklet (Fig. 17b): percentiles
+             * at bucket resolution (upper bound of the bucket, cycles) */
+            uint64_t total = 0, acc = 0;
+            for (int k = 0; k < 32; k++) total += hist[k];
+            double pct[] = {50, 90, 99};
+            const char *names[] = {"malloc_p50_cycles_le", "malloc_p90_cycles_le", "malloc_p99_cycles_le"};
+            for (int q = 0, k = 0; q < 3 && total; q++) {
+                while (k < 31 && (double)(acc + hist[k]) < pct[q] / 100.0 * (double)total) acc += hist[k++];
+                nm_bench_row_num(row, names[q], (double)(2ull << k));
+            }
         }
     for (unsigned p = 0; p < nparts; p++) pimm_graph_free(&parts[p]);
     free(parts);

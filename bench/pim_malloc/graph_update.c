@@ -36,6 +36,8 @@ DPU_HOST(uint32_t, g_data_off); /* graph data offset from DPU_MRAM_HEAP_POINTER 
 DPU_HOST(uint32_t, g_fail);
 DPU_HOST(uint64_t, g_edges_now); /* CSR: edges stored */
 DPU_HOST(nm_pimm_stats, g_stats);
+/* pimMalloc latency during the update (Fig. 17b/c): log2 histogram of cycles */
+DPU_HOST(uint32_t, g_hist, [NM_PIM_MAX_TASKLETS * 32]);
 DPU_WRAM(uint64_t, g_buf, [GT][CHUNK / 8]);
 #define EBUF 32u
 DPU_WRAM(uint64_t, g_ebuf, [GT][EBUF]);
@@ -95,13 +97,22 @@ static void csr_insert(unsigned t, uint32_t u, uint32_t v, uint32_t nedges)
 }
 
 /* Append v to node u's linked list of 256 B elements. */
+static mram_addr_t timed_malloc(uint32_t size)
+{
+    uint64_t c0 = nm_pim_cycle();
+    mram_addr_t a = pimMalloc(size);
+    uint64_t d = nm_pim_cycle() - c0;
+    if (g_mode == 2) g_hist[me() * 32 + (d ? nm_log2_floor(d) : 0)]++;
+    return a;
+}
+
 static void list_insert(uint32_t u, uint32_t v)
 {
     uint32_t sa = a_slots() + u * 8;
     uint64_t slot = rd8(sa);
     uint32_t tail = (uint32_t)slot, fill = (uint32_t)(slot >> 32);
     if (!tail || fill == LIST_EDGES) {
-        mram_addr_t c = pimMalloc(LIST_CHUNK);
+        mram_addr_t c = timed_malloc(LIST_CHUNK);
         if (!c) {
             g_fail++;
             return;
@@ -129,7 +140,7 @@ static void array_insert(unsigned t, uint32_t u, uint32_t v)
     uint32_t cap = fill <= ARR_MIN ? ARR_MIN : (uint32_t)nm_next_pow2(fill);
     if (!addr || fill == cap) {
         uint32_t ncap = addr ? 2 * cap : ARR_MIN;
-        mram_addr_t na = pimMalloc(ncap * 4);
+        mram_addr_t na = timed_malloc(ncap * 4);
         if (!na) {
             g_fail++;
             return;
@@ -235,7 +246,7 @@ static nm_err check_csr(struct dpu_set_t dpu, const pimm_graph *g, uint32_t data
 /* Modeled seconds of the update of `structure` (0 CSR, 1 lists, 2 arrays)
  * with allocator variant v, over the given partitions (one DPU each). */
 nm_err pimm_graph_update_time(const pimm_graph *parts, unsigned nparts, int structure, nm_pimm_variant v,
-                              double *seconds, nm_pimm_stats *st0)
+                              double *seconds, nm_pimm_stats *st0, uint64_t hist[32])
 {
     struct dpu_set_t set, dpu;
     uint32_t i;
@@ -249,6 +260,9 @@ nm_err pimm_graph_update_time(const pimm_graph *parts, unsigned nparts, int stru
     if (!e) e = pimm_bench_xfer(dpu_broadcast_to(set, "g_cfg", 0, &cfg, sizeof cfg, DPU_XFER_DEFAULT));
     if (!e) e = pimm_bench_xfer(dpu_broadcast_to(set, "g_struct", 0, &s, 4, DPU_XFER_DEFAULT));
     if (!e) e = pimm_bench_xfer(dpu_broadcast_to(set, "g_fail", 0, &zero, 4, DPU_XFER_DEFAULT));
+    static const uint32_t hz[NM_PIM_MAX_TASKLETS * 32];
+    if (!e) e = pimm_bench_xfer(dpu_broadcast_to(set, "g_hist", 0, hz, sizeof hz, DPU_XFER_DEFAULT));
+    if (hist) memset(hist, 0, 32 * sizeof *hist);
     if (!e) e = pimm_bench_xfer(dpu_broadcast_to(set, "g_data_off", 0, &data_off, 4, DPU_XFER_DEFAULT));
     DPU_FOREACH(set, dpu, i)
     {
@@ -296,6 +310,11 @@ nm_err pimm_graph_update_time(const pimm_graph *parts, unsigned nparts, int stru
         if (!e && f) e = nm_fail(NM_ENOMEM, "graph update: %u allocations failed on DPU %u", f, i);
         if (!e && structure == 0) e = check_csr(dpu, &parts[i], data_off, i);
         if (!e && structure != 0 && i == 0 && st0) e = pimm_bench_xfer(dpu_copy_from(dpu, "g_stats", 0, st0, sizeof *st0));
+        if (!e && structure != 0 && hist) { /* over all DPUs and tasklets */
+            static uint32_t hb[NM_PIM_MAX_TASKLETS * 32];
+            e = pimm_bench_xfer(dpu_copy_from(dpu, "g_hist", 0, hb, sizeof hb));
+            for (unsigned k = 0; !e && k < NM_PIM_MAX_TASKLETS * 32; k++) hist[k % 32] += hb[k];
+        }
     }
     dpu_free(set);
     return e;

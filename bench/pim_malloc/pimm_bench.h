@@ -59,9 +59,10 @@ nm_err pimm_wl_kv(const uint32_t *out_len, unsigned nreq, uint32_t prompt, nm_pi
 #ifdef PIMM_WITH_MACHINE
 /* Modeled seconds of inserting the new edges of partitions 0..nparts-1 (one
  * DPU each, 16 tasklets) into a CSR (0), lists (1) or arrays (2); statistics
- * of DPU 0's allocator for 1 and 2. graph_update.c. */
+ * of DPU 0's allocator for 1 and 2; hist: log2 histogram of pimMalloc
+ * latency in cycles (bucket k: [2^k, 2^(k+1))). graph_update.c. */
 nm_err pimm_graph_update_time(const pimm_graph *parts, unsigned nparts, int structure, nm_pimm_variant v,
-                              double *seconds, nm_pimm_stats *st0);
+                              double *seconds, nm_pimm_stats *st0, uint64_t hist[32]);
 #endif
 
 /* Share of pimMalloc served by the thread caches of PIM-malloc-SW over the
