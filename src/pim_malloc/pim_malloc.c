@@ -802,6 +802,7 @@ nm_err nm_pimm_create(nm_pimm **out, const nm_pimm_config *cfg_in, const nm_pimm
      * root word must be valid: children of a FREE node are written before
      * they are ever read. The block table's owner words start cleared. */
     unsigned t = env->me(env->ctx) % NM_PIMM_MAX_TASKLETS;
+    if (h->meta_kind == META_BCACHE) hw_charge(h, t, 1); /* init_bc (Sec. IV-B); the entries start invalid */
     uint64_t zero[256] = {0};
     dma_wr(h, h->tree_base, zero, 8);
     if (h->tcaches) {
