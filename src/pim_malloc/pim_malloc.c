@@ -616,8 +616,7 @@ _Static_assert(sizeof(remote_part) == 72, "remote part of the record");
  * in the block's rbits (a second free of the same address is refused at once)
  * and the block joins o's inbox if it is not on it yet. Nothing is written
  * into the heap, so even an invalid address hurts no live data; the owner
- * validates each queued free when it applies its inbox at its next pimMalloc.
- * NM_EBUSY: the block changed hands meanwhile. */
+ * validates each queued free when it applies its inbox at its next pimMalloc. */
 static nm_err remote_free(nm_pimm *h, unsigned t, uint32_t b, uint32_t ptr, unsigned o)
 {
     uint32_t bit = (ptr - blk_addr(h, b)) >> 3;
@@ -627,8 +626,11 @@ static nm_err remote_free(nm_pimm *h, unsigned t, uint32_t b, uint32_t ptr, unsi
     h->env.lock(h->env.ctx);
     rec_read(h, t, b, &r, 8);
     if (!(r.flags & BLK_TC) || r.owner != o) {
+        /* The block left o's cache since we looked: o gives a block back only
+         * when every slot is free, so this address was already free. */
         h->env.unlock(h->env.ctx);
-        return NM_EBUSY;
+        h->ts[t].double_free++;
+        return nm_fail(NM_EDOUBLEFREE, "pimFree: 0x%x: its block left tasklet %u's cache (already free)", ptr, o);
     }
     charge(h, t, nm_pimm_cost.blkmeta);
     dma_rd(h, rec_addr(h, b) + REC_REMOTE, &rp, sizeof rp);
@@ -906,23 +908,19 @@ nm_err nm_pimm_free(nm_pimm *h, uint32_t ptr)
         if (!e) s->frees++;
         return e;
     }
-    for (;;) {
-        blkrec r;
-        rec_read(h, t, b, &r, 8);
-        if (r.flags & BLK_TC) {
-            if (r.owner == t) {
-                e = free_mine(h, t, b, ptr, &r, false);
-            } else if (r.owner >= h->cfg.tasklets) {
-                e = nm_fail(NM_ECORRUPT, "pimFree: block %u names tasklet %u as owner", b, r.owner);
-            } else {
-                e = remote_free(h, t, b, ptr, r.owner);
-                if (e == NM_EBUSY) continue; /* the block changed hands meanwhile: look again */
-                if (!e) s->remote_free++;
-            }
+    blkrec r;
+    rec_read(h, t, b, &r, 8);
+    if (r.flags & BLK_TC) {
+        if (r.owner == t) {
+            e = free_mine(h, t, b, ptr, &r, false);
+        } else if (r.owner >= h->cfg.tasklets) {
+            e = nm_fail(NM_ECORRUPT, "pimFree: block %u names tasklet %u as owner", b, r.owner);
         } else {
-            e = backend_free(h, t, ptr);
+            e = remote_free(h, t, b, ptr, r.owner);
+            if (!e) s->remote_free++;
         }
-        break;
+    } else {
+        e = backend_free(h, t, ptr);
     }
     if (!e) s->frees++;
     return e;
