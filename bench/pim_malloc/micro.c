@@ -203,6 +203,32 @@ int nm_suite_pim_malloc_micro(nm_bench *b)
         nm_bench_row_num(r, "hit_rate", rate(p.st.meta_hits, p.st.meta_accesses));
     }
 
+    /* Straw-man sensitivity (Fig. 7): 1 tasklet, heap 32 KiB..32 MiB x size
+     * 32 B..2 KiB, normalized to a 2 KiB allocation in a 32 KiB heap. The
+     * paper measured up to 12x on real hardware for 32 B in 32 MiB. */
+    static const uint32_t heaps_kib[] = {32, 1024, 32768}, sizes7[] = {32, 256, 2048};
+    double base7 = 0, worst7 = 0;
+    for (unsigned hi = 0; hi < NM_ARRAY_LEN(heaps_kib); hi++)
+        for (unsigned si = NM_ARRAY_LEN(sizes7); si-- > 0;) {
+            nm_pimm_config cfg;
+            nm_pimm_config_default(&cfg, NM_PIMM_STRAWMAN, 0);
+            cfg.heap_size = heaps_kib[hi] << 10;
+            cfg.tasklets = 1;
+            uint32_t n = NM_MIN(count, (cfg.heap_size / sizes7[si]) / 2); /* stay far from a full heap */
+            point p;
+            e = run_point(set, &cfg, 1, sizes7[si], n, &p);
+            if (e) goto out;
+            if (hi == 0 && si == NM_ARRAY_LEN(sizes7) - 1) base7 = p.lat;
+            nm_bench_row *r = nm_bench_row_new(b);
+            nm_bench_row_str(r, "experiment", "strawman_fig7");
+            nm_bench_row_num(r, "heap_kib", heaps_kib[hi]);
+            nm_bench_row_num(r, "size", sizes7[si]);
+            nm_bench_row_num(r, "modeled_cycles_per_malloc", p.lat);
+            nm_bench_row_num(r, "slowdown", p.lat / base7);
+            worst7 = NM_MAX(worst7, p.lat / base7);
+        }
+    nm_bench_summary_num(b, "strawman_slowdown_32b_32mib_vs_2k_32kib", worst7);
+
     /* frontend_fraction over the workloads (Fig. 11a): see pimm_workloads.c */
     double ff = NAN;
     e = pimm_frontend_fraction(b, &ff);
