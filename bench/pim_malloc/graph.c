@@ -28,7 +28,7 @@ static nm_err graph_timed(nm_bench *b, double scale, unsigned ndpus)
     static const nm_pimm_variant vs[] = {NM_PIMM_STRAWMAN, NM_PIMM_SW, NM_PIMM_HWSW};
     if (!e) {
         nm_bench_progress(b, "CSR update on %u DPUs", nparts);
-        e = pimm_graph_update_time(parts, nparts, 0, NM_PIMM_SW, &t_csr, NULL, NULL);
+        e = pimm_graph_update_time(parts, nparts, 0, NM_PIMM_SW, 0, &t_csr, NULL, NULL);
     }
     if (!e) {
         nm_bench_row *row = nm_bench_row_new(b);
@@ -42,7 +42,7 @@ static nm_err graph_timed(nm_bench *b, double scale, unsigned ndpus)
             nm_pimm_stats st;
             nm_bench_progress(b, "%s update with %s", s ? "array" : "list", nm_pimm_variant_name(vs[vi]));
             uint64_t hist[32];
-            e = pimm_graph_update_time(parts, nparts, s + 1, vs[vi], &t[s][vi], &st, hist);
+            e = pimm_graph_update_time(parts, nparts, s + 1, vs[vi], 0, &t[s][vi], &st, hist);
             if (e) break;
             nm_bench_row *row = nm_bench_row_new(b);
             nm_bench_row_str(row, "experiment", "update_time");
@@ -62,6 +62,28 @@ static nm_err graph_timed(nm_bench *b, double scale, unsigned ndpus)
                 nm_bench_row_num(row, names[q], (double)(2ull << k));
             }
         }
+    /* A cheaper static baseline: rebuild the CSR once per batch of new edges */
+    static const uint32_t batches[] = {64, 512, 0};
+    for (unsigned k = 0; k < NM_ARRAY_LEN(batches) && !e; k++) {
+        double tb = 0;
+        nm_bench_progress(b, "CSR rebuilt per batch of %u", batches[k]);
+        e = pimm_graph_update_time(parts, nparts, 3, NM_PIMM_SW, batches[k], &tb, NULL, NULL);
+        if (e) break;
+        nm_bench_row *row = nm_bench_row_new(b);
+        nm_bench_row_str(row, "experiment", "update_time");
+        nm_bench_row_str(row, "structure", "csr_rebuild");
+        nm_bench_row_str(row, "variant", "static");
+        nm_bench_row_num(row, "batch_edges", batches[k]);
+        nm_bench_row_num(row, "modeled_seconds", tb);
+        nm_bench_row_num(row, "lists_hwsw_speedup_over_this", tb / t[0][2]);
+        nm_bench_row_num(row, "vararray_hwsw_speedup_over_this", tb / t[1][2]);
+        static const char *const kl[] = {"speedup_lists_vs_csr_rebuild_batch64", "speedup_lists_vs_csr_rebuild_batch512",
+                                         "speedup_lists_vs_csr_rebuild_once"};
+        static const char *const ka[] = {"speedup_vararray_vs_csr_rebuild_batch64",
+                                         "speedup_vararray_vs_csr_rebuild_batch512", "speedup_vararray_vs_csr_rebuild_once"};
+        nm_bench_summary_num(b, kl[k], tb / t[0][2]);
+        nm_bench_summary_num(b, ka[k], tb / t[1][2]);
+    }
     for (unsigned p = 0; p < nparts; p++) pimm_graph_free(&parts[p]);
     free(parts);
     if (e) return e;

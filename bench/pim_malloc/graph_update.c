@@ -27,7 +27,10 @@ DPU_PROGRAM(pimm_graph);
 NM_PIMM_DPU_ALLOCATOR();
 BARRIER_INIT(g_bar, GT);
 DPU_HOST(uint32_t, g_mode);   /* 0 init allocator, 1 build (old edges), 2 update (new edges), 3 teardown */
-DPU_HOST(uint32_t, g_struct); /* 0 CSR, 1 lists, 2 arrays */
+DPU_HOST(uint32_t, g_struct); /* 0 CSR (per-edge insertion), 1 lists, 2 arrays, 3 CSR rebuilt per batch */
+DPU_HOST(uint32_t, g_batch);  /* struct 3: new edges per rebuild */
+DPU_HOST(uint32_t, g_final_ptr_off); /* where the CSR ended (offsets from the graph data) */
+DPU_HOST(uint32_t, g_final_edges_off);
 DPU_HOST(nm_pimm_config, g_cfg);
 DPU_HOST(uint32_t, g_nodes);
 DPU_HOST(uint32_t, g_n_old);
@@ -51,6 +54,10 @@ static uint32_t a_new(void) { return a_old() + g_n_old * 8; }
 static uint32_t a_ptr(void) { return a_new() + g_n_new * 8; }
 static uint32_t a_edges(void) { return a_ptr() + (g_nodes + 1) * 8; }
 static uint32_t a_slots(void) { return a_edges() + (g_n_old + g_n_new) * 8; }
+/* struct 3: a second CSR (ping-pong) and per-node counters after the slots */
+static uint32_t b_ptr(void) { return a_slots() + g_nodes * 8; }
+static uint32_t b_edges(void) { return b_ptr() + (g_nodes + 1) * 8; }
+static uint32_t a_cnt(void) { return b_edges() + (g_n_old + g_n_new) * 8; }
 
 static uint64_t rd8(uint32_t a)
 {
@@ -92,6 +99,74 @@ static void csr_insert(unsigned t, uint32_t u, uint32_t v, uint32_t nedges)
         for (uint32_t i = 0; i < n; i++) w[i]++;
         nm_pim_charge(3 * n + 8);
         mram_write(w, a_ptr() + (first + c) * 8, n * 8);
+    }
+    barrier_wait(&g_bar);
+}
+
+/* Rebuild the CSR (src_ptr, src_edges) with edges [i0, i0 + k) of the new
+ * edge list into (dst_ptr, dst_edges): count per node, prefix sum, copy the
+ * old rows to their new places, scatter the new edges. All tasklets; nodes
+ * are split by id % 16 so no two tasklets write the same counter. */
+static void csr_rebuild(unsigned t, uint32_t i0, uint32_t k, uint32_t src_ptr, uint32_t src_edges, uint32_t dst_ptr,
+                        uint32_t dst_edges)
+{
+    uint64_t *w = g_buf[t], *eb = g_ebuf[t];
+    uint32_t n = g_nodes, per = CHUNK / 8;
+    memset(w, 0, CHUNK);
+    for (uint32_t c = t * per; c < n; c += GT * per) mram_write(w, a_cnt() + c * 8, NM_MIN(per, n - c) * 8);
+    barrier_wait(&g_bar);
+    for (uint32_t j0 = 0; j0 < k; j0 += EBUF) { /* count */
+        uint32_t m = NM_MIN(EBUF, k - j0);
+        mram_read(a_new() + (i0 + j0) * 8, eb, m * 8);
+        for (uint32_t j = 0; j < m; j++) {
+            uint32_t u = (uint32_t)eb[j];
+            nm_pim_charge(3);
+            if (u % GT == t) wr8(a_cnt() + u * 8, rd8(a_cnt() + u * 8) + 1);
+        }
+    }
+    barrier_wait(&g_bar);
+    if (t == 0) { /* prefix sum: dst_ptr[u] = src_ptr[u] + new edges of nodes before u */
+        uint64_t run = 0, *p = g_buf[0], *cn = g_buf[1];
+        for (uint32_t c = 0; c < n; c += per) {
+            uint32_t m = NM_MIN(per, n - c);
+            mram_read(src_ptr + c * 8, p, m * 8);
+            mram_read(a_cnt() + c * 8, cn, m * 8);
+            for (uint32_t j = 0; j < m; j++) {
+                uint64_t x = cn[j];
+                p[j] += run;
+                run += x;
+            }
+            nm_pim_charge(5 * m + 10);
+            mram_write(p, dst_ptr + c * 8, m * 8);
+        }
+        wr8(dst_ptr + n * 8, rd8(src_ptr + n * 8) + run);
+    }
+    barrier_wait(&g_bar);
+    for (uint32_t u = t; u < n; u += GT) { /* old rows to their new places */
+        uint64_t pr[2] __dma_aligned;
+        mram_read(src_ptr + u * 8, pr, 16);
+        uint32_t len = (uint32_t)(pr[1] - pr[0]), to = (uint32_t)rd8(dst_ptr + u * 8);
+        nm_pim_charge(10);
+        for (uint32_t o = 0; o < len * 8; o += CHUNK) {
+            uint32_t m = NM_MIN(CHUNK, len * 8 - o);
+            mram_read(src_edges + (uint32_t)pr[0] * 8 + o, w, m);
+            mram_write(w, dst_edges + to * 8 + o, m);
+        }
+    }
+    barrier_wait(&g_bar); /* (dst rows of different nodes are disjoint; the scatter below needs the copies done) */
+    for (uint32_t j0 = 0; j0 < k; j0 += EBUF) { /* scatter the new edges at the end of their rows */
+        uint32_t m = NM_MIN(EBUF, k - j0);
+        mram_read(a_new() + (i0 + j0) * 8, eb, m * 8);
+        for (uint32_t j = 0; j < m; j++) {
+            uint32_t u = (uint32_t)eb[j], v = (uint32_t)(eb[j] >> 32);
+            nm_pim_charge(3);
+            if (u % GT != t) continue;
+            uint64_t left = rd8(a_cnt() + u * 8);
+            uint32_t end = (uint32_t)rd8(dst_ptr + (u + 1) * 8);
+            wr8(a_cnt() + u * 8, left - 1);
+            wr8(dst_edges + (end - (uint32_t)left) * 8, v);
+            nm_pim_charge(8);
+        }
     }
     barrier_wait(&g_bar);
 }
@@ -182,6 +257,20 @@ int DPU_MAIN(void)
     if (g_mode == 2 && t == 0 && nm_pimm_dpu_heap()) nm_pimm_reset_counters(nm_pimm_dpu_heap());
     uint32_t nedges = g_n_old;
     uint64_t *eb = g_ebuf[t];
+    if (g_struct == 3) {
+        uint32_t sp = a_ptr(), se = a_edges(), dp = b_ptr(), de = b_edges(), bt = g_batch ? g_batch : n;
+        for (uint32_t i0 = 0; i0 < n; i0 += bt) {
+            csr_rebuild(t, i0, NM_MIN(bt, n - i0), sp, se, dp, de);
+            uint32_t x = sp;
+            sp = dp, dp = x, x = se, se = de, de = x;
+        }
+        if (t == 0) {
+            g_final_ptr_off = sp - base();
+            g_final_edges_off = se - base();
+            g_edges_now = rd8(sp + g_nodes * 8);
+        }
+        return 0;
+    }
     for (uint32_t i0 = 0; i0 < n; i0 += EBUF) { /* every tasklet streams the edge list */
         uint32_t k = NM_MIN(EBUF, n - i0);
         mram_read(src + i0 * 8, eb, k * 8);
@@ -195,7 +284,11 @@ int DPU_MAIN(void)
             }
         }
     }
-    if (g_struct == 0 && t == 0) g_edges_now = nedges;
+    if (g_struct == 0 && t == 0) {
+        g_edges_now = nedges;
+        g_final_ptr_off = a_ptr() - base();
+        g_final_edges_off = a_edges() - base();
+    }
     return 0;
 }
 
@@ -218,12 +311,13 @@ static nm_err launch(struct dpu_set_t set, uint32_t mode, uint32_t tasklets, dou
  * and new edges (count and an order-independent hash per node). */
 static nm_err check_csr(struct dpu_set_t dpu, const pimm_graph *g, uint32_t data_off, uint32_t idx)
 {
-    uint32_t n = g->nodes, ne = g->n_old + g->n_new;
+    uint32_t n = g->nodes, ne = g->n_old + g->n_new, po = 0, eo = 0;
     uint64_t *ptr = malloc((n + 1) * 8ull), *edges = malloc(ne * 8ull + 8), *want = calloc(n * 2ull + 2, 8);
     nm_err e = (!ptr || !edges || !want) ? nm_fail(NM_ENOMEM, "csr check") : NM_OK;
-    uint32_t off = data_off + ne * 8;
-    if (!e) e = pimm_bench_xfer(dpu_copy_from(dpu, DPU_MRAM_HEAP_POINTER_NAME, off, ptr, (n + 1) * 8ull));
-    if (!e) e = pimm_bench_xfer(dpu_copy_from(dpu, DPU_MRAM_HEAP_POINTER_NAME, off + (n + 1) * 8, edges, ne * 8ull));
+    if (!e) e = pimm_bench_xfer(dpu_copy_from(dpu, "g_final_ptr_off", 0, &po, 4));
+    if (!e) e = pimm_bench_xfer(dpu_copy_from(dpu, "g_final_edges_off", 0, &eo, 4));
+    if (!e) e = pimm_bench_xfer(dpu_copy_from(dpu, DPU_MRAM_HEAP_POINTER_NAME, data_off + po, ptr, (n + 1) * 8ull));
+    if (!e && ne) e = pimm_bench_xfer(dpu_copy_from(dpu, DPU_MRAM_HEAP_POINTER_NAME, data_off + eo, edges, ne * 8ull));
     for (uint32_t k = 0; k < ne && !e; k++) {
         uint32_t u = k < g->n_old ? g->old_src[k] : g->new_src[k - g->n_old];
         uint32_t v = k < g->n_old ? g->old_dst[k] : g->new_dst[k - g->n_old];
@@ -246,7 +340,7 @@ static nm_err check_csr(struct dpu_set_t dpu, const pimm_graph *g, uint32_t data
 /* Modeled seconds of the update of `structure` (0 CSR, 1 lists, 2 arrays)
  * with allocator variant v, over the given partitions (one DPU each). */
 nm_err pimm_graph_update_time(const pimm_graph *parts, unsigned nparts, int structure, nm_pimm_variant v,
-                              double *seconds, nm_pimm_stats *st0, uint64_t hist[32])
+                              uint32_t batch, double *seconds, nm_pimm_stats *st0, uint64_t hist[32])
 {
     struct dpu_set_t set, dpu;
     uint32_t i;
@@ -259,6 +353,8 @@ nm_err pimm_graph_update_time(const pimm_graph *parts, unsigned nparts, int stru
     uint32_t s = (uint32_t)structure, zero = 0, data_off = (40u << 20);
     if (!e) e = pimm_bench_xfer(dpu_broadcast_to(set, "g_cfg", 0, &cfg, sizeof cfg, DPU_XFER_DEFAULT));
     if (!e) e = pimm_bench_xfer(dpu_broadcast_to(set, "g_struct", 0, &s, 4, DPU_XFER_DEFAULT));
+    if (!e) e = pimm_bench_xfer(dpu_broadcast_to(set, "g_batch", 0, &batch, 4, DPU_XFER_DEFAULT));
+    bool csr = structure == 0 || structure == 3;
     if (!e) e = pimm_bench_xfer(dpu_broadcast_to(set, "g_fail", 0, &zero, 4, DPU_XFER_DEFAULT));
     static const uint32_t hz[NM_PIM_MAX_TASKLETS * 32];
     if (!e) e = pimm_bench_xfer(dpu_broadcast_to(set, "g_hist", 0, hz, sizeof hz, DPU_XFER_DEFAULT));
@@ -277,7 +373,7 @@ nm_err pimm_graph_update_time(const pimm_graph *parts, unsigned nparts, int stru
         }
         for (uint32_t k = 0; k < g->n_old; k++) img[k] = g->old_src[k] | ((uint64_t)g->old_dst[k] << 32);
         for (uint32_t k = 0; k < g->n_new; k++) img[g->n_old + k] = g->new_src[k] | ((uint64_t)g->new_dst[k] << 32);
-        if (structure == 0) { /* pre-update CSR built on the host (not timed) */
+        if (csr) { /* pre-update CSR built on the host (not timed) */
             uint64_t *ptr = img + g->n_old + g->n_new, *edges = ptr + n + 1;
             for (uint32_t k = 0; k < g->n_old; k++) ptr[g->old_src[k] + 1]++;
             for (uint32_t k = 0; k < n; k++) ptr[k + 1] += ptr[k];
@@ -299,18 +395,18 @@ nm_err pimm_graph_update_time(const pimm_graph *parts, unsigned nparts, int stru
         if (!e) e = pimm_bench_xfer(dpu_copy_to(dpu, "g_n_old", 0, &g->n_old, 4));
         if (!e) e = pimm_bench_xfer(dpu_copy_to(dpu, "g_n_new", 0, &g->n_new, 4));
     }
-    if (!e && structure != 0) e = launch(set, 0, 1, NULL);
-    if (!e && structure != 0) e = launch(set, 1, GT, NULL); /* pre-update graph */
-    if (!e) e = launch(set, 2, GT, seconds);                  /* the timed update */
-    if (!e && structure != 0) e = launch(set, 3, 1, NULL);
+    if (!e && !csr) e = launch(set, 0, 1, NULL);
+    if (!e && !csr) e = launch(set, 1, GT, NULL); /* pre-update graph */
+    if (!e) e = launch(set, 2, GT, seconds);        /* the timed update */
+    if (!e && !csr) e = launch(set, 3, 1, NULL);
     DPU_FOREACH(set, dpu, i)
     {
         uint32_t f = 0;
         if (!e) e = pimm_bench_xfer(dpu_copy_from(dpu, "g_fail", 0, &f, 4));
         if (!e && f) e = nm_fail(NM_ENOMEM, "graph update: %u allocations failed on DPU %u", f, i);
-        if (!e && structure == 0) e = check_csr(dpu, &parts[i], data_off, i);
-        if (!e && structure != 0 && i == 0 && st0) e = pimm_bench_xfer(dpu_copy_from(dpu, "g_stats", 0, st0, sizeof *st0));
-        if (!e && structure != 0 && hist) { /* over all DPUs and tasklets */
+        if (!e && csr) e = check_csr(dpu, &parts[i], data_off, i);
+        if (!e && !csr && i == 0 && st0) e = pimm_bench_xfer(dpu_copy_from(dpu, "g_stats", 0, st0, sizeof *st0));
+        if (!e && !csr && hist) { /* over all DPUs and tasklets */
             static uint32_t hb[NM_PIM_MAX_TASKLETS * 32];
             e = pimm_bench_xfer(dpu_copy_from(dpu, "g_hist", 0, hb, sizeof hb));
             for (unsigned k = 0; !e && k < NM_PIM_MAX_TASKLETS * 32; k++) hist[k % 32] += hb[k];

@@ -58,11 +58,12 @@ nm_err pimm_wl_kv(const uint32_t *out_len, unsigned nreq, uint32_t prompt, nm_pi
 
 #ifdef PIMM_WITH_MACHINE
 /* Modeled seconds of inserting the new edges of partitions 0..nparts-1 (one
- * DPU each, 16 tasklets) into a CSR (0), lists (1) or arrays (2); statistics
+ * DPU each, 16 tasklets) into a CSR edge by edge (0), lists (1), arrays (2) or
+ * a CSR rebuilt once per `batch` new edges (3; 0 = one rebuild); statistics
  * of DPU 0's allocator for 1 and 2; hist: log2 histogram of pimMalloc
  * latency in cycles (bucket k: [2^k, 2^(k+1))). graph_update.c. */
 nm_err pimm_graph_update_time(const pimm_graph *parts, unsigned nparts, int structure, nm_pimm_variant v,
-                              double *seconds, nm_pimm_stats *st0, uint64_t hist[32]);
+                              uint32_t batch, double *seconds, nm_pimm_stats *st0, uint64_t hist[32]);
 #endif
 
 /* Share of pimMalloc served by the thread caches of PIM-malloc-SW over the
