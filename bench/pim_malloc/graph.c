@@ -71,7 +71,8 @@ static nm_err graph_timed(nm_bench *b, double scale, unsigned ndpus)
         if (e) break;
         nm_bench_row *row = nm_bench_row_new(b);
         nm_bench_row_str(row, "experiment", "update_time");
-        nm_bench_row_str(row, "structure", "csr_rebuild");
+        static const char *const names[] = {"csr_rebuild_64", "csr_rebuild_512", "csr_rebuild_all"};
+        nm_bench_row_str(row, "structure", names[k]);
         nm_bench_row_str(row, "variant", "static");
         nm_bench_row_num(row, "batch_edges", batches[k]);
         nm_bench_row_num(row, "modeled_seconds", tb);
