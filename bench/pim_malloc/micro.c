@@ -203,6 +203,25 @@ int nm_suite_pim_malloc_micro(nm_bench *b)
         nm_bench_row_num(r, "hit_rate", rate(p.st.meta_hits, p.st.meta_accesses));
     }
 
+    /* Pinned WRAM budget sweep (beyond the paper): 16 tasklets x 4 KiB */
+    static const uint32_t budgets[] = {64, 256, 1024, 4096};
+    for (unsigned k = 0; k < NM_ARRAY_LEN(budgets); k++) {
+        nm_pimm_config cfg;
+        nm_pimm_config_default(&cfg, NM_PIMM_PINNED, 0);
+        cfg.heap_size = heap;
+        cfg.pin_budget = budgets[k];
+        point p;
+        e = run_point(set, &cfg, 16, 4096, count, &p);
+        if (e) goto out;
+        nm_bench_row *r = nm_bench_row_new(b);
+        nm_bench_row_str(r, "experiment", "pin_budget_sweep");
+        nm_bench_row_num(r, "pin_budget_bytes", budgets[k]);
+        nm_bench_row_num(r, "modeled_cycles_per_malloc", p.lat);
+        nm_bench_row_num(r, "speedup_over_hwsw", hw4->lat / p.lat);
+        nm_bench_row_num(r, "meta_hit_rate", rate(p.st.meta_hits, p.st.meta_accesses));
+        nm_bench_row_num(r, "meta_bytes_per_malloc", rate(p.st.meta_dma_read + p.st.meta_dma_written, p.st.mallocs));
+    }
+
     /* Straw-man sensitivity (Fig. 7): 1 tasklet, heap 32 KiB..32 MiB x size
      * 32 B..2 KiB, normalized to a 2 KiB allocation in a 32 KiB heap. The
      * paper measured up to 12x on real hardware for 32 B in 32 MiB. */
@@ -240,7 +259,10 @@ int nm_suite_pim_malloc_micro(nm_bench *b)
                           "{\"title\":\"1 tasklet\",\"x\":\"size\",\"y\":\"modeled_cycles_per_malloc\",\"series\":\"variant\","
                           "\"kind\":\"bar\",\"logy\":true,\"filter\":{\"experiment\":\"latency\",\"tasklets\":1}},"
                           "{\"title\":\"buddy cache size (16 tasklets, 4 KiB)\",\"x\":\"buddy_cache_bytes\",\"y\":\"speedup_over_sw\","
-                          "\"kind\":\"line\",\"logx\":true,\"filter\":{\"experiment\":\"cache_sweep_speedup\"}}]");
+                          "\"kind\":\"line\",\"logx\":true,\"filter\":{\"experiment\":\"cache_sweep_speedup\"}},"
+                          "{\"title\":\"pinned tree WRAM budget (16 tasklets, 4 KiB)\",\"x\":\"pin_budget_bytes\","
+                          "\"y\":\"speedup_over_hwsw\",\"kind\":\"line\",\"logx\":true,"
+                          "\"filter\":{\"experiment\":\"pin_budget_sweep\"}}]");
 out:
     dpu_free(set);
     return e;
