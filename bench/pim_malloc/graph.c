@@ -131,6 +131,8 @@ int nm_suite_pim_malloc_graph(nm_bench *b)
             nm_bench_row_num(row, "A_bytes", (double)r.reserved);
             nm_bench_row_num(row, "U_bytes", (double)r.requested);
             nm_bench_row_num(row, "fragmentation_A_over_U", frag);
+            nm_bench_row_num(row, "allocator_wram_bytes", r.wram_bytes);
+            nm_bench_row_num(row, "allocator_mram_meta_bytes", r.mram_meta_bytes);
             nm_bench_summary_num(b, keys[s][vi], frag);
         }
     pimm_graph_free(&g);

@@ -25,6 +25,7 @@ typedef struct pimm_wl_result {
     uint64_t requested; /* U: bytes the program holds at the end */
     uint64_t reserved;  /* A: bytes the allocator took from the heap at the end */
     uint64_t reserved_peak;
+    uint32_t wram_bytes, mram_meta_bytes; /* allocator metadata (Sec. VI-E) */
     bool oom;
 } pimm_wl_result;
 

@@ -128,6 +128,8 @@ static void replay_close(replay *rp, pimm_wl_result *out, uint64_t requested)
     out->reserved = s.reserved;
     out->reserved_peak = s.reserved_peak;
     out->requested = requested;
+    out->wram_bytes = s.wram_bytes;
+    out->mram_meta_bytes = s.mram_meta_bytes;
     nm_pimm_destroy(rp->h);
     nm_pimm_host_destroy(rp->host);
     nm_pimm_host_set_tasklet(0);
