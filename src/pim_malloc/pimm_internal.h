@@ -1,0 +1,98 @@
+/* Internal state of one PIM-malloc instance (one DPU). Everything in this
+ * struct stands for WRAM; MRAM is reached only through env.mram_read/write. */
+#ifndef NEARMEM_PIMM_INTERNAL_H
+#define NEARMEM_PIMM_INTERNAL_H
+
+#include <stdint.h>
+
+#include "nearmem/common/sizeclass.h"
+#include "nearmem/pim_malloc.h"
+
+/* Buddy-tree node states, 2 bits each (Sec. VI-A: "each tree node uses 2 bits").
+ * The paper names three states; the fourth marks the node where an allocated
+ * block starts, which lets pimFree find the block size and reject interior
+ * pointers and double frees without any per-block header. */
+enum { ND_FREE = 0, ND_PART = 1, ND_FULL = 2, ND_ALLOC = 3 };
+
+enum { META_SWBUF = 0, META_BCACHE, META_PINNED };
+
+/* Block-table record in MRAM, one per 4 KiB heap block (thread-cache state of
+ * blocks that are not some tasklet's active block), 8-aligned. The first 48
+ * bytes belong to the owner tasklet (lock-free). The rest is touched only
+ * under the allocator mutex: rbits, one bit per 8-byte unit of the block,
+ * marks frees by other tasklets waiting for the owner, and rnext links the
+ * blocks that have such frees into the owner's inbox. */
+#define BLK_TC 1u    /* block belongs to a thread cache */
+#define BLK_SPARE 2u /* ADAPTIVE: untyped spare of a tasklet */
+typedef struct blkrec {
+    uint8_t flags, owner, cls, pad0;
+    uint32_t pad1;
+    uint16_t nfree, prev, next, pad2; /* prev/next: block index + 1, 0 = none */
+    uint64_t bits[4];                 /* 1 = free slot (paper, Sec. IV-A) */
+    uint16_t rnext, queued, pad3[2];  /* next block in the owner's inbox (index + 1); on it */
+    uint64_t rbits[8];                /* frees by other tasklets pending, by 8-byte unit */
+} blkrec;
+_Static_assert(sizeof(blkrec) == 120, "block record is 120 bytes");
+#define REC_REMOTE 48u /* offset of rnext..rbits (72 bytes) */
+#define REC_RBITS 56u
+
+typedef struct tclass {
+    uint32_t active;  /* block index + 1 of the active block, 0 = none */
+    uint16_t nfree;   /* free slots of the active block */
+    uint16_t partial; /* head of the list of owned blocks with free slots */
+    uint64_t bits[4];
+} tclass;
+
+typedef struct tcache {
+    tclass c[NM_PIMM_MAX_CLASSES];
+    uint32_t spare; /* ADAPTIVE: block index + 1 */
+    uint32_t inbox; /* blocks with frees by other tasklets: first block index + 1, linked by rnext; mutex */
+} tcache;
+
+typedef struct bc_entry {
+    uint32_t tag; /* word index in the tree */
+    uint32_t val;
+    uint32_t lru; /* larger = more recently used */
+    uint8_t valid, dirty;
+} bc_entry;
+
+typedef struct tstats { /* per tasklet, written only by its tasklet */
+    uint64_t mallocs, frees, fail_size, fail_oom, tc_hits, tc_misses, tc_spare, bypass;
+    uint64_t bad_free, misaligned_free, double_free, remote_free, blk_dma, instructions;
+    char pad[64];
+} tstats;
+
+struct nm_pimm {
+    nm_pimm_config cfg;
+    nm_pimm_env env;
+    int meta_kind;
+    bool tcaches; /* false for the straw-man */
+    bool prepopulate, spare;
+    nm_sizeclasses sc;
+    uint32_t slots[NM_PIMM_MAX_CLASSES];
+    unsigned maxdepth;    /* leaves are at this depth */
+    uint32_t grain;       /* leaf block size */
+    uint32_t tree_base;   /* MRAM */
+    uint32_t tree_words;  /* 32-bit words of 16 nodes */
+    uint32_t tree_bytes;  /* MRAM bytes reserved for the tree */
+    uint32_t blk_base;    /* MRAM */
+    uint32_t nblocks;
+    /* coarse software buffer */
+    uint32_t *sb;
+    uint32_t sb_words, sb_w0;
+    bool sb_valid, sb_dirty;
+    /* buddy cache (modeled hardware) */
+    bc_entry *bc;
+    unsigned bc_n;
+    uint32_t bc_clock;
+    /* pinned top of the tree */
+    uint32_t *pin;
+    uint32_t pin_words;
+    /* thread caches */
+    tcache *tc;
+    tstats *ts;
+    /* backend counters, updated under the mutex */
+    uint64_t backend_ops, meta_accesses, meta_hits, meta_rd, meta_wr, reserved, reserved_peak;
+};
+
+#endif
