@@ -86,6 +86,11 @@ typedef struct nm_pimm_config {
     unsigned bc_entries;     /* buddy-cache entries of 4 B (default 16 = 64 B) */
     uint32_t pin_budget;     /* WRAM bytes of pinned tree for PINNED/ADAPTIVE (default 4096) */
     uint32_t prepopulate;    /* NM_PIMM_PREPOP_*: pre-populate the thread caches at init */
+    /* Coarse buffer (strawman, sw, lazy): false (default) = the paper's flush,
+     * every miss writes the whole buffer back (Fig. 13a: "Flush all the metadata
+     * from SW buff."); true = write it back only when modified (an optimization
+     * the paper does not describe). */
+    bool swbuf_dirty_only;
 } nm_pimm_config;
 
 enum {
