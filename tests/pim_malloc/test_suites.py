@@ -34,6 +34,12 @@ with tempfile.TemporaryDirectory() as d:
             # adaptive keeps sw's first-allocation latency, lazy does not
             assert s["first_malloc_cycles_adaptive_16t_32b"] == s["first_malloc_cycles_sw_16t_32b"]
             assert s["first_malloc_cycles_lazy_16t_32b"] > s["first_malloc_cycles_sw_16t_32b"]
+            # the fidelity audit's other averages of the same six points: AM >= GM
+            for a in ("sw_vs_strawman", "hwsw_vs_sw"):
+                assert s[f"speedup_{a}_arith_mean"] >= s[f"speedup_{a}"] * (1 - 1e-12), a
+                assert s[f"speedup_{a}_ratio_of_sums"] > 0, a
+            # deeper trees cost the straw-man more (Fig. 7)
+            assert s["strawman_slowdown_32b_32mib_vs_2k_32kib"] > 1
         if suite == "pim-malloc-graph":
             # pre-population reserves blocks that lazy does not; adaptive is never worse than lazy
             assert s["frag_asis_lists"] > s["frag_lazy_lists"] >= 1.0
