@@ -91,6 +91,8 @@
 #define LARGE_MAGIC 0x53504d4c41524745ull /* "SPMLARGE" */
 #define SEG_MAGIC 0x53504d53u
 
+#define LCACHE_N 16                 /* freed large mappings kept for reuse ... */
+#define LCACHE_BYTES ((size_t)32 << 20) /* ... up to this many bytes, for DECAY_NS */
 #define SPIN_SERVER_NS 2000000ull   /* server polls this long after its last work before sleeping */
 #define DECAY_NS 500000000ull       /* empty pages go back to the OS after this (madvise) */
 #define CLIENT_SPIN 20000           /* polls before a waiting client blocks */
@@ -184,6 +186,7 @@ struct large_hdr { /* the page before a large object's first byte */
     size_t maplen;
     size_t size;     /* requested size */
     size_t align;
+    uint64_t recycled; /* 1: the mapping came from the cache, so calloc must clear it */
 };
 
 enum { ST_FREE = 0, ST_ACTIVE = 1, ST_EXITING = 2 };
@@ -225,6 +228,7 @@ struct client {
     _Alignas(SM_CL) uint64_t sv_doorbell;
     uint64_t sv_served;                /* classes with a ready ring to keep full */
     uint32_t sv_req_seq;
+    uint64_t sv_last_ns;               /* last doorbell seen: is this thread busy? */
     uint32_t sv_target[NCLS_MAX];
     uint32_t sv_miss[NCLS_MAX];
 };
@@ -260,13 +264,19 @@ static struct {
     uint32_t starting;
     int pin_cpu;
     bool print_stats;
+    unsigned ncpu;
+    uint32_t oversub; /* server -> clients hint: more busy threads than CPUs, so yield instead of spinning */
     /* server-private */
     _Alignas(SM_CL) struct page *partial[NCLS_MAX];
     struct segment *segs;
     uint32_t rr;
+    uint64_t now_ns; /* the server's clock, refreshed every few polls */
     uint64_t last_work_ns;
     uint64_t dirty_pages;
     struct { uintptr_t key; struct large_hdr *hdr; } *lmap; /* open addressing, key 0 = empty, 1 = tombstone */
+    struct { uintptr_t base; size_t len; uint64_t since; } lcache[LCACHE_N]; /* freed large mappings */
+    unsigned lcache_n;
+    size_t lcache_bytes;
     size_t lmap_cap, lmap_used;
     nm_speedmalloc_stats st;
     uint64_t blocks_out[NCLS_MAX];
@@ -462,6 +472,14 @@ static void page_release(struct segment *s, struct page *pg)
 /* Return the slices of pages that stayed empty for DECAY_NS to the OS. */
 static void decay_sweep(uint64_t now)
 {
+    for (unsigned i = 0; i < g.lcache_n;) {
+        if (now - g.lcache[i].since < DECAY_NS) { i++; continue; }
+        munmap((void *)g.lcache[i].base, g.lcache[i].len);
+        g.st.mapped_bytes -= g.lcache[i].len;
+        g.st.madvised_bytes += g.lcache[i].len;
+        g.lcache_bytes -= g.lcache[i].len;
+        g.lcache[i] = g.lcache[--g.lcache_n];
+    }
     if (!g.dirty_pages) return;
     uint64_t left = 0;
     for (struct segment *s = g.segs; s; s = s->next) {
@@ -573,10 +591,25 @@ static void *srv_large_malloc(size_t size, size_t align, int *err)
     size_t len;
     if (size > PTRDIFF_MAX - align - 2 * PAGE_SIZE_OS) { *err = ENOMEM; return NULL; }
     len = (size + PAGE_SIZE_OS + (align - PAGE_SIZE_OS) + PAGE_SIZE_OS - 1) & ~(size_t)(PAGE_SIZE_OS - 1);
-    uintptr_t base = (uintptr_t)os_map(len);
-    if (!base) { *err = ENOMEM; return NULL; }
+    uintptr_t base = 0;
+    uint64_t recycled = 0;
+    for (unsigned i = 0; i < g.lcache_n; i++) { /* a cached mapping that fits without much waste */
+        if (g.lcache[i].len < len || g.lcache[i].len > len + len / 2) continue;
+        base = g.lcache[i].base;
+        len = g.lcache[i].len;
+        g.lcache_bytes -= len;
+        g.lcache[i] = g.lcache[--g.lcache_n];
+        recycled = 1;
+        break;
+    }
+    if (!base) {
+        base = (uintptr_t)os_map(len);
+        if (!base) { *err = ENOMEM; return NULL; }
+        g.st.mapped_bytes += len;
+    }
     uintptr_t user = (base + PAGE_SIZE_OS + align - 1) & ~(uintptr_t)(align - 1);
     struct large_hdr *h = (struct large_hdr *)(user - PAGE_SIZE_OS);
+    h->recycled = recycled;
     h->magic = LARGE_MAGIC;
     h->base = base;
     h->maplen = len;
@@ -587,7 +620,6 @@ static void *srv_large_malloc(size_t size, size_t align, int *err)
     g.st.large_live++;
     g.st.large_allocs++;
     g.st.large_live_bytes += size;
-    g.st.mapped_bytes += len;
     return (void *)user;
 }
 
@@ -603,8 +635,19 @@ static void srv_free_large(uintptr_t p)
     reg_large_del(p);
     g.st.large_live--;
     g.st.large_live_bytes -= h->size;
-    g.st.mapped_bytes -= h->maplen;
-    munmap((void *)h->base, h->maplen);
+    uintptr_t base = h->base;
+    size_t len = h->maplen;
+    if (g.lcache_n < LCACHE_N && g.lcache_bytes + len <= LCACHE_BYTES) {
+        /* keep it for a while: programs often free and re-allocate large buffers */
+        g.lcache[g.lcache_n].base = base;
+        g.lcache[g.lcache_n].len = len;
+        g.lcache[g.lcache_n].since = mono_ns();
+        g.lcache_n++;
+        g.lcache_bytes += len;
+        return;
+    }
+    g.st.mapped_bytes -= len;
+    munmap((void *)base, len);
 }
 
 static void *srv_large_realloc(uintptr_t p, size_t size, int *err)
@@ -802,6 +845,7 @@ static bool server_poll(void)
         uint64_t db = LOAD_ACQ(&c->doorbell);
         if (db != c->sv_doorbell || st == ST_EXITING) {
             c->sv_doorbell = db;
+            c->sv_last_ns = g.now_ns;
             if (serve_requests(c)) work = true;
         }
     }
@@ -868,8 +912,8 @@ static void *server_main(void *arg)
     pthread_mutex_lock(&g.srv_lock);
     STORE_REL(&g.mode, MODE_THREAD);
     pthread_mutex_unlock(&g.srv_lock);
-    g.last_work_ns = mono_ns();
-    unsigned idle_polls = 0;
+    g.last_work_ns = g.now_ns = mono_ns();
+    unsigned idle_polls = 0, work_polls = 0;
     for (;;) {
         if (SM_UNLIKELY(LOAD_ACQ(&g.pause_req))) { /* fork: park at a safe point */
             STORE_REL(&g.paused, 1);
@@ -879,22 +923,33 @@ static void *server_main(void *arg)
         if (server_poll()) {
             idle_polls = 0;
             g.last_work_ns = 0;
+            if ((++work_polls & 63) == 0) g.now_ns = mono_ns();
             continue;
         }
         idle_polls++;
         cpu_relax();
         if ((idle_polls & 63) != 0) continue;
         uint64_t now = mono_ns();
+        g.now_ns = now;
         if (!g.last_work_ns) g.last_work_ns = now;
-        if ((idle_polls & 1023) == 0) sched_yield(); /* share an oversubscribed core */
-        if (now - g.last_work_ns < SPIN_SERVER_NS) continue;
+        /* With a spare CPU the server spins like a dedicated support core; when the
+         * application's busy threads already fill every CPU, it yields and sleeps
+         * sooner, so it does not steal their time (this machine has 2 cores). */
+        unsigned busy = 0;
+        uint32_t nc = LOAD_ACQ(&g.nclients);
+        for (uint32_t i = 0; i < nc; i++)
+            if (LOAD_RLX(&g.clients[i]->state) == ST_ACTIVE && now - g.clients[i]->sv_last_ns < 5000000ull) busy++;
+        bool over = busy + 1 > g.ncpu;
+        if (over != (bool)LOAD_RLX(&g.oversub)) STORE_RLX(&g.oversub, over);
+        if (over || (idle_polls & 1023) == 0) sched_yield();
+        if (now - g.last_work_ns < (over ? SPIN_SERVER_NS / 10 : SPIN_SERVER_NS)) continue;
         decay_sweep(now);
         /* Sleep: announce, re-check (Dekker with ring_doorbell), then block. */
         STORE_SC(&g.srv_sleeping, 1);
         FENCE_SC();
         if (any_doorbell() || LOAD_ACQ(&g.pause_req)) { STORE_RLX(&g.srv_sleeping, 0); continue; }
         g.st.server_sleeps++;
-        futex_wait(&g.srv_sleeping, 1, g.dirty_pages ? DECAY_NS : 0);
+        futex_wait(&g.srv_sleeping, 1, (g.dirty_pages || g.lcache_n) ? DECAY_NS : 0);
         STORE_RLX(&g.srv_sleeping, 0);
         g.st.server_wakeups++;
         g.last_work_ns = mono_ns();
@@ -936,7 +991,11 @@ static void client_wait(struct client *c, bool (*cond)(struct client *, uintptr_
     for (unsigned i = 0;; i++) {
         if (cond(c, arg)) { errno = e; return; }
         if (LOAD_ACQ(&g.mode) == MODE_INLINE) { inline_service(); continue; }
-        if (i < CLIENT_SPIN) { cpu_relax(); if ((i & 255) == 255) sched_yield(); continue; }
+        if (i < CLIENT_SPIN) {
+            cpu_relax();
+            if ((i & 255) == 255 || (i > 64 && LOAD_RLX(&g.oversub))) sched_yield(); /* let the server run */
+            continue;
+        }
         STORE_SC(&c->wait_word, 1);
         FENCE_SC();
         if (cond(c, arg)) { STORE_RLX(&c->wait_word, 0); errno = e; return; }
@@ -1439,6 +1498,11 @@ static bool global_init(void)
     }
     if (ok) ok = pthread_key_create(&g.key, client_exit) == 0;
     if (ok) {
+        cpu_set_t set;
+        g.ncpu = sched_getaffinity(0, sizeof set, &set) == 0 ? (unsigned)CPU_COUNT(&set) : 2;
+        if (!g.ncpu) g.ncpu = 1;
+    }
+    if (ok) {
         const char *s = getenv("NEARMEM_SPEEDMALLOC_STATS");
         g.print_stats = s && *s && *s != '0';
         s = getenv("NEARMEM_SPEEDMALLOC_CPU");
@@ -1522,7 +1586,8 @@ SM_PUBLIC void *SM_FN(calloc)(size_t n, size_t size)
     void *p = sm_malloc(total);
     if (!p) return NULL;
     /* fresh large mappings are zero already; everything else may be recycled */
-    if (total <= MAX_CLASS_SIZE || in_boot(p)) memset(p, 0, total);
+    if (total <= MAX_CLASS_SIZE || in_boot(p) || ((const struct large_hdr *)((uintptr_t)p - PAGE_SIZE_OS))->recycled)
+        memset(p, 0, total);
     return p;
 }
 SM_PUBLIC void *SM_FN(realloc)(void *p, size_t size) { return sm_realloc(p, size); }
