@@ -65,6 +65,7 @@
 #define SM_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define SM_TLS __thread __attribute__((tls_model("initial-exec")))
 #define SM_CL 64
+#define SM_SLOW __attribute__((noinline, cold))
 
 #define LOAD_ACQ(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define LOAD_RLX(p) __atomic_load_n((p), __ATOMIC_RELAXED)
@@ -83,7 +84,7 @@
 #define NCLS_MAX 64
 #define RING 64        /* ready-ring slots per (thread, class) */
 #define FRING 512      /* free-ring slots per thread */
-#define LCAP_MAX 64    /* private magazine slots per (thread, class) */
+#define LCAP_MAX 256   /* private magazine slots per (thread, class) */
 #define MAX_CLIENTS 4096
 #define PAGE_SIZE_OS 4096
 #define ADDR_BITS 47
@@ -343,8 +344,8 @@ static bool classes_init(void)
         size_t ns = s <= 8192 ? 1 : (s * 8 + SLICE_SIZE - 1) / SLICE_SIZE;
         if (ns > 32) ns = 32;
         g.cls_nslices[c] = (uint32_t)ns;
-        size_t lcap = (32u << 10) / s;
-        g.cls_lcap[c] = (uint32_t)(lcap < 4 ? 4 : lcap > LCAP_MAX ? LCAP_MAX : lcap);
+        size_t lcap = (128u << 10) / s; /* a magazine holds up to 128 KiB (at least 8 blocks) */
+        g.cls_lcap[c] = (uint32_t)(lcap < 8 ? 8 : lcap > LCAP_MAX ? LCAP_MAX : lcap);
         size_t tmax = (128u << 10) / s;
         g.cls_tmax[c] = (uint32_t)(tmax < 2 ? 2 : tmax > RING ? RING : tmax);
         g.cls_recip[c] = ((1ull << 40) + s - 1) / s;
@@ -594,7 +595,7 @@ static void *srv_large_malloc(size_t size, size_t align, int *err)
     uintptr_t base = 0;
     uint64_t recycled = 0;
     for (unsigned i = 0; i < g.lcache_n; i++) { /* a cached mapping that fits without much waste */
-        if (g.lcache[i].len < len || g.lcache[i].len > len + len / 2) continue;
+        if (g.lcache[i].len < len || g.lcache[i].len > 2 * len) continue;
         base = g.lcache[i].base;
         len = g.lcache[i].len;
         g.lcache_bytes -= len;
@@ -1061,7 +1062,7 @@ static struct client *client_get_slow(void)
     return c;
 }
 
-static void flush_magazine(struct client *c, unsigned cls, unsigned keep);
+static SM_SLOW void flush_magazine(struct client *c, unsigned cls, unsigned keep);
 
 /* TLS destructor: hand everything back, mark the slot for the server to reclaim. */
 static void client_exit(void *arg)
@@ -1082,7 +1083,7 @@ static void client_exit(void *arg)
 }
 
 /* Sends magazine entries beyond `keep` to the server through the free ring. */
-static void flush_magazine(struct client *c, unsigned cls, unsigned keep)
+static SM_SLOW void flush_magazine(struct client *c, unsigned cls, unsigned keep)
 {
     struct cls_priv *q = &c->priv[cls];
     uint32_t n = q->n - keep;
@@ -1117,8 +1118,8 @@ static void *sync_request(struct client *c, unsigned kind, void *ptr, size_t siz
 }
 
 /* Malloc of class cls when the magazine is empty: pop the ready ring. */
-static void *ring_pop_slow(struct client *c, unsigned cls);
-static inline void *ring_pop(struct client *c, unsigned cls)
+static SM_SLOW void *ring_pop_slow(struct client *c, unsigned cls);
+static __attribute__((noinline)) void *ring_pop(struct client *c, unsigned cls)
 {
     struct cls_priv *q = &c->priv[cls];
     if (SM_UNLIKELY(q->head == q->ctail)) return ring_pop_slow(c, cls);
@@ -1132,7 +1133,7 @@ static inline void *ring_pop(struct client *c, unsigned cls)
     STORE_RLX(&c->c_ring, c->c_ring + 1);
     return p;
 }
-static void *ring_pop_slow(struct client *c, unsigned cls)
+static SM_SLOW void *ring_pop_slow(struct client *c, unsigned cls)
 {
     struct cls_priv *q = &c->priv[cls];
     uint32_t t = LOAD_ACQ(&c->tail[cls]);
@@ -1174,7 +1175,7 @@ static struct client *client_or_fallback(bool *locked)
     return g.fallback;
 }
 
-static void *large_malloc(size_t size, size_t align)
+static SM_SLOW void *large_malloc(size_t size, size_t align)
 {
     bool locked;
     if (tls_state == 3) { /* the server thread itself (only libc internals could get here) */
@@ -1209,7 +1210,7 @@ static void *server_self_malloc(unsigned cls)
     return NULL;
 }
 
-static void *malloc_cls_slow(unsigned cls)
+static SM_SLOW void *malloc_cls_slow(unsigned cls)
 {
     if (tls_state == 3) return server_self_malloc(cls);
     bool locked;
@@ -1220,7 +1221,7 @@ static void *malloc_cls_slow(unsigned cls)
     return p;
 }
 
-static inline void *sm_malloc(size_t size)
+static SM_SLOW void *sm_malloc_slow(size_t size)
 {
     if (SM_UNLIKELY(tls_in_init)) return boot_alloc(size ? size : 1, 16);
     if (SM_UNLIKELY(LOAD_ACQ(&g.init) != INIT_DONE) && !global_init()) return boot_alloc(size ? size : 1, 16);
@@ -1230,18 +1231,28 @@ static inline void *sm_malloc(size_t size)
         return large_malloc(size, 16);
     }
     struct client *c = tls_client;
-    if (SM_LIKELY(c)) {
-        void *p = client_malloc_cls(c, (unsigned)cls);
-        if (SM_UNLIKELY(!p)) errno = ENOMEM;
-        return p;
-    }
-    void *p = malloc_cls_slow((unsigned)cls);
-    if (!p) errno = ENOMEM;
+    void *p = c ? client_malloc_cls(c, (unsigned)cls) : malloc_cls_slow((unsigned)cls);
+    if (SM_UNLIKELY(!p)) errno = ENOMEM;
     return p;
 }
 
-static void free_small_slow(uintptr_t p, unsigned cls);
-static void free_other(uintptr_t p, unsigned kind);
+/* The fast path: a registered thread pops its own magazine; no server, no atomics. */
+static inline void *sm_malloc(size_t size)
+{
+    struct client *c = tls_client; /* set only after initialization */
+    if (SM_LIKELY(c != NULL && size <= 1024)) {
+        struct cls_priv *q = &c->priv[g.lut_small[(size + 15) >> 4]];
+        if (SM_LIKELY(q->n)) {
+            STORE_RLX(&c->c_fast, c->c_fast + 1);
+            return q->slot[--q->n];
+        }
+    }
+    return sm_malloc_slow(size);
+}
+
+static SM_SLOW void free_small_slow(uintptr_t p, unsigned cls);
+static SM_SLOW void free_other(uintptr_t p, unsigned kind);
+static SM_SLOW void free_flush(struct client *c, unsigned cls);
 
 static inline void sm_free(void *ptr)
 {
@@ -1258,18 +1269,21 @@ static inline void sm_free(void *ptr)
         free_small_slow(p, UINT32_MAX - 1);
         return;
     }
-    if (SM_UNLIKELY(q->n == g.cls_lcap[cls])) {
-        int e = errno; /* free preserves errno */
-        flush_magazine(c, (unsigned)cls, q->n / 2);
-        errno = e;
-    }
+    if (SM_UNLIKELY(q->n == g.cls_lcap[cls])) free_flush(c, (unsigned)cls);
     q->slot[q->n++] = ptr;
+}
+
+static SM_SLOW void free_flush(struct client *c, unsigned cls)
+{
+    int e = errno; /* free preserves errno */
+    flush_magazine(c, cls, c->priv[cls].n / 2);
+    errno = e;
 }
 
 static uint32_t reported_client_double;
 static uint64_t client_double_count, client_invalid_count;
 
-static void free_small_slow(uintptr_t p, unsigned cls)
+static SM_SLOW void free_small_slow(uintptr_t p, unsigned cls)
 {
     int e = errno;
     if (cls == UINT32_MAX - 1) {
@@ -1299,7 +1313,7 @@ static void free_small_slow(uintptr_t p, unsigned cls)
     errno = e;
 }
 
-static void free_other(uintptr_t p, unsigned kind)
+static SM_SLOW void free_other(uintptr_t p, unsigned kind)
 {
     int e = errno;
     if (in_boot((void *)p)) { errno = e; return; } /* bootstrap blocks are never reused */
