@@ -586,12 +586,22 @@ static void reg_large_del(uintptr_t p)
     reg_set(p, k <= 2 ? 0 : k - 1);
 }
 
+/* Mapping lengths in geometric steps (4 per doubling), so freed mappings fit later
+ * requests of similar size; the unused tail is never touched, so it costs no RSS. */
+static size_t large_round(size_t len)
+{
+    if (len < ((size_t)1 << 20) || len > ((size_t)1 << 40)) return len;
+    unsigned lg = 63u - (unsigned)__builtin_clzll(len);
+    size_t step = (size_t)1 << (lg - 2);
+    return (len + step - 1) & ~(step - 1);
+}
+
 static void *srv_large_malloc(size_t size, size_t align, int *err)
 {
     if (align < PAGE_SIZE_OS) align = PAGE_SIZE_OS;
     size_t len;
     if (size > PTRDIFF_MAX - align - 2 * PAGE_SIZE_OS) { *err = ENOMEM; return NULL; }
-    len = (size + PAGE_SIZE_OS + (align - PAGE_SIZE_OS) + PAGE_SIZE_OS - 1) & ~(size_t)(PAGE_SIZE_OS - 1);
+    len = large_round((size + PAGE_SIZE_OS + (align - PAGE_SIZE_OS) + PAGE_SIZE_OS - 1) & ~(size_t)(PAGE_SIZE_OS - 1));
     uintptr_t base = 0;
     uint64_t recycled = 0;
     for (unsigned i = 0; i < g.lcache_n; i++) { /* a cached mapping that fits without much waste */
@@ -638,7 +648,16 @@ static void srv_free_large(uintptr_t p)
     g.st.large_live_bytes -= h->size;
     uintptr_t base = h->base;
     size_t len = h->maplen;
-    if (g.lcache_n < LCACHE_N && g.lcache_bytes + len <= LCACHE_BYTES) {
+    while (g.lcache_n && (g.lcache_n == LCACHE_N || g.lcache_bytes + len > LCACHE_BYTES)) {
+        unsigned old = 0; /* evict the oldest: recent sizes are the likely next requests */
+        for (unsigned i = 1; i < g.lcache_n; i++)
+            if (g.lcache[i].since < g.lcache[old].since) old = i;
+        munmap((void *)g.lcache[old].base, g.lcache[old].len);
+        g.st.mapped_bytes -= g.lcache[old].len;
+        g.lcache_bytes -= g.lcache[old].len;
+        g.lcache[old] = g.lcache[--g.lcache_n];
+    }
+    if (len <= LCACHE_BYTES / 4) {
         /* keep it for a while: programs often free and re-allocate large buffers */
         g.lcache[g.lcache_n].base = base;
         g.lcache[g.lcache_n].len = len;
@@ -774,6 +793,10 @@ static bool serve_requests(struct client *c)
     if (rs != c->sv_req_seq) {
         int err = 0;
         void *r = NULL;
+        /* This thread's queued frees first: a large block it just freed can then be
+         * reused at once instead of mapping a new one (and unmapping the old one,
+         * which costs a TLB-shootdown interrupt to every CPU running the process). */
+        if (drain_frees(c, FRING)) work = true;
         switch (c->req_kind) {
         case REQ_LARGE_MALLOC: r = srv_large_malloc(c->req_size, c->req_align, &err); break;
         case REQ_LARGE_REALLOC: r = srv_large_realloc((uintptr_t)c->req_ptr, c->req_size, &err); break;
