@@ -80,7 +80,7 @@
 #define SLICE_SHIFT 16
 #define SLICE_SIZE ((uintptr_t)1 << SLICE_SHIFT) /* 64 KiB */
 #define SLICES (SEG_SIZE / SLICE_SIZE)           /* 64; slice 0 is the header */
-#define MAX_CLASS_SIZE ((size_t)256 << 10)       /* larger objects are mmapped */
+#define MAX_CLASS_SIZE ((size_t)1 << 20)         /* larger objects are mmapped */
 #define NCLS_MAX 64
 #define RING 64        /* ready-ring slots per (thread, class) */
 #define FRING 512      /* free-ring slots per thread */
@@ -344,8 +344,9 @@ static bool classes_init(void)
         size_t ns = s <= 8192 ? 1 : (s * 8 + SLICE_SIZE - 1) / SLICE_SIZE;
         if (ns > 32) ns = 32;
         g.cls_nslices[c] = (uint32_t)ns;
-        size_t lcap = (128u << 10) / s; /* a magazine holds up to 128 KiB (at least 8 blocks) */
-        g.cls_lcap[c] = (uint32_t)(lcap < 8 ? 8 : lcap > LCAP_MAX ? LCAP_MAX : lcap);
+        /* a magazine holds up to 128 KiB: at least 8 small blocks, 2 big ones */
+        size_t lcap = (128u << 10) / s, lmin = s <= (16u << 10) ? 8 : 2;
+        g.cls_lcap[c] = (uint32_t)(lcap < lmin ? lmin : lcap > LCAP_MAX ? LCAP_MAX : lcap);
         size_t tmax = (128u << 10) / s;
         g.cls_tmax[c] = (uint32_t)(tmax < 2 ? 2 : tmax > RING ? RING : tmax);
         g.cls_recip[c] = ((1ull << 40) + s - 1) / s;
@@ -1141,11 +1142,11 @@ static void *sync_request(struct client *c, unsigned kind, void *ptr, size_t siz
 }
 
 /* Malloc of class cls when the magazine is empty: pop the ready ring. */
-static SM_SLOW void *ring_pop_slow(struct client *c, unsigned cls);
-static __attribute__((noinline)) void *ring_pop(struct client *c, unsigned cls)
+static SM_SLOW void *ring_pop_slow(struct client *c, unsigned cls, bool borrow);
+static __attribute__((noinline)) void *ring_pop(struct client *c, unsigned cls, bool borrow)
 {
     struct cls_priv *q = &c->priv[cls];
-    if (SM_UNLIKELY(q->head == q->ctail)) return ring_pop_slow(c, cls);
+    if (SM_UNLIKELY(q->head == q->ctail)) return ring_pop_slow(c, cls, borrow);
     void *p = c->ring[cls][q->head % RING];
     q->head++;
     __builtin_prefetch(&c->ring[cls][(q->head + 8) % RING]);
@@ -1156,32 +1157,40 @@ static __attribute__((noinline)) void *ring_pop(struct client *c, unsigned cls)
     STORE_RLX(&c->c_ring, c->c_ring + 1);
     return p;
 }
-static SM_SLOW void *ring_pop_slow(struct client *c, unsigned cls)
+static SM_SLOW void *ring_pop_slow(struct client *c, unsigned cls, bool borrow)
 {
     struct cls_priv *q = &c->priv[cls];
     uint32_t t = LOAD_ACQ(&c->tail[cls]);
     if (t == q->head) {
-        /* Empty: post the request and wait (the paper's round trip, now the rare case). */
+        /* Empty: post the request (the paper's round trip, now the rare case)... */
         STORE_REL(&c->head_pub[cls], q->head);
         STORE_REL(&c->miss[cls], c->miss[cls] + 1);
         STORE_RLX(&c->c_miss, c->c_miss + 1);
         ring_doorbell(c);
+        /* ... but rather than wait, take a block of a slightly bigger class that this
+         * thread already holds (not for aligned requests: a bigger class may not be
+         * aligned). free() finds the block's real class from its address. */
+        for (unsigned k = cls + 1; borrow && k < g.nclass && k <= cls + 4; k++) {
+            struct cls_priv *o = &c->priv[k];
+            if (o->n) return o->slot[--o->n];
+            if (o->head != o->ctail) return ring_pop(c, k, false);
+        }
         client_wait(c, cond_tail_moved, cls);
         t = LOAD_ACQ(&c->tail[cls]);
     }
     q->ctail = t;
     q->low = q->head + (t - q->head + 1) / 2; /* publish the consumer index when half is used */
-    return ring_pop(c, cls);
+    return ring_pop(c, cls, borrow);
 }
 
-static inline void *client_malloc_cls(struct client *c, unsigned cls)
+static inline void *client_malloc_cls(struct client *c, unsigned cls, bool borrow)
 {
     struct cls_priv *q = &c->priv[cls];
     if (SM_LIKELY(q->n)) {
         STORE_RLX(&c->c_fast, c->c_fast + 1);
         return q->slot[--q->n];
     }
-    return ring_pop(c, cls);
+    return ring_pop(c, cls, borrow);
 }
 
 /* Runs fn with the calling thread's client, or the shared fallback client under its lock. */
@@ -1233,13 +1242,13 @@ static void *server_self_malloc(unsigned cls)
     return NULL;
 }
 
-static SM_SLOW void *malloc_cls_slow(unsigned cls)
+static SM_SLOW void *malloc_cls_slow(unsigned cls, bool borrow)
 {
     if (tls_state == 3) return server_self_malloc(cls);
     bool locked;
     struct client *c = client_or_fallback(&locked);
     if (!c) return boot_alloc(g.nclass ? g.cls_size[cls] : 16, 16);
-    void *p = client_malloc_cls(c, cls);
+    void *p = client_malloc_cls(c, cls, borrow);
     if (locked) pthread_mutex_unlock(&g.fb_lock);
     return p;
 }
@@ -1254,7 +1263,7 @@ static SM_SLOW void *sm_malloc_slow(size_t size)
         return large_malloc(size, 16);
     }
     struct client *c = tls_client;
-    void *p = c ? client_malloc_cls(c, (unsigned)cls) : malloc_cls_slow((unsigned)cls);
+    void *p = c ? client_malloc_cls(c, (unsigned)cls, true) : malloc_cls_slow((unsigned)cls, true);
     if (SM_UNLIKELY(!p)) errno = ENOMEM;
     return p;
 }
@@ -1396,7 +1405,7 @@ static void *sm_aligned(size_t align, size_t size)
         for (int cls = size_class(need); cls >= 0 && (unsigned)cls < g.nclass; cls++) {
             if (g.cls_size[cls] % align == 0) {
                 struct client *c = tls_client;
-                void *p = c ? client_malloc_cls(c, (unsigned)cls) : malloc_cls_slow((unsigned)cls);
+                void *p = c ? client_malloc_cls(c, (unsigned)cls, false) : malloc_cls_slow((unsigned)cls, false);
                 if (!p) errno = ENOMEM;
                 return p;
             }
