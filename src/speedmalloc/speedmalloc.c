@@ -216,13 +216,14 @@ struct client {
     /* server-written, client-read */
     _Alignas(SM_CL) uint32_t tail[NCLS_MAX];
     _Alignas(SM_CL) uint32_t free_head;
+    uint32_t oom_seq;   /* bumped when a miss could not be served: out of memory */
     uint32_t resp_seq;
     void *resp_ptr;
     int resp_err;
     _Alignas(SM_CL) void *ring[NCLS_MAX][RING];
     _Alignas(SM_CL) void *fring[FRING];
     /* client-private */
-    _Alignas(SM_CL) uint32_t my_free_tail, my_free_head_cache, my_req_seq;
+    _Alignas(SM_CL) uint32_t my_free_tail, my_free_head_cache, my_req_seq, my_oom_seen;
     uint64_t my_doorbell;
     struct cls_priv priv[NCLS_MAX];
     /* server-private */
@@ -826,11 +827,17 @@ static bool serve_requests(struct client *c)
         }
     }
     uint64_t served = c->sv_served;
+    bool oom = false;
     while (served) {
         unsigned cls = (unsigned)__builtin_ctzll(served);
         served &= served - 1;
         uint32_t fill = c->tail[cls] - LOAD_ACQ(&c->head_pub[cls]);
         if (fill < c->sv_target[cls] && refill(c, cls, c->sv_target[cls] - fill)) filled = true;
+        else if (fill == 0) oom = true; /* nothing to give: the OS refused memory */
+    }
+    if (oom) {
+        STORE_REL(&c->oom_seq, c->oom_seq + 1);
+        work = true;
     }
     if (filled || work) wake_client(c);
     return filled || work;
@@ -1030,7 +1037,10 @@ static void client_wait(struct client *c, bool (*cond)(struct client *, uintptr_
         i = CLIENT_SPIN / 2;
     }
 }
-static bool cond_tail_moved(struct client *c, uintptr_t cls) { return LOAD_ACQ(&c->tail[cls]) != c->priv[cls].head; }
+static bool cond_tail_moved(struct client *c, uintptr_t cls)
+{
+    return LOAD_ACQ(&c->tail[cls]) != c->priv[cls].head || LOAD_ACQ(&c->oom_seq) != c->my_oom_seen;
+}
 static bool cond_resp(struct client *c, uintptr_t seq) { return LOAD_ACQ(&c->resp_seq) == (uint32_t)seq; }
 static bool cond_free_space(struct client *c, uintptr_t need)
 {
@@ -1059,6 +1069,7 @@ static struct client *client_alloc_slot(void)
         memset(c->miss, 0, sizeof c->miss);
         memset(c->priv, 0, sizeof c->priv);
         c->my_free_tail = c->my_free_head_cache = c->my_req_seq = 0;
+        c->my_oom_seen = LOAD_ACQ(&c->oom_seq);
         c->my_doorbell = c->doorbell = 0;
         c->free_tail = 0;
         c->req_seq = 0;
@@ -1167,6 +1178,12 @@ static SM_SLOW void *ring_pop_slow(struct client *c, unsigned cls, bool borrow)
         STORE_REL(&c->miss[cls], c->miss[cls] + 1);
         STORE_RLX(&c->c_miss, c->c_miss + 1);
         ring_doorbell(c);
+        if (LOAD_ACQ(&g.mode) == MODE_INLINE) { /* nobody else will serve the miss */
+            client_wait(c, cond_tail_moved, cls);
+            t = LOAD_ACQ(&c->tail[cls]);
+            borrow = false;
+            if (t == q->head) { c->my_oom_seen = LOAD_ACQ(&c->oom_seq); return NULL; }
+        }
         /* ... but rather than wait, take a block of a slightly bigger class that this
          * thread already holds (not for aligned requests: a bigger class may not be
          * aligned). free() finds the block's real class from its address. */
@@ -1175,8 +1192,10 @@ static SM_SLOW void *ring_pop_slow(struct client *c, unsigned cls, bool borrow)
             if (o->n) return o->slot[--o->n];
             if (o->head != o->ctail) return ring_pop(c, k, false);
         }
-        client_wait(c, cond_tail_moved, cls);
+        if (t == q->head) client_wait(c, cond_tail_moved, cls);
         t = LOAD_ACQ(&c->tail[cls]);
+        c->my_oom_seen = LOAD_ACQ(&c->oom_seq);
+        if (t == q->head) return NULL; /* the server had no memory: malloc returns NULL, ENOMEM */
     }
     q->ctail = t;
     q->low = q->head + (t - q->head + 1) / 2; /* publish the consumer index when half is used */

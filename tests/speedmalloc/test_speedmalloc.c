@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -353,6 +354,39 @@ static void test_producer_consumer_no_blowup(void **state)
     assert_true(after.bytes_out < before.bytes_out + (4u << 20));
 }
 
+/* Out of memory in the small-object path: NULL + ENOMEM, no hang, and recovery. */
+static void test_small_oom(void **state)
+{
+    (void)state;
+#ifdef NEARMEM_SANITIZED
+    skip(); /* an address-space limit breaks the sanitizers' own mappings */
+#endif
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(60);
+        FILE *f = fopen("/proc/self/statm", "r");
+        unsigned long pages = 0;
+        if (!f || fscanf(f, "%lu", &pages) != 1) _exit(2);
+        fclose(f);
+        struct rlimit rl = {.rlim_cur = pages * 4096ul + (64ul << 20), .rlim_max = RLIM_INFINITY};
+        if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(3);
+        static void *v[1 << 20];
+        size_t n = 0;
+        errno = 0;
+        while (n < (1u << 20) && (v[n] = nm_sm_malloc(1000)) != NULL) n++;
+        if (n == (1u << 20) || errno != ENOMEM) _exit(4); /* must fail with ENOMEM before 1 GB */
+        for (size_t i = 0; i < n; i++) nm_sm_free(v[i]);
+        void *p = NULL;
+        for (int k = 0; k < 1000 && !p; k++) { p = nm_sm_malloc(1000); if (!p) usleep(1000); }
+        _exit(p ? 0 : 5); /* freed memory is usable again */
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 static void test_idle_server_sleeps(void **state)
 {
     (void)state;
@@ -412,6 +446,7 @@ int main(void)
         cmocka_unit_test(test_stress_threads),
         cmocka_unit_test(test_producer_consumer_no_blowup),
         cmocka_unit_test(test_fork),
+        cmocka_unit_test(test_small_oom),
         cmocka_unit_test(test_idle_server_sleeps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
