@@ -163,7 +163,8 @@ struct page {               /* server-private */
     struct page *next, *prev; /* in the class's partial list */
     uintptr_t start;          /* first block */
     uint32_t cls, nslices, capacity, nfree;
-    bool in_partial;
+    struct page **list;       /* the partial list it is on (a client's or the global one), or NULL */
+    uint32_t owner, owner_gen; /* the client whose ready rings it feeds (slot + 1), 0 = none */
     uint64_t free_bits[4096 / 64]; /* 1 = free in the server's hands */
 };
 
@@ -172,6 +173,9 @@ struct segment {
     uint32_t magic;
     uint8_t slice_cls[SLICES];    /* 0xff = header or free slice */
     uint8_t slice_pstart[SLICES]; /* first slice of the page holding this slice */
+    uint16_t slice_owner[SLICES]; /* owner of the page (client slot + 1, 0 = none): frees of
+                                     other threads' blocks go back to the server, so threads do
+                                     not share cache lines (no false sharing, cache-scratch) */
     /* server-private from here on (own cache lines) */
     _Alignas(SM_CL) struct segment *next;
     uint64_t free_slices; /* bit i: slice i free */
@@ -203,6 +207,7 @@ struct client {
     /* client-written, server-read */
     _Alignas(SM_CL) uint64_t doorbell;
     uint32_t state;
+    uint32_t id; /* slot index + 1, fixed */
     uint32_t free_tail;
     uint32_t req_seq, req_kind;
     size_t req_size, req_align;
@@ -231,6 +236,8 @@ struct client {
     uint64_t sv_served;                /* classes with a ready ring to keep full */
     uint32_t sv_req_seq;
     uint64_t sv_last_ns;               /* last doorbell seen: is this thread busy? */
+    uint32_t sv_gen;                   /* bumped at reclaim: pages owned by the old thread go stale */
+    struct page *sv_partial[NCLS_MAX]; /* pages this thread owns that have free blocks */
     uint32_t sv_target[NCLS_MAX];
     uint32_t sv_miss[NCLS_MAX];
 };
@@ -409,20 +416,35 @@ static struct segment *seg_new(void)
     return s;
 }
 
-static void partial_push(unsigned cls, struct page *pg)
+static void list_push(struct page **head, struct page *pg)
 {
     pg->prev = NULL;
-    pg->next = g.partial[cls];
+    pg->next = *head;
     if (pg->next) pg->next->prev = pg;
-    g.partial[cls] = pg;
-    pg->in_partial = true;
+    *head = pg;
+    pg->list = head;
 }
-static void partial_remove(unsigned cls, struct page *pg)
+static void list_remove(struct page *pg)
 {
     if (pg->prev) pg->prev->next = pg->next;
-    else g.partial[cls] = pg->next;
+    else *pg->list = pg->next;
     if (pg->next) pg->next->prev = pg->prev;
-    pg->in_partial = false;
+    pg->list = NULL;
+}
+static void page_set_owner(struct page *pg, struct client *c)
+{
+    struct segment *s = (struct segment *)(pg->start & ~(SEG_SIZE - 1));
+    unsigned i = (unsigned)((pg->start - (uintptr_t)s) >> SLICE_SHIFT);
+    pg->owner = c ? c->id : 0;
+    pg->owner_gen = c ? c->sv_gen : 0;
+    for (unsigned k = 0; k < pg->nslices; k++) STORE_REL(&s->slice_owner[i + k], (uint16_t)pg->owner);
+}
+/* The page's owner if it is still the same live thread. */
+static struct client *page_owner(const struct page *pg)
+{
+    if (!pg->owner) return NULL;
+    struct client *c = g.clients[pg->owner - 1];
+    return c->sv_gen == pg->owner_gen && LOAD_ACQ(&c->state) == ST_ACTIVE ? c : NULL;
 }
 
 static struct page *page_new(unsigned cls)
@@ -451,7 +473,8 @@ static struct page *page_new(unsigned cls)
                     STORE_REL(&s->slice_cls[i + k], (uint8_t)cls);
                 }
                 g.st.pages_in_use++;
-                partial_push(cls, pg);
+                page_set_owner(pg, NULL);
+                list_push(&g.partial[cls], pg);
                 return pg;
             }
         }
@@ -520,15 +543,16 @@ static void srv_free_small(uintptr_t p)
     g.blocks_out[cls]--;
     g.st.bytes_out -= g.cls_size[cls];
     if (pg->nfree == pg->capacity) {
-        /* Empty: back to the segment (keep it if it is the class's only page, to avoid thrash). */
-        if (pg->in_partial && (g.partial[cls] != pg || pg->next)) {
-            partial_remove(cls, pg);
-            page_release(s, pg);
-        } else if (!pg->in_partial) {
+        /* Empty: back to the segment (keep it if it is its list's only page, to avoid thrash). */
+        if (!pg->list || *pg->list != pg || pg->next) {
+            if (pg->list) list_remove(pg);
+            page_set_owner(pg, NULL);
             page_release(s, pg);
         }
-    } else if (!pg->in_partial) {
-        partial_push(cls, pg);
+    } else if (!pg->list) {
+        struct client *o = page_owner(pg);
+        if (!o && pg->owner) page_set_owner(pg, NULL);
+        list_push(o ? &o->sv_partial[cls] : &g.partial[cls], pg);
     }
 }
 
@@ -757,11 +781,18 @@ static unsigned refill(struct client *c, unsigned cls, unsigned want)
     unsigned got = 0;
     bool drained = false;
     while (got < want) {
-        struct page *pg = g.partial[cls];
+        /* this thread's own pages first, then an unowned one, which it then owns */
+        struct page *pg = c->sv_partial[cls];
         if (!pg) {
-            if (!drained) { drained = true; if (drain_all_frees()) continue; }
-            pg = page_new(cls);
-            if (!pg) break;
+            pg = g.partial[cls];
+            if (!pg) {
+                if (!drained) { drained = true; if (drain_all_frees()) continue; }
+                pg = page_new(cls);
+                if (!pg) break;
+            }
+            list_remove(pg);
+            page_set_owner(pg, c);
+            list_push(&c->sv_partial[cls], pg);
         }
         for (unsigned w = 0; w < 64 && got < want && pg->nfree; w++) {
             uint64_t bits = pg->free_bits[w];
@@ -774,7 +805,7 @@ static unsigned refill(struct client *c, unsigned cls, unsigned want)
             }
             pg->free_bits[w] = bits;
         }
-        if (!pg->nfree) partial_remove(cls, pg);
+        if (!pg->nfree) list_remove(pg);
     }
     if (got) {
         g.blocks_out[cls] += got;
@@ -854,6 +885,15 @@ static void reclaim_client(struct client *c)
         c->sv_miss[cls] = 0;
         c->sv_target[cls] = 0;
     }
+    for (unsigned cls = 0; cls < g.nclass; cls++) { /* its pages become unowned */
+        while (c->sv_partial[cls]) {
+            struct page *pg = c->sv_partial[cls];
+            list_remove(pg);
+            page_set_owner(pg, NULL);
+            list_push(&g.partial[cls], pg);
+        }
+    }
+    c->sv_gen++;
     c->sv_served = 0;
     c->sv_doorbell = 0;
     c->sv_req_seq = 0;
@@ -1059,6 +1099,7 @@ static struct client *client_alloc_slot(void)
         size_t len = (sizeof(struct client) + 4095) & ~(size_t)4095;
         c = os_map(len);
         if (c) {
+            c->id = n + 1;
             g.clients[n] = c;
             STORE_REL(&g.nclients, n + 1);
         }
@@ -1109,6 +1150,7 @@ static void client_exit(void *arg)
         if (c->priv[cls].n) flush_magazine(c, cls, 0);
         STORE_REL(&c->head_pub[cls], c->priv[cls].head);
     }
+    STORE_REL(&c->free_tail, c->my_free_tail);
     tls_client = NULL;
     tls_state = 2;
     STORE_REL(&c->state, ST_EXITING);
@@ -1174,6 +1216,7 @@ static SM_SLOW void *ring_pop_slow(struct client *c, unsigned cls, bool borrow)
     uint32_t t = LOAD_ACQ(&c->tail[cls]);
     if (t == q->head) {
         /* Empty: post the request (the paper's round trip, now the rare case)... */
+        STORE_REL(&c->free_tail, c->my_free_tail); /* with any remote frees still unpublished */
         STORE_REL(&c->head_pub[cls], q->head);
         STORE_REL(&c->miss[cls], c->miss[cls] + 1);
         STORE_RLX(&c->c_miss, c->c_miss + 1);
@@ -1253,7 +1296,7 @@ static void *server_self_malloc(unsigned cls)
         if (!pg->free_bits[w]) continue;
         unsigned b = (unsigned)__builtin_ctzll(pg->free_bits[w]);
         pg->free_bits[w] &= pg->free_bits[w] - 1;
-        if (!--pg->nfree) partial_remove(cls, pg);
+        if (!--pg->nfree) list_remove(pg);
         g.blocks_out[cls]++;
         g.st.bytes_out += g.cls_size[cls];
         return (void *)(pg->start + (uintptr_t)(w * 64 + b) * g.cls_size[cls]);
@@ -1304,6 +1347,7 @@ static inline void *sm_malloc(size_t size)
 static SM_SLOW void free_small_slow(uintptr_t p, unsigned cls);
 static SM_SLOW void free_other(uintptr_t p, unsigned kind);
 static SM_SLOW void free_flush(struct client *c, unsigned cls);
+static SM_SLOW void free_remote(struct client *c, uintptr_t p);
 
 static inline void sm_free(void *ptr)
 {
@@ -1314,6 +1358,11 @@ static inline void sm_free(void *ptr)
     int cls = block_class(p);
     struct client *c = tls_client;
     if (SM_UNLIKELY(cls < 0 || !c)) { free_small_slow(p, (unsigned)cls); return; }
+    const struct segment *seg = (const struct segment *)(p & ~(SEG_SIZE - 1));
+    if (SM_UNLIKELY(LOAD_RLX(&seg->slice_owner[(p >> SLICE_SHIFT) & (SLICES - 1)]) != c->id)) {
+        free_remote(c, p); /* another thread's page: back to the server, batched */
+        return;
+    }
     struct cls_priv *q = &c->priv[cls];
     if (SM_UNLIKELY(q->n && q->slot[q->n - 1] == ptr)) {
         /* cheap double-free check: the same block freed twice in a row */
@@ -1322,6 +1371,29 @@ static inline void sm_free(void *ptr)
     }
     if (SM_UNLIKELY(q->n == g.cls_lcap[cls])) free_flush(c, (unsigned)cls);
     q->slot[q->n++] = ptr;
+}
+
+/* A block of a page that feeds another thread: into the free ring, published every
+ * 16 entries (and whenever the magazines flush or the thread waits or exits). */
+static SM_SLOW void free_remote(struct client *c, uintptr_t p)
+{
+    int e = errno;
+    if (c->my_free_tail - c->my_free_head_cache + 1 > FRING) {
+        c->my_free_head_cache = LOAD_ACQ(&c->free_head);
+        if (c->my_free_tail - c->my_free_head_cache + 1 > FRING) {
+            STORE_REL(&c->free_tail, c->my_free_tail);
+            ring_doorbell(c);
+            client_wait(c, cond_free_space, 1);
+            c->my_free_head_cache = LOAD_ACQ(&c->free_head);
+        }
+    }
+    c->fring[c->my_free_tail % FRING] = (void *)p;
+    c->my_free_tail++;
+    if ((c->my_free_tail & 15) == 0) {
+        STORE_REL(&c->free_tail, c->my_free_tail);
+        ring_doorbell(c);
+    }
+    errno = e;
 }
 
 static SM_SLOW void free_flush(struct client *c, unsigned cls)
