@@ -254,6 +254,7 @@ static struct {
     uint32_t cls_lcap[NCLS_MAX];   /* private magazine capacity */
     uint32_t cls_tmax[NCLS_MAX];   /* ready-ring target cap */
     uint64_t cls_recip[NCLS_MAX];  /* ceil(2^40 / size): exact division of page offsets */
+    uint8_t cls_shares_lines[NCLS_MAX]; /* size not a multiple of 64: blocks share cache lines */
     uint8_t lut_small[1024 / 16 + 1];  /* (size + 15) / 16 -> class */
     uint8_t lut_big[MAX_CLASS_SIZE / 1024 + 1]; /* (size + 1023) / 1024 -> smallest class >= that, refined */
     uint8_t *registry; /* one byte per 4 MiB region */
@@ -358,6 +359,7 @@ static bool classes_init(void)
         size_t tmax = (128u << 10) / s;
         g.cls_tmax[c] = (uint32_t)(tmax < 2 ? 2 : tmax > RING ? RING : tmax);
         g.cls_recip[c] = ((1ull << 40) + s - 1) / s;
+        g.cls_shares_lines[c] = (s % 64) != 0;
     }
     for (size_t i = 0; i < sizeof g.lut_small; i++) {
         size_t s = i ? i * 16 : 1;
@@ -1359,8 +1361,12 @@ static inline void sm_free(void *ptr)
     struct client *c = tls_client;
     if (SM_UNLIKELY(cls < 0 || !c)) { free_small_slow(p, (unsigned)cls); return; }
     const struct segment *seg = (const struct segment *)(p & ~(SEG_SIZE - 1));
-    if (SM_UNLIKELY(LOAD_RLX(&seg->slice_owner[(p >> SLICE_SHIFT) & (SLICES - 1)]) != c->id)) {
-        free_remote(c, p); /* another thread's page: back to the server, batched */
+    if (SM_UNLIKELY(LOAD_RLX(&seg->slice_owner[(p >> SLICE_SHIFT) & (SLICES - 1)]) != c->id) &&
+        g.cls_shares_lines[cls]) {
+        /* another thread's page, and its blocks share cache lines: back to the server
+         * (batched), so that two threads never write the same line. Blocks of a size that
+         * is a multiple of 64 own their lines (pages start on 64 KiB) and stay here. */
+        free_remote(c, p);
         return;
     }
     struct cls_priv *q = &c->priv[cls];
