@@ -1,0 +1,170 @@
+/* A plain program (system malloc API) meant to run under LD_PRELOAD of
+ * libspeedmalloc.so: threads with cross-thread frees, realloc chains, aligned
+ * allocations, content checks on every block, thread churn and fork. Exits 0
+ * only if every check held and the allocator in use is SpeedMalloc. */
+#include <dlfcn.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "nearmem/speedmalloc.h"
+
+#define NT 4
+#define SLOTS 1024
+#define BOX 128
+
+typedef struct { unsigned char *p; size_t size; unsigned char fill; } blk;
+static struct { pthread_mutex_t lock; blk b[NT][BOX]; unsigned n[NT]; } mail = {.lock = PTHREAD_MUTEX_INITIALIZER};
+static int iters = 200000;
+static int failures;
+
+static uint64_t rng_next(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+static size_t rsize(uint64_t *s)
+{
+    unsigned k = (unsigned)(rng_next(s) % 1000);
+    if (k < 700) return rng_next(s) % 200;
+    if (k < 970) return 200 + rng_next(s) % 8000;
+    if (k < 998) return 8192 + rng_next(s) % 200000;
+    return 300000 + rng_next(s) % 3000000;
+}
+static int check(const blk *b)
+{
+    for (size_t i = 0; i < b->size; i++)
+        if (b->p[i] != b->fill) return 1;
+    return 0;
+}
+
+static void *worker(void *arg)
+{
+    unsigned id = (unsigned)(uintptr_t)arg;
+    uint64_t s = 0x9E3779B97F4A7C15ull * (id + 1);
+    blk *slot = calloc(SLOTS, sizeof *slot);
+    int bad = 0;
+    for (int it = 0; it < iters; it++) {
+        blk *b = &slot[rng_next(&s) % SLOTS];
+        unsigned op = (unsigned)(rng_next(&s) % 10);
+        if (b->p) {
+            bad += check(b);
+            if (op < 5) { free(b->p); b->p = NULL; }
+            else if (op < 7) {
+                size_t ns = rsize(&s) + 1;
+                unsigned char *q = realloc(b->p, ns);
+                if (!q) { bad++; continue; }
+                for (size_t k = 0; k < (ns < b->size ? ns : b->size); k++) if (q[k] != b->fill) { bad++; break; }
+                b->p = q;
+                b->size = ns;
+                b->fill = (unsigned char)rng_next(&s);
+                memset(b->p, b->fill, ns);
+            } else {
+                unsigned to = (unsigned)(rng_next(&s) % NT);
+                pthread_mutex_lock(&mail.lock);
+                if (mail.n[to] < BOX) { mail.b[to][mail.n[to]++] = *b; b->p = NULL; }
+                pthread_mutex_unlock(&mail.lock);
+            }
+        } else {
+            size_t size = rsize(&s), align = 16;
+            if (op < 6) b->p = malloc(size);
+            else if (op < 7) {
+                b->p = calloc(size, 1);
+                if (b->p) for (size_t k = 0; k < size; k++) if (b->p[k]) { bad++; break; }
+            } else if (op < 8) {
+                align = (size_t)1 << (3 + rng_next(&s) % 13);
+                void *q = NULL;
+                if (posix_memalign(&q, align, size)) { bad++; continue; }
+                b->p = q;
+            } else {
+                align = (size_t)1 << (rng_next(&s) % 14);
+                b->p = aligned_alloc(align, size);
+            }
+            if (!b->p) { bad++; continue; }
+            if ((uintptr_t)b->p % align || malloc_usable_size(b->p) < size) bad++;
+            b->size = size;
+            b->fill = (unsigned char)rng_next(&s);
+            memset(b->p, b->fill, size);
+        }
+        if ((it & 127) == 0) {
+            blk in[BOX];
+            pthread_mutex_lock(&mail.lock);
+            unsigned n = mail.n[id];
+            memcpy(in, mail.b[id], n * sizeof(blk));
+            mail.n[id] = 0;
+            pthread_mutex_unlock(&mail.lock);
+            for (unsigned k = 0; k < n; k++) { bad += check(&in[k]); free(in[k].p); }
+        }
+    }
+    for (unsigned i = 0; i < SLOTS; i++) if (slot[i].p) { bad += check(&slot[i]); free(slot[i].p); }
+    free(slot);
+    __atomic_fetch_add(&failures, bad, __ATOMIC_RELAXED);
+    return NULL;
+}
+
+static void *short_lived(void *arg)
+{
+    free(arg); /* a block from the joining thread: a cross-thread free */
+    void *v[64];
+    for (int i = 0; i < 64; i++) { v[i] = malloc((size_t)(i * 37) % 3000 + 1); memset(v[i], i, (size_t)(i * 37) % 3000 + 1); }
+    for (int i = 0; i < 64; i++) free(v[i]);
+    return malloc(200); /* freed by the joiner after this thread's queues were recycled */
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--quick") == 0) iters = 30000;
+    int (*get)(nm_speedmalloc_stats *) = (int (*)(nm_speedmalloc_stats *))dlsym(RTLD_DEFAULT, "nm_speedmalloc_get_stats");
+    if (!get) { fprintf(stderr, "preload_stress: SpeedMalloc is not the malloc of this process\n"); return 2; }
+    nm_speedmalloc_stats before, after;
+    get(&before);
+
+    pthread_t t[NT];
+    for (unsigned i = 0; i < NT; i++) pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)i);
+    for (unsigned i = 0; i < NT; i++) pthread_join(t[i], NULL);
+    for (unsigned to = 0; to < NT; to++)
+        for (unsigned k = 0; k < mail.n[to]; k++) { failures += check(&mail.b[to][k]); free(mail.b[to][k].p); }
+
+    /* thread churn: slots are recycled, not leaked */
+    for (int round = 0; round < 200; round++) {
+        pthread_t x;
+        char *gift = malloc(100);
+        pthread_create(&x, NULL, short_lived, gift);
+        void *ret;
+        pthread_join(x, &ret);
+        free(ret);
+    }
+    /* fork: the child allocates (its server restarts) and runs a real program */
+    pid_t pid = fork();
+    if (pid == 0) {
+        char *p = malloc(1000);
+        memset(p, 1, 1000);
+        free(p);
+        execl("/bin/sh", "sh", "-c", "exit 0", (char *)NULL);
+        _exit(3);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) { fprintf(stderr, "preload_stress: fork child failed\n"); failures++; }
+
+    get(&after);
+    if (after.invalid_frees != before.invalid_frees || after.double_frees != before.double_frees) {
+        fprintf(stderr, "preload_stress: unexpected invalid/double frees\n");
+        failures++;
+    }
+    if (after.clients_registered < before.clients_registered + NT + 200 || after.clients_active > 16) {
+        fprintf(stderr, "preload_stress: thread slots not recycled (%llu active)\n", (unsigned long long)after.clients_active);
+        failures++;
+    }
+    if (failures) { fprintf(stderr, "preload_stress: %d check failures\n", failures); return 1; }
+    printf("preload_stress: ok (%llu refills, %llu fast mallocs)\n", (unsigned long long)after.refill_blocks,
+           (unsigned long long)after.fast_mallocs);
+    return 0;
+}
