@@ -72,7 +72,15 @@
 #define STORE_REL(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
 #define STORE_RLX(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
 #define STORE_SC(p, v) __atomic_store_n((p), (v), __ATOMIC_SEQ_CST)
+#ifdef NEARMEM_TSAN
+/* TSan does not model standalone fences. A seq_cst read-modify-write on one
+ * shared word orders the Dekker-style doorbell (store flag; fence; load the
+ * other side's flag) just as well, and TSan understands it. TSan builds only. */
+static unsigned long sm_tsan_fence_word;
+#define FENCE_SC() ((void)__atomic_fetch_add(&sm_tsan_fence_word, 0, __ATOMIC_SEQ_CST))
+#else
 #define FENCE_SC() __atomic_thread_fence(__ATOMIC_SEQ_CST)
+#endif
 
 /* ---- geometry ---------------------------------------------------------- */
 #define SEG_SHIFT 22
