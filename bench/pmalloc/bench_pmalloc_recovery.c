@@ -18,7 +18,7 @@ int nm_suite_pmalloc_recovery(nm_bench *b)
     bool quick = nm_bench_quick(b);
     uint64_t n = (uint64_t)nm_bench_param_num(b, "nodes", quick ? 200000 : 10000000);
     unsigned reps = (unsigned)nm_bench_param_num(b, "reps", 3);
-    size_t pool = (size_t)(n * 240 + (64u << 20));
+    size_t pool = (size_t)((n * 240 + (64u << 20)) & ~(uint64_t)0xfffff); /* MiB multiple */
     nm_bench_config_num(b, "nodes", (double)n);
     nm_bench_config_num(b, "repetitions", reps);
     nm_bench_config_str(b, "note", "summary keys are named for 10M nodes (the paper's Table 3); --quick uses `nodes` (see config)");

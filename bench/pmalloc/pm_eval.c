@@ -336,6 +336,57 @@ static void *pe_worker(void *arg)
         free(abs_);
         break;
     }
+    case PE_FRAG: { /* Fragbench (Sec. 3, Table 1): Before: allocate n bytes from the first
+                       distribution, deleting random live objects to keep live data <= ops;
+                       Delete: delete a fraction of the live objects; After: as Before with
+                       the second distribution */
+        static const struct { unsigned b_lo, b_hi, del_pct, a_lo, a_hi; } W[4] = {
+            {100, 100, 90, 130, 130}, {100, 150, 0, 200, 250}, {100, 150, 90, 200, 250}, {100, 200, 50, 1000, 2000}};
+        unsigned w = (unsigned)(p->iters - 1) % 4;
+        uint64_t M = p->ops / 100 + 1, nlive = 0, live_bytes = 0;
+        uint64_t *live = malloc(M * sizeof *live), *fre = malloc(M * sizeof *fre);
+        uint32_t *sz = malloc(M * sizeof *sz);
+        if (!live || !fre || !sz) { free(live); free(fre); free(sz); err = 1; break; }
+        uint64_t nfree = M;
+        for (uint64_t i = 0; i < M; i++) fre[i] = M - 1 - i;
+        for (int phase = 0; phase < 3 && !err; phase++) {
+            if (phase == 1) {
+                uint64_t del = nlive * W[w].del_pct / 100;
+                for (uint64_t d = 0; d < del && !err; d++) {
+                    uint64_t j = nm_rng_below(&rng, nlive), slot = live[j];
+                    live[j] = live[--nlive];
+                    err = pe_free(e, slot);
+                    live_bytes -= sz[slot];
+                    fre[nfree++] = slot;
+                    ops++;
+                }
+                continue;
+            }
+            unsigned lo = phase == 0 ? W[w].b_lo : W[w].a_lo, hi = phase == 0 ? W[w].b_hi : W[w].a_hi;
+            for (uint64_t allocated = 0; allocated < n && !err;) {
+                uint32_t size = (uint32_t)nm_rng_range(&rng, lo, hi);
+                while ((live_bytes + size > p->ops || nfree == 0) && nlive > 0 && !err) {
+                    uint64_t j = nm_rng_below(&rng, nlive), slot = live[j];
+                    live[j] = live[--nlive];
+                    err = pe_free(e, slot);
+                    live_bytes -= sz[slot];
+                    fre[nfree++] = slot;
+                    ops++;
+                }
+                uint64_t slot = fre[--nfree];
+                err = err ? err : pe_alloc(e, slot, size);
+                sz[slot] = size;
+                live[nlive++] = slot;
+                live_bytes += size;
+                allocated += size;
+                ops++;
+            }
+        }
+        free(live);
+        free(fre);
+        free(sz);
+        break;
+    }
     default: err = 1;
     }
     t->ops = ops;
@@ -351,6 +402,7 @@ static uint64_t pe_nslots(const pe_params *p)
     case PE_SHBENCH: return p->threads * 100u;
     case PE_DBMSTEST: return p->threads * 2 * p->n;
     case PE_KV: return p->threads * 4 * p->n;
+    case PE_FRAG: return p->ops / 100 + 1;
     default: return 0;
     }
 }

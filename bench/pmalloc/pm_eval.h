@@ -22,6 +22,7 @@ typedef enum pe_work {
     PE_LARSON_LARGE,
     PE_DBMSTEST,
     PE_KV,
+    PE_FRAG,           /* Fragbench (Table 1): workload in `iters` (1-4), n = bytes allocated per phase, ops = live limit */
     PE_RECOVERY_BUILD, /* build the list, then exit without closing (a process crash) */
     PE_RECOVERY_OPEN,  /* time the open (recovery) of that pool, then walk the list */
 } pe_work;
