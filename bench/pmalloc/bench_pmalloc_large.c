@@ -17,7 +17,7 @@ int nm_suite_pmalloc_large(nm_bench *b)
     uint64_t dbms_n = (uint64_t)nm_bench_param_num(b, "dbms_objects", quick ? 1000 : 4000);
     size_t dbms_pool = (size_t)(dbms_n + 128) << 20;
     struct { const char *name, *key; pe_work w; uint64_t n, iters, ops; size_t pool; } bs[] = {
-        {"larson-large", "larson_large", PE_LARSON_LARGE, 100, 4, quick ? 4000 : 40000, (size_t)256 << 20},
+        {"larson-large", "larson_large", PE_LARSON_LARGE, 100, 4, quick ? 4000 : 40000, (size_t)512 << 20},
         {"dbmstest", "dbmstest", PE_DBMSTEST, 0, quick ? 4 : 20, 0, dbms_pool},
     };
     nm_bench_config_str(b, "persistence", "pools are page-cache files in the same directory; PMAlloc: PMALLOC_PERSIST_CPU, "

@@ -441,7 +441,7 @@ static int pe_run_threads(pe_heap *e, const pe_params *p, pe_result *r)
     free(th);
     if (err) {
         r->err = 1;
-        snprintf(r->msg, sizeof r->msg, "workload error: %s", e->k == PE_PMDK ? pmemobj_errormsg() : nm_last_errmsg());
+        snprintf(r->msg, sizeof r->msg, "workload error: %s", e->k == PE_PMDK ? strerror(errno) : nm_last_errmsg());
     }
     return err;
 }
