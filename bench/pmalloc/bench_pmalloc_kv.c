@@ -14,7 +14,9 @@ int nm_suite_pmalloc_kv(nm_bench *b)
     pe_force_pmem();
     bool quick = nm_bench_quick(b);
     unsigned reps = (unsigned)nm_bench_param_num(b, "reps", quick ? 3 : 5);
-    uint64_t warm = quick ? 50000 : 1000000, ops = quick ? 200000 : 4000000; /* per thread */
+    uint64_t warm = (uint64_t)nm_bench_param_num(b, "warmup", quick ? 50000 : 1000000); /* per thread */
+    uint64_t ops = (uint64_t)nm_bench_param_num(b, "ops", quick ? 200000 : 4000000);
+    size_t pool = ((size_t)(warm * 400 * 2) + ((size_t)64 << 20)) & ~(size_t)0xfffff;
     nm_bench_config_num(b, "warmup_pairs_per_thread", (double)warm);
     nm_bench_config_num(b, "ops_per_thread", (double)ops);
     nm_bench_config_num(b, "value_bytes", 128);
@@ -25,7 +27,7 @@ int nm_suite_pmalloc_kv(nm_bench *b)
     for (unsigned th = 1; th <= 2; th++)
         for (int k = 0; k < PE_NKINDS; k++) {
             pe_params p = {.work = PE_KV, .kind = (pe_kind)k, .threads = th, .n = warm, .iters = 1, .ops = ops,
-                           .pool_size = (size_t)(quick ? 256 : 1024) << 20};
+                           .pool_size = pool};
             m[th][k] = pe_measure(b, "kv", &p, reps, NULL);
             if (isnan(m[th][k])) return NM_EIO;
         }

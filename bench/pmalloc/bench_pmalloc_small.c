@@ -14,6 +14,7 @@ int nm_suite_pmalloc_small(nm_bench *b)
     pe_force_pmem(); /* before any libpmemobj call (each run is a fresh child anyway) */
     bool quick = nm_bench_quick(b);
     unsigned reps = (unsigned)nm_bench_param_num(b, "reps", quick ? 3 : 5);
+    size_t pool = (size_t)nm_bench_param_num(b, "pool_mib", 256) << 20;
     struct { const char *name, *key; pe_work w; uint64_t n, iters, ops; } bs[] = {
         {"threadtest", "threadtest", PE_THREADTEST, quick ? 10000 : 100000, quick ? 3 : 10, 0},
         {"prod-con", "prodcon", PE_PRODCON, quick ? 100000 : 2000000, 1, 0},
@@ -39,7 +40,7 @@ int nm_suite_pmalloc_small(nm_bench *b)
         for (unsigned th = 1; th <= 2; th++)
             for (int k = 0; k < PE_NKINDS; k++) {
                 pe_params p = {.work = bs[i].w, .kind = (pe_kind)k, .threads = th, .n = bs[i].n,
-                               .iters = bs[i].iters, .ops = bs[i].ops, .pool_size = (size_t)256 << 20};
+                               .iters = bs[i].iters, .ops = bs[i].ops, .pool_size = pool};
                 m[th][k] = pe_measure(b, bs[i].name, &p, reps, NULL);
                 if (isnan(m[th][k])) return NM_EIO;
             }

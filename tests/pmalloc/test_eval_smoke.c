@@ -55,7 +55,7 @@ static void test_small(void **st)
     (void)st;
     static const char *const k[] = {"speedup_vs_pmdk_threadtest", "speedup_vs_pmdk_prodcon", "speedup_vs_pmdk_shbench",
                                     "speedup_vs_pmdk_larson_small", NULL};
-    run_suite("pmalloc-small", "", k);
+    run_suite("pmalloc-small", "--set pool_mib=64", k);
 }
 
 static void test_large(void **st)
@@ -76,7 +76,7 @@ static void test_kv(void **st)
 {
     (void)st;
     static const char *const k[] = {"kv_speedup_vs_pmdk", NULL};
-    run_suite("pmalloc-kv", "", k);
+    run_suite("pmalloc-kv", "--set warmup=20000 --set ops=50000", k);
 }
 
 int main(void)
