@@ -98,7 +98,7 @@ static int pe_open(pe_heap *e, const pe_params *p, uint64_t nslots, bool create,
     o.create = create;
     o.model = p->kind == PE_GC ? PMALLOC_GC : PMALLOC_LOG;
     o.persist = PMALLOC_PERSIST_CPU;
-    o.eadr = PMALLOC_EADR_OFF;
+    o.eadr = p->eadr ? PMALLOC_EADR_ON : PMALLOC_EADR_OFF;
     if (pmalloc_open(p->dir, &o, &e->h)) return pe_fail(r, "pmalloc_open");
     r->is_pmem = 1;
     if (nslots) {
@@ -604,7 +604,7 @@ double pe_measure(nm_bench *b, const char *bench_name, pe_params *p, unsigned re
     /* run 0 is not prefaulted and gives the peak memory (pages touched + DRAM);
      * runs 1..reps are prefaulted and give the throughput */
     for (unsigned k = 0; k <= reps; k++) {
-        snprintf(p->dir, sizeof p->dir, "%s/eval-%s-%d-%u", tmp, bench_name, (int)p->kind, p->threads);
+        snprintf(p->dir, sizeof p->dir, "%s/eval-%s-%d%s-%u", tmp, bench_name, (int)p->kind, p->eadr ? "e" : "", p->threads);
         pe_cleanup(p->dir);
         pe_result r;
         p->seed = nm_bench_seed(b) * 1000003u + k;
@@ -622,14 +622,14 @@ double pe_measure(nm_bench *b, const char *bench_name, pe_params *p, unsigned re
     double m = nm_stats_median(mops, reps), pm = peak;
     nm_bench_row *row = nm_bench_row_new(b);
     nm_bench_row_str(row, "bench", bench_name);
-    nm_bench_row_str(row, "allocator", pe_kind_name(p->kind));
+    nm_bench_row_str(row, "allocator", p->eadr ? "PMAlloc-LOG-eADR" : pe_kind_name(p->kind));
     nm_bench_row_num(row, "threads", p->threads);
     nm_bench_row_num(row, "mops", m);
     nm_bench_row_num(row, "peak_mib", pm);
     nm_bench_row_num(row, "cpu_flush", pmem);
     nm_bench_row_num(row, "repetitions", reps);
     nm_bench_progress(b, "%-13s %-12s threads %u: %8.3f Mops/s (median of %u), peak %.1f MiB touched", bench_name,
-                      pe_kind_name(p->kind), p->threads, m, reps, pm);
+                      p->eadr ? "LOG-eADR" : pe_kind_name(p->kind), p->threads, m, reps, pm);
     if (peak_mib) *peak_mib = pm;
     return m;
 }

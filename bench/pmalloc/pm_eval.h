@@ -37,6 +37,7 @@ typedef struct pe_params {
     uint64_t seed;
     size_t pool_size;
     int prefault;    /* touch every pool page before the timed phase */
+    int eadr;        /* PMAlloc only: PMALLOC_EADR_ON (no flushes, no interleaving, Sec. 8.9) */
     char dir[512];   /* pool directory (created by the driver) */
 } pe_params;
 
