@@ -41,6 +41,7 @@
 
 #define PM_NCLS_MAX 40u
 #define PM_TC_PER_STRIPE 8u
+#define PM_RBUF 64u /* remote frees buffered per thread cache */
 
 /* ---- persistent layout ---- */
 
@@ -181,6 +182,11 @@ typedef struct pm_tcache {
     uint32_t ring_next; /* appends so far */
     uint64_t inflight;  /* seq of the logged operation in progress, 1 while taking one, 0 idle */
     pm_tcbin bins[PM_NCLS_MAX];
+    /* Remote frees (blocks of another arena's slabs): their bits are already
+     * cleared durably; they go back to their slabs in batches, one lock
+     * acquisition per arena per batch, instead of one per free. */
+    pm_tcblk rbuf[PM_RBUF];
+    unsigned rn;
     struct pm_tcache *next;
 } pm_tcache;
 

@@ -186,8 +186,28 @@ static void vslab_put(pmalloc_heap *h, pm_vslab *s, uint32_t idx)
 
 /* ---- thread caches ---- */
 
+/* Return the buffered remote frees to their slabs, one lock per arena. A
+ * buffered block keeps its slab alive (taken in the vslab), so the vslab
+ * pointers stay valid until their own put. */
+static void rbuf_flush(pmalloc_heap *h, pm_tcache *tc)
+{
+    while (tc->rn) {
+        pm_arena *a = tc->rbuf[0].s->arena;
+        unsigned keep = 0;
+        pthread_mutex_lock(&a->lock);
+        for (unsigned i = 0; i < tc->rn; i++) {
+            pm_tcblk k = tc->rbuf[i];
+            if (k.s->arena == a) vslab_put(h, k.s, k.idx);
+            else tc->rbuf[keep++] = k;
+        }
+        pthread_mutex_unlock(&a->lock);
+        tc->rn = keep;
+    }
+}
+
 static void tc_drain(pmalloc_heap *h, pm_tcache *tc)
 {
+    rbuf_flush(h, tc);
     for (unsigned c = 0; c < h->ncls; c++) {
         pm_tcbin *b = &tc->bins[c];
         if (!b->slot) continue;
@@ -327,6 +347,11 @@ nm_err pm_small_take(pmalloc_heap *h, pm_tcache *tc, unsigned cls, pm_tcblk *out
         pthread_mutex_unlock(&tc->arena->lock);
         if (!ok) break;
     }
+    /* blocks we freed remotely are not reusable until returned: return them, retry */
+    if (tc->rn) {
+        rbuf_flush(h, tc);
+        return pm_small_take(h, tc, cls, out);
+    }
     /* our arena is exhausted: try the others directly (paper Alg. 1, lines 4-14) */
     for (unsigned i = 0; i < h->narenas; i++) {
         pm_arena *a = &h->arenas[i];
@@ -353,6 +378,11 @@ void pm_small_put(pmalloc_heap *h, pm_tcache *tc, pm_tcblk k)
     unsigned st = S > 1 ? (k.idx % k.s->stripes) % S : 0;
     if (b->slot && k.s->arena == tc->arena && b->n[st] < tc_cap(h, k.s->cls)) {
         b->slot[st * PM_TC_PER_STRIPE + b->n[st]++] = k;
+        return;
+    }
+    if (k.s->arena != tc->arena) {
+        tc->rbuf[tc->rn++] = k;
+        if (tc->rn == PM_RBUF) rbuf_flush(h, tc);
         return;
     }
     pm_arena *a = k.s->arena; /* vslab_put may free the slab */

@@ -91,6 +91,67 @@ static void run(pmalloc_model m, unsigned nthreads)
     pmt_rmdir(dir);
 }
 
+/* Remote frees are buffered per thread and returned in batches: while
+ * buffered, the heap checks clean; an allocation that finds its arena
+ * exhausted returns them first (so no block is lost to ENOMEM); thread exit
+ * returns them. */
+#define RF_N 200
+#define RF_CAP 80000
+typedef struct rf_arg { pmalloc_heap *h; pmalloc_ptr *slots; pmalloc_ptr freed[RF_N / 2]; int ok; } rf_arg;
+
+static void *rf_remote(void *p)
+{
+    rf_arg *a = p;
+    pmalloc_heap *h = a->h;
+    for (unsigned i = 0; i < RF_N / 2; i++) {
+        a->freed[i] = a->slots[i];
+        if (pmalloc_free_from(h, &a->slots[i])) return NULL;
+    }
+    if (pmalloc_check(h)) return NULL; /* buffered blocks are consistent */
+    /* allocate 64 B until the heap is exhausted: every block freed above is reused */
+    unsigned n = RF_N;
+    while (n < RF_CAP && pmalloc_malloc_to(h, 64, &a->slots[n]) == NM_OK) n++;
+    if (n == RF_CAP) return NULL;
+    for (unsigned i = 0; i < RF_N / 2; i++)
+        if (pmalloc_usable_size(h, a->freed[i]) == 0) return NULL;
+    for (unsigned i = RF_N; i < n; i++)
+        if (pmalloc_free_from(h, &a->slots[i])) return NULL;
+    a->ok = 1;
+    return NULL;
+}
+
+static void test_remote_free_batches(void **st)
+{
+    (void)st;
+    char dir[256];
+    pmt_tmpdir(dir, sizeof dir, "rfree");
+    pmalloc_options o = pmt_opts(4u << 20, PMALLOC_LOG, PMALLOC_PERSIST_CPU);
+    o.create = true;
+    pmalloc_heap *h;
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+    assert_int_equal(pmalloc_malloc_to(h, RF_CAP * sizeof(pmalloc_ptr), pmalloc_root_slot(h, 0)), NM_OK);
+    rf_arg a = {h, pmalloc_direct(h, pmalloc_get_root(h, 0)), {0}, 0};
+    memset(a.slots, 0, RF_CAP * sizeof(pmalloc_ptr));
+    for (unsigned i = 0; i < RF_N; i++) assert_int_equal(pmalloc_malloc_to(h, 64, &a.slots[i]), NM_OK);
+    pthread_t t; /* joins the other arena (fewest threads): its frees are remote */
+    pthread_create(&t, NULL, rf_remote, &a);
+    pthread_join(t, NULL);
+    assert_true(a.ok);
+    assert_int_equal(pmalloc_check(h), NM_OK); /* the exited thread's buffer went back */
+    pmalloc_stats s;
+    assert_int_equal(pmalloc_stats_get(h, &s), NM_OK);
+    assert_int_equal(s.objects_live, 1 + RF_N / 2);
+    for (unsigned i = RF_N / 2; i < RF_N; i++) assert_int_equal(pmalloc_free_from(h, &a.slots[i]), NM_OK);
+    assert_int_equal(pmalloc_close(h), NM_OK);
+    o.create = false;
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+    assert_int_equal(pmalloc_check(h), NM_OK);
+    assert_int_equal(pmalloc_stats_get(h, &s), NM_OK);
+    assert_int_equal(s.objects_live, 1);
+    assert_int_equal(pmalloc_close(h), NM_OK);
+    pmt_rmdir(dir);
+}
+
 static void test_threads_log(void **st) { (void)st; run(PMALLOC_LOG, 2); }
 static void test_threads_gc(void **st) { (void)st; run(PMALLOC_GC, 2); }
 static void test_threads_log4(void **st) { (void)st; run(PMALLOC_LOG, 4); }
@@ -101,6 +162,7 @@ int main(void)
         cmocka_unit_test(test_threads_log),
         cmocka_unit_test(test_threads_gc),
         cmocka_unit_test(test_threads_log4),
+        cmocka_unit_test(test_remote_free_batches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

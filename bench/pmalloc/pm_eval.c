@@ -1,0 +1,635 @@
+/* Evaluation kit shared by the PMAlloc-vs-PMDK suites (see pm_eval.h).
+ *
+ * Fairness rules, the same for the three allocators:
+ *  - every allocation publishes its pointer atomically into a persistent slot
+ *    (pmalloc_malloc_to / pmemobj_alloc with the PMEMoid inside the pool), every
+ *    free nulls it (pmalloc_free_from / pmemobj_free): the "allocate and link"
+ *    interfaces both papers recommend for crash-consistent code;
+ *  - pools are files in the same directory (page cache, no DAX here), persisted
+ *    with CPU cache flushes: PMALLOC_PERSIST_CPU for PMAlloc, PMEM_IS_PMEM_FORCE=1
+ *    for PMDK (checked: pmem_is_pmem on the pool is reported in every row);
+ *  - each measurement runs in its own forked process, whose peak RSS growth
+ *    (DRAM metadata + pool pages touched) is the allocator's peak memory. */
+#include "pm_eval.h"
+
+#include <errno.h>
+#include <libpmem.h>
+#include <libpmemobj.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "nearmem/common.h"
+#include "nearmem/pmalloc.h"
+
+#define PE_LAYOUT "nearmem-eval"
+#define PE_PMDK_FILE "pmdk.pool"
+
+const char *pe_kind_name(pe_kind k)
+{
+    return k == PE_LOG ? "PMAlloc-LOG" : k == PE_GC ? "PMAlloc-GC" : "PMDK";
+}
+
+void pe_force_pmem(void) { setenv("PMEM_IS_PMEM_FORCE", "1", 1); }
+
+void pe_cleanup(const char *dir)
+{
+    char f[700];
+    snprintf(f, sizeof f, "%s/%s", dir, PMALLOC_FILE_NAME);
+    unlink(f);
+    snprintf(f, sizeof f, "%s/%s", dir, PE_PMDK_FILE);
+    unlink(f);
+    rmdir(dir);
+}
+
+/* ---- one allocator behind one interface ---- */
+
+typedef struct pe_heap {
+    pe_kind k;
+    pmalloc_heap *h;
+    PMEMobjpool *pop;
+    char *slots; /* persistent array of pointers: pmalloc_ptr or PMEMoid */
+    uint64_t nslots;
+} pe_heap;
+
+static int pe_fail(pe_result *r, const char *what)
+{
+    r->err = 1;
+    snprintf(r->msg, sizeof r->msg, "%s: %s", what, nm_last_errmsg());
+    return 1;
+}
+
+static int pe_open(pe_heap *e, const pe_params *p, uint64_t nslots, bool create, pe_result *r)
+{
+    memset(e, 0, sizeof *e);
+    e->k = p->kind;
+    e->nslots = nslots;
+    if (p->kind == PE_PMDK) {
+        char path[700];
+        snprintf(path, sizeof path, "%s/%s", p->dir, PE_PMDK_FILE);
+        e->pop = create ? pmemobj_create(path, PE_LAYOUT, p->pool_size, 0600) : pmemobj_open(path, PE_LAYOUT);
+        if (!e->pop) {
+            r->err = 1;
+            snprintf(r->msg, sizeof r->msg, "pmemobj %s: %s", create ? "create" : "open", pmemobj_errormsg());
+            return 1;
+        }
+        if (nslots) {
+            PMEMoid root = pmemobj_root(e->pop, nslots * sizeof(PMEMoid));
+            if (OID_IS_NULL(root)) {
+                r->err = 1;
+                snprintf(r->msg, sizeof r->msg, "pmemobj_root: %s", pmemobj_errormsg());
+                return 1;
+            }
+            e->slots = pmemobj_direct(root);
+            r->is_pmem = pmem_is_pmem(e->slots, 64);
+        }
+        return 0;
+    }
+    pmalloc_options o;
+    pmalloc_options_default(&o);
+    o.size = create ? p->pool_size : 0;
+    o.create = create;
+    o.model = p->kind == PE_GC ? PMALLOC_GC : PMALLOC_LOG;
+    o.persist = PMALLOC_PERSIST_CPU;
+    o.eadr = p->eadr ? PMALLOC_EADR_ON : PMALLOC_EADR_OFF;
+    if (pmalloc_open(p->dir, &o, &e->h)) return pe_fail(r, "pmalloc_open");
+    r->is_pmem = 1;
+    if (nslots) {
+        if (pmalloc_malloc_to(e->h, nslots * sizeof(pmalloc_ptr), pmalloc_root_slot(e->h, 0)))
+            return pe_fail(r, "slot array");
+        e->slots = pmalloc_direct(e->h, pmalloc_get_root(e->h, 0));
+        memset(e->slots, 0, nslots * sizeof(pmalloc_ptr));
+        pmalloc_persist(e->h, e->slots, nslots * sizeof(pmalloc_ptr));
+    }
+    return 0;
+}
+
+static void pe_close(pe_heap *e)
+{
+    if (e->pop) pmemobj_close(e->pop);
+    if (e->h) pmalloc_close(e->h);
+    e->pop = NULL;
+    e->h = NULL;
+}
+
+static inline void *pe_ptr(pe_heap *e, uint64_t i);
+
+/* Every object's first line is written after allocation, as an application
+ * initialising its header would: otherwise an allocator that keeps metadata out
+ * of the object (PMAlloc's extents) would never fault in the object's pages
+ * while one with in-object headers (PMDK) would, and the comparison would
+ * measure first-touch page faults of the file system. */
+static inline int pe_alloc(pe_heap *e, uint64_t i, size_t size)
+{
+    int rc;
+    if (e->k == PE_PMDK) rc = pmemobj_alloc(e->pop, &((PMEMoid *)e->slots)[i], size, 0, NULL, NULL);
+    else rc = pmalloc_malloc_to(e->h, size, &((pmalloc_ptr *)e->slots)[i]) ? -1 : 0;
+    if (rc == 0) memset(pe_ptr(e, i), 0x5a, 64);
+    return rc;
+}
+
+static inline int pe_free(pe_heap *e, uint64_t i)
+{
+    if (e->k == PE_PMDK) {
+        pmemobj_free(&((PMEMoid *)e->slots)[i]);
+        return 0;
+    }
+    return pmalloc_free_from(e->h, &((pmalloc_ptr *)e->slots)[i]) ? -1 : 0;
+}
+
+static inline bool pe_used(const pe_heap *e, uint64_t i)
+{
+    if (e->k == PE_PMDK) return !OID_IS_NULL(((PMEMoid *)e->slots)[i]);
+    return ((pmalloc_ptr *)e->slots)[i] != 0;
+}
+
+static inline void *pe_ptr(pe_heap *e, uint64_t i)
+{
+    if (e->k == PE_PMDK) return pmemobj_direct(((PMEMoid *)e->slots)[i]);
+    return pmalloc_direct(e->h, ((pmalloc_ptr *)e->slots)[i]);
+}
+
+static inline void pe_persist(pe_heap *e, const void *a, size_t n)
+{
+    if (e->k == PE_PMDK) pmemobj_persist(e->pop, a, n);
+    else pmalloc_persist(e->h, a, n);
+}
+
+/* ---- workloads ---- */
+
+typedef struct pe_shared {
+    pe_heap *e;
+    const pe_params *p;
+    pthread_barrier_t bar;
+    /* prod-con: one ring per pair, counters on their own lines */
+    struct { uint64_t v; char pad[56]; } produced[64], consumed[64];
+} pe_shared;
+
+typedef struct pe_thr {
+    pe_shared *s;
+    unsigned tid;
+    uint64_t ops;
+    int err;
+} pe_thr;
+
+#define PE_RING 1024u
+
+static size_t shb_size(nm_rng *r)
+{
+    double u = nm_rng_double(r);
+    return 64 + (size_t)(936.0 * u * u * u); /* 64..1000 B, smaller ones more frequent */
+}
+
+static size_t dbms_size(nm_rng *r)
+{
+    /* Poisson-distributed between 32 KiB and 512 KiB (Sec. 8.2): 4 KiB steps around the middle */
+    uint64_t k = nm_rng_poisson(r, 60.0);
+    if (k > 120) k = 120;
+    return (32u << 10) + (size_t)k * 4096u;
+}
+
+static void *pe_worker(void *arg)
+{
+    pe_thr *t = arg;
+    pe_shared *s = t->s;
+    pe_heap *e = s->e;
+    const pe_params *p = s->p;
+    unsigned T = p->threads, tid = t->tid;
+    nm_rng rng;
+    nm_rng_seed_stream(&rng, p->seed, tid);
+    uint64_t n = p->n, ops = 0;
+    int err = 0;
+    pthread_barrier_wait(&s->bar);
+    switch (p->work) {
+    case PE_THREADTEST: { /* i iterations: allocate n objects of 64 B, free them all */
+        uint64_t base = tid * n;
+        for (uint64_t it = 0; it < p->iters && !err; it++) {
+            for (uint64_t i = 0; i < n && !err; i++) err = pe_alloc(e, base + i, 64);
+            for (uint64_t i = 0; i < n && !err; i++) err = pe_free(e, base + i);
+            ops += 2 * n;
+        }
+        break;
+    }
+    case PE_PRODCON: { /* pairs: even thread allocates 64 B objects, odd thread frees them */
+        if (T == 1) { /* one thread: produce a ring-full, consume it */
+            for (uint64_t done = 0; done < n && !err; done += PE_RING) {
+                uint64_t m = n - done < PE_RING ? n - done : PE_RING;
+                for (uint64_t i = 0; i < m && !err; i++) err = pe_alloc(e, i, 64);
+                for (uint64_t i = 0; i < m && !err; i++) err = pe_free(e, i);
+                ops += 2 * m;
+            }
+            break;
+        }
+        unsigned pair = tid / 2;
+        uint64_t base = (uint64_t)pair * PE_RING, per = n / (T / 2);
+        uint64_t *prod = &s->produced[pair].v, *cons = &s->consumed[pair].v;
+        if (tid % 2 == 0) {
+            for (uint64_t i = 0; i < per && !err; i++) {
+                while (i - __atomic_load_n(cons, __ATOMIC_ACQUIRE) >= PE_RING) sched_yield();
+                err = pe_alloc(e, base + i % PE_RING, 64);
+                __atomic_store_n(prod, i + 1, __ATOMIC_RELEASE);
+                ops++;
+            }
+            if (err) __atomic_store_n(prod, UINT64_MAX, __ATOMIC_RELEASE);
+        } else {
+            for (uint64_t i = 0; i < per && !err; i++) {
+                uint64_t pv;
+                while ((pv = __atomic_load_n(prod, __ATOMIC_ACQUIRE)) <= i) sched_yield();
+                if (pv == UINT64_MAX) break;
+                err = pe_free(e, base + i % PE_RING);
+                __atomic_store_n(cons, i + 1, __ATOMIC_RELEASE);
+                ops++;
+            }
+        }
+        break;
+    }
+    case PE_SHBENCH: { /* per iteration: 100 objects of 64..1000 B, free the even ones,
+                          refill them, free all in reverse order */
+        uint64_t base = tid * 100u;
+        for (uint64_t it = 0; it < p->iters && !err; it++) {
+            for (unsigned i = 0; i < 100 && !err; i++) err = pe_alloc(e, base + i, shb_size(&rng));
+            for (unsigned i = 0; i < 100 && !err; i += 2) err = pe_free(e, base + i);
+            for (unsigned i = 0; i < 100 && !err; i += 2) err = pe_alloc(e, base + i, shb_size(&rng));
+            for (unsigned i = 100; i-- > 0 && !err;) err = pe_free(e, base + i);
+            ops += 300;
+        }
+        break;
+    }
+    case PE_LARSON_SMALL:
+    case PE_LARSON_LARGE: { /* n slots per thread; each op frees a random slot and
+                               refills it; after each round the threads hand their
+                               slots on (objects freed by another thread than the
+                               one that allocated them, as in Larson) */
+        bool large = p->work == PE_LARSON_LARGE;
+        size_t lo = large ? 32u << 10 : 64, hi = large ? 512u << 10 : 256;
+        for (uint64_t i = 0; i < n && !err; i++) err = pe_alloc(e, tid * n + i, nm_rng_range(&rng, lo, hi));
+        pthread_barrier_wait(&s->bar);
+        uint64_t per_round = p->ops / p->iters;
+        for (uint64_t r = 0; r < p->iters; r++) {
+            uint64_t base = ((tid + r) % T) * n;
+            for (uint64_t k = 0; k < per_round && !err; k++) {
+                uint64_t i = base + nm_rng_below(&rng, n);
+                err = pe_free(e, i);
+                if (!err) err = pe_alloc(e, i, nm_rng_range(&rng, lo, hi));
+                ops += 2;
+            }
+            pthread_barrier_wait(&s->bar);
+        }
+        break;
+    }
+    case PE_DBMSTEST: { /* per iteration: n objects of 32..512 KiB (Poisson), delete 90% at
+                           random; the survivors go two iterations later */
+        uint64_t base = tid * 2 * n;
+        uint64_t *idx = malloc(n * sizeof *idx);
+        if (!idx) { err = 1; break; }
+        for (uint64_t it = 0; it < p->iters && !err; it++) {
+            uint64_t h = base + (it % 2) * n;
+            for (uint64_t i = 0; i < n && !err; i++)
+                if (pe_used(e, h + i)) { err = pe_free(e, h + i); ops++; }
+            for (uint64_t i = 0; i < n && !err; i++) { err = pe_alloc(e, h + i, dbms_size(&rng)); idx[i] = h + i; ops++; }
+            nm_rng_shuffle(&rng, idx, n, sizeof *idx);
+            for (uint64_t i = 0; i < n * 9 / 10 && !err; i++) { err = pe_free(e, idx[i]); ops++; }
+        }
+        free(idx);
+        break;
+    }
+    case PE_KV: { /* a persistent hash index (one bucket per key of a fixed key universe,
+                     2 keys per live pair) of 128 B key-value pairs: 50% inserts of an
+                     absent key, 50% deletes of a present key (Sec. 8.5's FPTree mix) */
+        uint64_t K = 2 * n, base = tid * K, npres = 0, nabs = K;
+        uint64_t *pres = malloc(K * sizeof *pres), *abs_ = malloc(K * sizeof *abs_);
+        if (!pres || !abs_) { free(pres); free(abs_); err = 1; pthread_barrier_wait(&s->bar); break; }
+        for (uint64_t i = 0; i < K; i++) abs_[i] = i;
+        for (uint64_t q = 0; q < n + p->ops; q++) {
+            if (q == n) pthread_barrier_wait(&s->bar); /* warm-up done: the timed phase starts */
+            if (err) continue;
+            bool ins = q < n ? true : (nm_rng_u64(&rng) & 1) ? nabs > 0 : npres == 0;
+            if (ins) {
+                uint64_t j = nm_rng_below(&rng, nabs), key = abs_[j];
+                abs_[j] = abs_[--nabs];
+                err = pe_alloc(e, base + key, 128);
+                if (err) continue;
+                uint64_t *kv = pe_ptr(e, base + key);
+                kv[0] = key;
+                for (unsigned w = 1; w < 16; w++) kv[w] = key * 0x9e3779b97f4a7c15ull + w;
+                pe_persist(e, kv, 128);
+                pres[npres++] = key;
+            } else {
+                uint64_t j = nm_rng_below(&rng, npres), key = pres[j];
+                pres[j] = pres[--npres];
+                const uint64_t *kv = pe_ptr(e, base + key);
+                if (!kv || kv[0] != key) { err = 2; continue; }
+                err = pe_free(e, base + key);
+                abs_[nabs++] = key;
+            }
+            if (q >= n) ops++;
+        }
+        if (p->ops == 0) pthread_barrier_wait(&s->bar);
+        free(pres);
+        free(abs_);
+        break;
+    }
+    case PE_FRAG: { /* Fragbench (Sec. 3, Table 1): Before: allocate n bytes from the first
+                       distribution, deleting random live objects to keep live data <= ops;
+                       Delete: delete a fraction of the live objects; After: as Before with
+                       the second distribution */
+        static const struct { unsigned b_lo, b_hi, del_pct, a_lo, a_hi; } W[4] = {
+            {100, 100, 90, 130, 130}, {100, 150, 0, 200, 250}, {100, 150, 90, 200, 250}, {100, 200, 50, 1000, 2000}};
+        unsigned w = (unsigned)(p->iters - 1) % 4;
+        uint64_t M = p->ops / 100 + 1, nlive = 0, live_bytes = 0;
+        uint64_t *live = malloc(M * sizeof *live), *fre = malloc(M * sizeof *fre);
+        uint32_t *sz = malloc(M * sizeof *sz);
+        if (!live || !fre || !sz) { free(live); free(fre); free(sz); err = 1; break; }
+        uint64_t nfree = M;
+        for (uint64_t i = 0; i < M; i++) fre[i] = M - 1 - i;
+        for (int phase = 0; phase < 3 && !err; phase++) {
+            if (phase == 1) {
+                uint64_t del = nlive * W[w].del_pct / 100;
+                for (uint64_t d = 0; d < del && !err; d++) {
+                    uint64_t j = nm_rng_below(&rng, nlive), slot = live[j];
+                    live[j] = live[--nlive];
+                    err = pe_free(e, slot);
+                    live_bytes -= sz[slot];
+                    fre[nfree++] = slot;
+                    ops++;
+                }
+                continue;
+            }
+            unsigned lo = phase == 0 ? W[w].b_lo : W[w].a_lo, hi = phase == 0 ? W[w].b_hi : W[w].a_hi;
+            for (uint64_t allocated = 0; allocated < n && !err;) {
+                uint32_t size = (uint32_t)nm_rng_range(&rng, lo, hi);
+                while ((live_bytes + size > p->ops || nfree == 0) && nlive > 0 && !err) {
+                    uint64_t j = nm_rng_below(&rng, nlive), slot = live[j];
+                    live[j] = live[--nlive];
+                    err = pe_free(e, slot);
+                    live_bytes -= sz[slot];
+                    fre[nfree++] = slot;
+                    ops++;
+                }
+                uint64_t slot = fre[--nfree];
+                err = err ? err : pe_alloc(e, slot, size);
+                sz[slot] = size;
+                live[nlive++] = slot;
+                live_bytes += size;
+                allocated += size;
+                ops++;
+            }
+        }
+        free(live);
+        free(fre);
+        free(sz);
+        break;
+    }
+    default: err = 1;
+    }
+    t->ops = ops;
+    t->err = err;
+    return NULL;
+}
+
+static uint64_t pe_nslots(const pe_params *p)
+{
+    switch (p->work) {
+    case PE_THREADTEST: case PE_LARSON_SMALL: case PE_LARSON_LARGE: return p->threads * p->n;
+    case PE_PRODCON: return (p->threads / 2 + 1) * (uint64_t)PE_RING;
+    case PE_SHBENCH: return p->threads * 100u;
+    case PE_DBMSTEST: return p->threads * 2 * p->n;
+    case PE_KV: return p->threads * 4 * p->n;
+    case PE_FRAG: return p->ops / 100 + 1;
+    default: return 0;
+    }
+}
+
+/* Timed part: the workers run between two barriers; Larson and KV time only
+ * their steady phase (a second barrier after the fill / warm-up). */
+static int pe_run_threads(pe_heap *e, const pe_params *p, pe_result *r)
+{
+    pe_shared *s = calloc(1, sizeof *s);
+    pe_thr *t = calloc(p->threads, sizeof *t);
+    pthread_t *th = calloc(p->threads, sizeof *th);
+    if (!s || !t || !th) { free(s); free(t); free(th); return pe_fail(r, "out of memory"); }
+    s->e = e;
+    s->p = p;
+    pthread_barrier_init(&s->bar, NULL, p->threads + 1);
+    for (unsigned i = 0; i < p->threads; i++) {
+        t[i] = (pe_thr){s, i, 0, 0};
+        pthread_create(&th[i], NULL, pe_worker, &t[i]);
+    }
+    pthread_barrier_wait(&s->bar);
+    bool two_phase = p->work == PE_LARSON_SMALL || p->work == PE_LARSON_LARGE || p->work == PE_KV;
+    if (two_phase) pthread_barrier_wait(&s->bar);
+    uint64_t t0 = nm_now_ns();
+    if (p->work == PE_LARSON_SMALL || p->work == PE_LARSON_LARGE)
+        for (uint64_t k = 0; k < p->iters; k++) pthread_barrier_wait(&s->bar);
+    int err = 0;
+    for (unsigned i = 0; i < p->threads; i++) {
+        pthread_join(th[i], NULL);
+        err |= t[i].err;
+        r->ops += (double)t[i].ops;
+    }
+    r->seconds = (double)(nm_now_ns() - t0) / 1e9;
+    pthread_barrier_destroy(&s->bar);
+    free(s);
+    free(t);
+    free(th);
+    if (err) {
+        r->err = 1;
+        snprintf(r->msg, sizeof r->msg, "workload error: %s", e->k == PE_PMDK ? strerror(errno) : nm_last_errmsg());
+    }
+    return err;
+}
+
+/* Recovery: a linked list of p->n nodes of 64..128 B (Table 3). */
+typedef struct pe_node_pm { pmalloc_ptr next; uint64_t seq; } pe_node_pm;
+typedef struct pe_node_pmdk { PMEMoid next; uint64_t seq; } pe_node_pmdk;
+typedef struct pe_root_pmdk { PMEMoid head; } pe_root_pmdk;
+
+static int pe_recovery_build(const pe_params *p, pe_result *r)
+{
+    pe_heap e;
+    if (pe_open(&e, p, 0, true, r)) return 1;
+    nm_rng rng;
+    nm_rng_seed(&rng, p->seed);
+    uint64_t t0 = nm_now_ns();
+    if (p->kind == PE_PMDK) {
+        PMEMoid root = pmemobj_root(e.pop, sizeof(pe_root_pmdk));
+        PMEMoid *dst = &((pe_root_pmdk *)pmemobj_direct(root))->head;
+        r->is_pmem = pmem_is_pmem(pmemobj_direct(root), 64);
+        for (uint64_t i = 0; i < p->n; i++) {
+            if (pmemobj_alloc(e.pop, dst, nm_rng_range(&rng, 64, 128), 0, NULL, NULL)) {
+                snprintf(r->msg, sizeof r->msg, "pmemobj_alloc: %s", pmemobj_errormsg());
+                r->err = 1;
+                return 1;
+            }
+            pe_node_pmdk *nd = pmemobj_direct(*dst);
+            nd->next = OID_NULL;
+            nd->seq = i;
+            pmemobj_persist(e.pop, nd, sizeof *nd);
+            dst = &nd->next;
+        }
+    } else {
+        pmalloc_ptr *dst = pmalloc_root_slot(e.h, 0);
+        for (uint64_t i = 0; i < p->n; i++) {
+            if (pmalloc_malloc_to(e.h, nm_rng_range(&rng, 64, 128), dst)) return pe_fail(r, "malloc_to");
+            pe_node_pm *nd = pmalloc_direct(e.h, *dst);
+            nd->next = 0;
+            nd->seq = i;
+            pmalloc_persist(e.h, nd, sizeof *nd);
+            dst = &nd->next;
+        }
+    }
+    r->seconds = (double)(nm_now_ns() - t0) / 1e9;
+    r->ops = (double)p->n;
+    return 0; /* the caller exits without closing: the next open recovers */
+}
+
+static int pe_recovery_open(const pe_params *p, pe_result *r)
+{
+    pe_heap e;
+    uint64_t t0 = nm_now_ns();
+    if (pe_open(&e, p, 0, false, r)) return 1;
+    uint64_t found = 0;
+    if (p->kind == PE_PMDK) {
+        /* PMDK rebuilds a zone's free lists lazily, at the first allocation that
+         * touches it: one alloc + free is part of its recovery time */
+        PMEMoid tmp = OID_NULL;
+        if (pmemobj_alloc(e.pop, &tmp, 64, 0, NULL, NULL) == 0) pmemobj_free(&tmp);
+        r->seconds = (double)(nm_now_ns() - t0) / 1e9;
+        PMEMoid root = pmemobj_root(e.pop, sizeof(pe_root_pmdk));
+        PMEMoid cur = ((pe_root_pmdk *)pmemobj_direct(root))->head;
+        while (!OID_IS_NULL(cur)) {
+            found++;
+            cur = ((pe_node_pmdk *)pmemobj_direct(cur))->next;
+        }
+    } else {
+        r->seconds = (double)(nm_now_ns() - t0) / 1e9;
+        pmalloc_ptr cur = pmalloc_get_root(e.h, 0);
+        while (cur) {
+            found++;
+            cur = ((pe_node_pm *)pmalloc_direct(e.h, cur))->next;
+        }
+        pmalloc_recovery_info ri;
+        pmalloc_recovery_info_get(e.h, &ri);
+        if (ri.was_clean) { r->err = 1; snprintf(r->msg, sizeof r->msg, "heap was closed cleanly: no recovery ran"); }
+    }
+    r->aux = (double)found;
+    (void)pe_close; /* no clean close: the next open is again a post-crash open */
+    return r->err;
+}
+
+/* Write-fault every page of the pool without changing a byte (an atomic add of
+ * 0), so that timed runs do not measure the page cache's first-touch faults. */
+static void pe_prefault(pe_heap *e, size_t size)
+{
+    char *base = e->k == PE_PMDK ? (char *)e->pop : (char *)pmalloc_root_slot(e->h, 0) - 4096;
+    for (size_t off = 0; off + 8 <= size; off += 4096) __atomic_fetch_add((uint64_t *)(base + off), 0, __ATOMIC_RELAXED);
+}
+
+static int pe_child(const pe_params *p, pe_result *r)
+{
+    /* reset this process's peak-RSS mark (Linux >= 4.0), so the peak is ours */
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (f) {
+        fputs("5", f);
+        fclose(f);
+    }
+    size_t rss0 = nm_current_rss_bytes();
+    int rc;
+    if (p->work == PE_RECOVERY_BUILD) rc = pe_recovery_build(p, r);
+    else if (p->work == PE_RECOVERY_OPEN) rc = pe_recovery_open(p, r);
+    else {
+        pe_heap e;
+        rc = pe_open(&e, p, pe_nslots(p), true, r);
+        if (!rc && p->prefault) pe_prefault(&e, p->pool_size);
+        if (!rc) rc = pe_run_threads(&e, p, r);
+        if (!rc) pe_close(&e);
+    }
+    size_t pk = nm_peak_rss_bytes();
+    r->peak_bytes = pk > rss0 ? (double)(pk - rss0) : 0;
+    return rc;
+}
+
+int pe_run(const pe_params *p, pe_result *r)
+{
+    memset(r, 0, sizeof *r);
+    mkdir(p->dir, 0700);
+    int fd[2];
+    if (pipe(fd)) return 1;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fd[0]);
+        close(fd[1]);
+        snprintf(r->msg, sizeof r->msg, "fork: %s", strerror(errno));
+        return r->err = 1;
+    }
+    if (pid == 0) {
+        close(fd[0]);
+        pe_result cr;
+        memset(&cr, 0, sizeof cr);
+        pe_child(p, &cr);
+        ssize_t w = write(fd[1], &cr, sizeof cr);
+        _exit(w == (ssize_t)sizeof cr ? 0 : 3); /* no clean close: recovery runs need it */
+    }
+    close(fd[1]);
+    size_t got = 0;
+    while (got < sizeof *r) {
+        ssize_t n = read(fd[0], (char *)r + got, sizeof *r - got);
+        if (n <= 0) break;
+        got += (size_t)n;
+    }
+    close(fd[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (got != sizeof *r) {
+        memset(r, 0, sizeof *r);
+        r->err = 1;
+        snprintf(r->msg, sizeof r->msg, "child died (status %d)", st);
+    }
+    return r->err;
+}
+
+double pe_measure(nm_bench *b, const char *bench_name, pe_params *p, unsigned reps, double *peak_mib)
+{
+    double mops[16], peak = 0, pmem = 0;
+    if (reps > 16) reps = 16;
+    const char *tmp = nm_bench_tmpdir(b);
+    /* run 0 is not prefaulted and gives the peak memory (pages touched + DRAM);
+     * runs 1..reps are prefaulted and give the throughput */
+    for (unsigned k = 0; k <= reps; k++) {
+        snprintf(p->dir, sizeof p->dir, "%s/eval-%s-%d%s-%u", tmp, bench_name, (int)p->kind, p->eadr ? "e" : "", p->threads);
+        pe_cleanup(p->dir);
+        pe_result r;
+        p->seed = nm_bench_seed(b) * 1000003u + k;
+        p->prefault = k > 0;
+        int rc = pe_run(p, &r);
+        pe_cleanup(p->dir);
+        if (rc || r.seconds <= 0) {
+            nm_bench_progress(b, "%s %s threads %u: FAILED: %s", bench_name, pe_kind_name(p->kind), p->threads, r.msg);
+            return NAN;
+        }
+        if (k == 0) peak = r.peak_bytes / (1024.0 * 1024.0);
+        else mops[k - 1] = r.ops / r.seconds / 1e6;
+        pmem = r.is_pmem;
+    }
+    double m = nm_stats_median(mops, reps), pm = peak;
+    nm_bench_row *row = nm_bench_row_new(b);
+    nm_bench_row_str(row, "bench", bench_name);
+    nm_bench_row_str(row, "allocator", p->eadr ? "PMAlloc-LOG-eADR" : pe_kind_name(p->kind));
+    nm_bench_row_num(row, "threads", p->threads);
+    nm_bench_row_num(row, "mops", m);
+    nm_bench_row_num(row, "peak_mib", pm);
+    nm_bench_row_num(row, "cpu_flush", pmem);
+    nm_bench_row_num(row, "repetitions", reps);
+    nm_bench_progress(b, "%-13s %-12s threads %u: %8.3f Mops/s (median of %u), peak %.1f MiB touched", bench_name,
+                      p->eadr ? "LOG-eADR" : pe_kind_name(p->kind), p->threads, m, reps, pm);
+    if (peak_mib) *peak_mib = pm;
+    return m;
+}

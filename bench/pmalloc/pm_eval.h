@@ -1,0 +1,65 @@
+/* Evaluation kit: PMAlloc-LOG, PMAlloc-GC and PMDK's libpmemobj behind one
+ * small interface, the workloads of the paper's Sec. 8.2 (Ralloc's harness),
+ * and a fork-per-run driver that measures each allocator in a fresh process
+ * (so peak memory is per allocator and PMDK reads PMEM_IS_PMEM_FORCE at its
+ * first call). Used by the suites pmalloc-small, -large, -recovery, -kv. */
+#ifndef PM_EVAL_H
+#define PM_EVAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nearmem/bench.h"
+
+typedef enum pe_kind { PE_LOG = 0, PE_GC = 1, PE_PMDK = 2, PE_NKINDS = 3 } pe_kind;
+const char *pe_kind_name(pe_kind k);
+
+typedef enum pe_work {
+    PE_THREADTEST,
+    PE_PRODCON,
+    PE_SHBENCH,
+    PE_LARSON_SMALL,
+    PE_LARSON_LARGE,
+    PE_DBMSTEST,
+    PE_KV,
+    PE_FRAG,           /* Fragbench (Table 1): workload in `iters` (1-4), n = bytes allocated per phase, ops = live limit */
+    PE_RECOVERY_BUILD, /* build the list, then exit without closing (a process crash) */
+    PE_RECOVERY_OPEN,  /* time the open (recovery) of that pool, then walk the list */
+} pe_work;
+
+typedef struct pe_params {
+    pe_work work;
+    pe_kind kind;
+    unsigned threads;
+    uint64_t n;      /* objects per thread (threadtest, larson slots, dbms per iteration), total (prodcon, recovery) */
+    uint64_t iters;  /* iterations / rounds */
+    uint64_t ops;    /* operations per thread (larson, kv) */
+    uint64_t seed;
+    size_t pool_size;
+    int prefault;    /* touch every pool page before the timed phase */
+    int eadr;        /* PMAlloc only: PMALLOC_EADR_ON (no flushes, no interleaving, Sec. 8.9) */
+    char dir[512];   /* pool directory (created by the driver) */
+} pe_params;
+
+typedef struct pe_result {
+    int err;
+    char msg[200];
+    double seconds;      /* timed phase */
+    double ops;          /* allocator operations (allocs + frees) in the timed phase */
+    double peak_bytes;   /* peak RSS growth of the measuring process (DRAM + touched pool pages) */
+    double aux;          /* workload specific: list nodes found after recovery */
+    double is_pmem;      /* PMDK: pmem_is_pmem on the pool (1 = CPU flushes) */
+} pe_result;
+
+/* Run one measurement in a forked child; the pool lives in p->dir. */
+int pe_run(const pe_params *p, pe_result *r);
+/* Set PMEM_IS_PMEM_FORCE=1 (before any libpmemobj call, in every child). */
+void pe_force_pmem(void);
+/* Remove the pool files of p->dir and the directory. */
+void pe_cleanup(const char *dir);
+
+/* Median Mops/s over `reps` prefaulted runs of p, plus one run without
+ * prefaulting for the peak memory; adds one row per call. NAN on failure. */
+double pe_measure(nm_bench *b, const char *bench_name, pe_params *p, unsigned reps, double *peak_mib);
+
+#endif

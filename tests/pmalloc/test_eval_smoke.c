@@ -1,0 +1,91 @@
+/* Smoke test of the PMAlloc-vs-PMDK suites: each runs in a reduced quick mode
+ * through nearmem-bench and must report its summary keys as finite positive
+ * numbers. Speeds are not asserted (benchmarks report them). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "nm_test.h"
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    size_t got = fread(s, 1, (size_t)n, f);
+    s[got] = 0;
+    fclose(f);
+    return s;
+}
+
+static void run_suite(const char *suite, const char *args, const char *const *keys)
+{
+    const char *bin = getenv("NEARMEM_BINARY_DIR");
+    assert_non_null(bin);
+    char json[256], cmd[1024];
+    snprintf(json, sizeof json, "/tmp/nm-pmalloc-smoke-%d-%s.json", (int)getpid(), suite);
+    snprintf(cmd, sizeof cmd, "%s/bin/nearmem-bench %s --quick --set reps=1 %s --json %s > /dev/null 2>&1", bin, suite,
+             args, json);
+    int rc = system(cmd);
+    assert_int_equal(rc, 0);
+    char *s = slurp(json);
+    assert_non_null(s);
+    char *sum = strstr(s, "\"summary\"");
+    assert_non_null(sum);
+    for (unsigned i = 0; keys[i]; i++) {
+        char pat[128];
+        snprintf(pat, sizeof pat, "\"%s\":", keys[i]);
+        char *at = strstr(sum, pat);
+        if (!at) fail_msg("%s: summary key %s missing", suite, keys[i]);
+        char *end;
+        double v = strtod(at + strlen(pat), &end);
+        if (end == at + strlen(pat) || !isfinite(v) || v <= 0) fail_msg("%s: %s is not a finite positive number", suite, keys[i]);
+    }
+    free(s);
+    unlink(json);
+}
+
+static void test_small(void **st)
+{
+    (void)st;
+    static const char *const k[] = {"speedup_vs_pmdk_threadtest", "speedup_vs_pmdk_prodcon", "speedup_vs_pmdk_shbench",
+                                    "speedup_vs_pmdk_larson_small", NULL};
+    run_suite("pmalloc-small", "--set pool_mib=64", k);
+}
+
+static void test_large(void **st)
+{
+    (void)st;
+    static const char *const k[] = {"speedup_vs_pmdk_larson_large", "speedup_vs_pmdk_dbmstest", NULL};
+    run_suite("pmalloc-large", "--set dbms_objects=200", k);
+}
+
+static void test_recovery(void **st)
+{
+    (void)st;
+    static const char *const k[] = {"recovery_ms_10m_log", "recovery_ms_10m_pmdk", "recovery_ms_10m_gc", NULL};
+    run_suite("pmalloc-recovery", "--set nodes=20000", k);
+}
+
+static void test_kv(void **st)
+{
+    (void)st;
+    static const char *const k[] = {"kv_speedup_vs_pmdk", NULL};
+    run_suite("pmalloc-kv", "--set warmup=20000 --set ops=50000", k);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_small),
+        cmocka_unit_test(test_large),
+        cmocka_unit_test(test_recovery),
+        cmocka_unit_test(test_kv),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
