@@ -534,12 +534,8 @@ static void pe_prefault(pe_heap *e, size_t size)
 
 static int pe_child(const pe_params *p, pe_result *r)
 {
-    /* reset this process's peak-RSS mark (Linux >= 4.0), so the peak is ours */
-    FILE *f = fopen("/proc/self/clear_refs", "w");
-    if (f) {
-        fputs("5", f);
-        fclose(f);
-    }
+    /* reset this process's peak-RSS mark, so the peak is this run's */
+    nm_peak_rss_reset();
     size_t rss0 = nm_current_rss_bytes();
     int rc;
     if (p->work == PE_RECOVERY_BUILD) rc = pe_recovery_build(p, r);
@@ -551,7 +547,7 @@ static int pe_child(const pe_params *p, pe_result *r)
         if (!rc) rc = pe_run_threads(&e, p, r);
         if (!rc) pe_close(&e);
     }
-    size_t pk = nm_peak_rss_bytes();
+    size_t pk = nm_peak_rss_hwm_bytes();
     r->peak_bytes = pk > rss0 ? (double)(pk - rss0) : 0;
     return rc;
 }

@@ -1,6 +1,10 @@
 #include "nearmem/common/timer.h"
 
+#include <string.h>
+#include "nearmem/common/error.h"
+
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -37,4 +41,29 @@ unsigned nm_nproc(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (unsigned)n : 1u;
+}
+
+int nm_peak_rss_reset(void)
+{
+    /* "5" resets the peak RSS (Linux >= 4.0, Documentation/filesystems/proc.rst). */
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (!f) return NM_ENOTSUP;
+    int ok = fputs("5", f) >= 0;
+    ok &= fclose(f) == 0;
+    return ok ? NM_OK : NM_ENOTSUP;
+}
+
+size_t nm_peak_rss_hwm_bytes(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    size_t kib = 0;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "VmHWM:", 6) == 0) {
+            kib = (size_t)strtoull(line + 6, NULL, 10);
+            break;
+        }
+    fclose(f);
+    return kib * 1024;
 }

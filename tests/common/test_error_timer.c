@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include <stdio.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include "nearmem/common/error.h"
@@ -61,6 +62,24 @@ static void test_process_facts(void **state)
     free(p);
 }
 
+static void test_peak_rss_reset(void **state)
+{
+    (void)state;
+    /* mmap, not malloc: ASan's quarantine and a preloaded allocator's decay
+     * would keep freed memory resident. */
+    size_t n = 96u << 20;
+    char *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(p != MAP_FAILED);
+    memset(p, 1, n);
+    size_t high = nm_peak_rss_hwm_bytes();
+    assert_true(high >= n);
+    assert_int_equal(munmap(p, n), 0);
+    assert_int_equal(nm_peak_rss_reset(), NM_OK);
+    size_t after = nm_peak_rss_hwm_bytes();
+    assert_true(after > 0);
+    assert_true(after + n / 2 <= high); /* the 96 MiB peak is forgotten */
+}
+
 static void test_util(void **state)
 {
     (void)state;
@@ -110,7 +129,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_errors), cmocka_unit_test(test_timers),
         cmocka_unit_test(test_process_facts), cmocka_unit_test(test_util),
-        cmocka_unit_test(test_tmpdir),
+        cmocka_unit_test(test_tmpdir), cmocka_unit_test(test_peak_rss_reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

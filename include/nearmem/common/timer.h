@@ -19,6 +19,13 @@ static inline uint64_t nm_stopwatch_ns(const nm_stopwatch *w) { return nm_now_ns
 
 /* Peak resident set size of this process in bytes (getrusage), 0 if unknown. */
 size_t nm_peak_rss_bytes(void);
+/* Reset the peak RSS that the kernel reports as VmHWM (/proc/self/status)
+ * to the current RSS, so a benchmark can measure one phase's peak. Returns
+ * NM_OK, or NM_ENOTSUP where /proc/self/clear_refs cannot be written. */
+int nm_peak_rss_reset(void);
+/* Peak RSS since process start or the last nm_peak_rss_reset (VmHWM), 0 if unknown.
+ * Unlike nm_peak_rss_bytes (getrusage), this one can be reset. */
+size_t nm_peak_rss_hwm_bytes(void);
 /* Current resident set size in bytes (/proc/self/statm), 0 if unknown. */
 size_t nm_current_rss_bytes(void);
 /* Number of online CPUs (at least 1). */
