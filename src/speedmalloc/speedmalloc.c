@@ -42,6 +42,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,9 +179,8 @@ struct page {               /* server-private */
 };
 
 struct segment {
-    /* client-read, written by the server only while no block of the slice is out */
-    uint32_t magic;
-    /* One word per slice, so free() reads everything it needs with one load:
+    /* client-read; the server writes a slice's word with one store */
+    /* One word per slice (first in the header, so its address is one mask and one shift), so free() reads everything it needs with one load:
      *   bits 0-15  owner of the page (client slot + 1, 0 = none): frees of other
      *              threads' blocks go back to the server, so threads do not share
      *              cache lines (no false sharing, cache-scratch);
@@ -188,6 +188,7 @@ struct segment {
      *              the page's offset in the segment);
      *   bits 24-31 class (SI_NOCLS = header or free slice). */
     uint32_t slice_info[SLICES];
+    uint32_t magic;
     /* server-private from here on (own cache lines) */
     _Alignas(SM_CL) struct segment *next;
     uint64_t free_slices; /* bit i: slice i free */
@@ -196,6 +197,7 @@ struct segment {
     struct page pages[SLICES]; /* indexed by the page's first slice */
 };
 _Static_assert(sizeof(struct segment) <= SLICE_SIZE, "segment header must fit slice 0");
+_Static_assert(offsetof(struct segment, slice_info) == 0, "free() indexes slice words from the segment base");
 
 struct large_hdr { /* the page before a large object's first byte */
     uint64_t magic;
