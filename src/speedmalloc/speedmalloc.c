@@ -42,6 +42,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,7 +93,8 @@ static unsigned long sm_tsan_fence_word;
 #define NCLS_MAX 64
 #define RING 64        /* ready-ring slots per (thread, class) */
 #define FRING 512      /* free-ring slots per thread */
-#define LCAP_MAX 256   /* private magazine slots per (thread, class) */
+#define MAG_STRIDE 256 /* magazine array stride per (thread, class): slot 0 is a NULL guard */
+#define LCAP_MAX (MAG_STRIDE - 1) /* private magazine slots per (thread, class) */
 #define MAX_CLIENTS 4096
 #define PAGE_SIZE_OS 4096
 #define ADDR_BITS 47
@@ -177,13 +179,16 @@ struct page {               /* server-private */
 };
 
 struct segment {
-    /* client-read, written by the server only while no block of the slice is out */
+    /* client-read; the server writes a slice's word with one store */
+    /* One word per slice (first in the header, so its address is one mask and one shift), so free() reads everything it needs with one load:
+     *   bits 0-15  owner of the page (client slot + 1, 0 = none): frees of other
+     *              threads' blocks go back to the server, so threads do not share
+     *              cache lines (no false sharing, cache-scratch);
+     *   bits 16-21 first slice of the page holding this slice (so w & 0x3f0000 is
+     *              the page's offset in the segment);
+     *   bits 24-31 class (SI_NOCLS = header or free slice). */
+    uint32_t slice_info[SLICES];
     uint32_t magic;
-    uint8_t slice_cls[SLICES];    /* 0xff = header or free slice */
-    uint8_t slice_pstart[SLICES]; /* first slice of the page holding this slice */
-    uint16_t slice_owner[SLICES]; /* owner of the page (client slot + 1, 0 = none): frees of
-                                     other threads' blocks go back to the server, so threads do
-                                     not share cache lines (no false sharing, cache-scratch) */
     /* server-private from here on (own cache lines) */
     _Alignas(SM_CL) struct segment *next;
     uint64_t free_slices; /* bit i: slice i free */
@@ -192,6 +197,7 @@ struct segment {
     struct page pages[SLICES]; /* indexed by the page's first slice */
 };
 _Static_assert(sizeof(struct segment) <= SLICE_SIZE, "segment header must fit slice 0");
+_Static_assert(offsetof(struct segment, slice_info) == 0, "free() indexes slice words from the segment base");
 
 struct large_hdr { /* the page before a large object's first byte */
     uint64_t magic;
@@ -207,8 +213,6 @@ enum { REQ_NONE = 0, REQ_LARGE_MALLOC, REQ_LARGE_REALLOC, REQ_STATS };
 
 struct cls_priv { /* client-private per class */
     uint32_t head, ctail, low; /* ready-ring consumer index, cached producer index, low-water mark */
-    uint32_t n;                /* blocks in the magazine */
-    void *slot[LCAP_MAX];
 };
 
 struct client {
@@ -239,6 +243,11 @@ struct client {
     _Alignas(SM_CL) uint32_t my_free_tail, my_free_head_cache, my_req_seq, my_oom_seen;
     uint64_t my_doorbell;
     struct cls_priv priv[NCLS_MAX];
+    uint32_t mag_n[NCLS_MAX];    /* blocks in each class's magazine, at mag[cls][1..n] */
+    uint32_t mag_lcap[NCLS_MAX]; /* copy of g.cls_lcap, next to mag_n */
+    /* mag[cls][0] stays NULL, so free()'s "same block as the top one?" double-free test
+     * needs no "is the magazine empty?" test first. */
+    _Alignas(SM_CL) void *mag[NCLS_MAX][MAG_STRIDE];
     /* server-private */
     _Alignas(SM_CL) uint64_t sv_doorbell;
     uint64_t sv_served;                /* classes with a ready ring to keep full */
@@ -263,6 +272,11 @@ static struct {
     uint32_t cls_tmax[NCLS_MAX];   /* ready-ring target cap */
     uint64_t cls_recip[NCLS_MAX];  /* ceil(2^40 / size): exact division of page offsets */
     uint8_t cls_shares_lines[NCLS_MAX]; /* size not a multiple of 64: blocks share cache lines */
+    /* free()'s block-start check, indexed by the slice word's class byte (256 entries, so
+     * SI_NOCLS and stray bytes fail without a separate range test): off is a block start
+     * iff off < lim and off * div <= div - 1 (divisibility by one multiply: Lemire, Kaser
+     * and Kurz, "Faster remainder by direct computation", 2019). lim = 0: no such class. */
+    struct { uint64_t div; uint64_t lim; } cls_chk[256];
     uint8_t lut_small[1024 / 16 + 1];  /* (size + 15) / 16 -> class */
     uint8_t lut_big[MAX_CLASS_SIZE / 1024 + 1]; /* (size + 1023) / 1024 -> smallest class >= that, refined */
     uint8_t *registry; /* one byte per 4 MiB region */
@@ -368,6 +382,8 @@ static bool classes_init(void)
         g.cls_tmax[c] = (uint32_t)(tmax < 2 ? 2 : tmax > RING ? RING : tmax);
         g.cls_recip[c] = ((1ull << 40) + s - 1) / s;
         g.cls_shares_lines[c] = (s % 64) != 0;
+        g.cls_chk[c].div = UINT64_MAX / s + 1;
+        g.cls_chk[c].lim = (uint32_t)((ns * SLICE_SIZE) / s * s); /* capacity * size */
     }
     for (size_t i = 0; i < sizeof g.lut_small; i++) {
         size_t s = i ? i * 16 : 1;
@@ -390,17 +406,29 @@ static void reg_set(uintptr_t p, unsigned v) { STORE_REL(&g.registry[p >> SEG_SH
 
 /* Class of a small block, or -1 when p is not the start of a block we handed out
  * (a client-side check that costs a few loads and a multiply). */
+#define SI_NOCLS 0xffu
+#define SI_CLS(w) ((w) >> 24)
+#define SI_PSTART(w) (((w) >> 16) & (SLICES - 1))
+#define SI_PAGE_OFF(w) ((w) & ((SLICES - 1) << SLICE_SHIFT))
+#define SI_OWNER(w) ((w) & 0xffffu)
+#define SI_MAKE(cls, pstart, owner) ((uint32_t)(cls) << 24 | (uint32_t)(pstart) << 16 | (uint32_t)(owner))
+_Static_assert(SLICE_SHIFT == 16 && SLICES == 64 && MAX_CLIENTS < 0xffff, "slice word layout");
+static inline uint32_t slice_word(uintptr_t p)
+{
+    const struct segment *s = (const struct segment *)(p & ~(SEG_SIZE - 1));
+    return LOAD_RLX(&s->slice_info[(p >> SLICE_SHIFT) & (SLICES - 1)]);
+}
+/* Is p (in a registered segment, with slice word w) the start of a block of class SI_CLS(w)? */
+static inline bool block_start_ok(uintptr_t p, uint32_t w)
+{
+    uint32_t off = (uint32_t)(p & (SEG_SIZE - 1)) - SI_PAGE_OFF(w);
+    unsigned cls = SI_CLS(w);
+    return off < g.cls_chk[cls].lim && (uint64_t)off * g.cls_chk[cls].div <= g.cls_chk[cls].div - 1;
+}
 static inline int block_class(uintptr_t p)
 {
-    struct segment *s = (struct segment *)(p & ~(SEG_SIZE - 1));
-    unsigned sl = (unsigned)((p >> SLICE_SHIFT) & (SLICES - 1));
-    unsigned cls = LOAD_RLX(&s->slice_cls[sl]);
-    if (SM_UNLIKELY(cls >= g.nclass)) return -1;
-    uintptr_t start = (uintptr_t)s + ((uintptr_t)LOAD_RLX(&s->slice_pstart[sl]) << SLICE_SHIFT);
-    uint64_t off = p - start;
-    uint64_t idx = (off * g.cls_recip[cls]) >> 40;
-    if (SM_UNLIKELY(idx * g.cls_size[cls] != off)) return -1;
-    return (int)cls;
+    uint32_t w = slice_word(p);
+    return block_start_ok(p, w) ? (int)SI_CLS(w) : -1;
 }
 
 /* =========================================================================
@@ -416,7 +444,7 @@ static struct segment *seg_new(void)
     if (raw + 2 * SEG_SIZE > a + SEG_SIZE) munmap((void *)(a + SEG_SIZE), raw + 2 * SEG_SIZE - (a + SEG_SIZE));
     struct segment *s = (struct segment *)a;
     s->magic = SEG_MAGIC;
-    memset(s->slice_cls, 0xff, sizeof s->slice_cls);
+    for (unsigned i = 0; i < SLICES; i++) s->slice_info[i] = SI_MAKE(SI_NOCLS, 0, 0);
     s->free_slices = ~1ull;
     s->next = g.segs;
     g.segs = s;
@@ -447,7 +475,10 @@ static void page_set_owner(struct page *pg, struct client *c)
     unsigned i = (unsigned)((pg->start - (uintptr_t)s) >> SLICE_SHIFT);
     pg->owner = c ? c->id : 0;
     pg->owner_gen = c ? c->sv_gen : 0;
-    for (unsigned k = 0; k < pg->nslices; k++) STORE_REL(&s->slice_owner[i + k], (uint16_t)pg->owner);
+    for (unsigned k = 0; k < pg->nslices; k++) { /* only the server writes slice words */
+        uint32_t w = s->slice_info[i + k];
+        STORE_REL(&s->slice_info[i + k], SI_MAKE(SI_CLS(w), SI_PSTART(w), pg->owner));
+    }
 }
 /* The page's owner if it is still the same live thread. */
 static struct client *page_owner(const struct page *pg)
@@ -478,10 +509,7 @@ static struct page *page_new(unsigned cls)
                 memset(pg->free_bits, 0, sizeof pg->free_bits);
                 memset(pg->free_bits, 0xff, (pg->capacity / 64) * sizeof(uint64_t));
                 if (pg->capacity % 64) pg->free_bits[pg->capacity / 64] = (1ull << (pg->capacity % 64)) - 1;
-                for (unsigned k = 0; k < ns; k++) {
-                    s->slice_pstart[i + k] = (uint8_t)i;
-                    STORE_REL(&s->slice_cls[i + k], (uint8_t)cls);
-                }
+                for (unsigned k = 0; k < ns; k++) STORE_REL(&s->slice_info[i + k], SI_MAKE(cls, i, 0));
                 g.st.pages_in_use++;
                 page_set_owner(pg, NULL);
                 list_push(&g.partial[cls], pg);
@@ -497,7 +525,10 @@ static void page_release(struct segment *s, struct page *pg)
 {
     unsigned i = (unsigned)((pg->start - (uintptr_t)s) >> SLICE_SHIFT);
     uint64_t run = ((pg->nslices == 64) ? ~0ull : ((1ull << pg->nslices) - 1)) << i;
-    for (unsigned k = 0; k < pg->nslices; k++) STORE_REL(&s->slice_cls[i + k], (uint8_t)0xff);
+    for (unsigned k = 0; k < pg->nslices; k++) {
+        uint32_t w = s->slice_info[i + k];
+        STORE_REL(&s->slice_info[i + k], SI_MAKE(SI_NOCLS, SI_PSTART(w), SI_OWNER(w)));
+    }
     s->free_slices |= run;
     s->dirty_slices |= run;
     s->dirty_since = mono_ns();
@@ -540,9 +571,10 @@ static void srv_free_small(uintptr_t p)
 {
     struct segment *s = (struct segment *)(p & ~(SEG_SIZE - 1));
     unsigned sl = (unsigned)((p >> SLICE_SHIFT) & (SLICES - 1));
-    unsigned cls = s->slice_cls[sl];
+    uint32_t w = s->slice_info[sl];
+    unsigned cls = SI_CLS(w);
     if (s->magic != SEG_MAGIC || cls >= g.nclass) { g.st.invalid_frees++; report(&g.reported_invalid, "free of a pointer outside any page (server)", (void *)p); return; }
-    struct page *pg = &s->pages[s->slice_pstart[sl]];
+    struct page *pg = &s->pages[SI_PSTART(w)];
     uint64_t off = p - pg->start;
     uint64_t idx = (off * g.cls_recip[cls]) >> 40;
     if (idx * g.cls_size[cls] != off || idx >= pg->capacity) { g.st.invalid_frees++; report(&g.reported_invalid, "free of a pointer that is not a block start (server)", (void *)p); return; }
@@ -1119,6 +1151,8 @@ static struct client *client_alloc_slot(void)
         memset(c->head_pub, 0, sizeof c->head_pub);
         memset(c->miss, 0, sizeof c->miss);
         memset(c->priv, 0, sizeof c->priv);
+        memset(c->mag_n, 0, sizeof c->mag_n);
+        memcpy(c->mag_lcap, g.cls_lcap, sizeof c->mag_lcap);
         c->my_free_tail = c->my_free_head_cache = c->my_req_seq = 0;
         c->my_oom_seen = LOAD_ACQ(&c->oom_seq);
         c->my_doorbell = c->doorbell = 0;
@@ -1157,7 +1191,7 @@ static void client_exit(void *arg)
     if (!c) return;
     int e = errno;
     for (unsigned cls = 0; cls < g.nclass; cls++) {
-        if (c->priv[cls].n) flush_magazine(c, cls, 0);
+        if (c->mag_n[cls]) flush_magazine(c, cls, 0);
         STORE_REL(&c->head_pub[cls], c->priv[cls].head);
     }
     STORE_REL(&c->free_tail, c->my_free_tail);
@@ -1172,8 +1206,7 @@ static void client_exit(void *arg)
 /* Sends magazine entries beyond `keep` to the server through the free ring. */
 static SM_SLOW void flush_magazine(struct client *c, unsigned cls, unsigned keep)
 {
-    struct cls_priv *q = &c->priv[cls];
-    uint32_t n = q->n - keep;
+    uint32_t n = c->mag_n[cls] - keep;
     if (c->my_free_tail - c->my_free_head_cache + n > FRING) {
         c->my_free_head_cache = LOAD_ACQ(&c->free_head);
         if (c->my_free_tail - c->my_free_head_cache + n > FRING) {
@@ -1182,9 +1215,9 @@ static SM_SLOW void flush_magazine(struct client *c, unsigned cls, unsigned keep
             c->my_free_head_cache = LOAD_ACQ(&c->free_head);
         }
     }
-    for (uint32_t i = 0; i < n; i++) c->fring[(c->my_free_tail + i) % FRING] = q->slot[keep + i];
+    for (uint32_t i = 0; i < n; i++) c->fring[(c->my_free_tail + i) % FRING] = c->mag[cls][keep + 1 + i];
     c->my_free_tail += n;
-    q->n = keep;
+    c->mag_n[cls] = keep;
     STORE_REL(&c->free_tail, c->my_free_tail);
     ring_doorbell(c);
 }
@@ -1242,7 +1275,7 @@ static SM_SLOW void *ring_pop_slow(struct client *c, unsigned cls, bool borrow)
          * aligned). free() finds the block's real class from its address. */
         for (unsigned k = cls + 1; borrow && k < g.nclass && k <= cls + 4; k++) {
             struct cls_priv *o = &c->priv[k];
-            if (o->n) return o->slot[--o->n];
+            if (c->mag_n[k]) return c->mag[k][c->mag_n[k]--];
             if (o->head != o->ctail) return ring_pop(c, k, false);
         }
         if (t == q->head) client_wait(c, cond_tail_moved, cls);
@@ -1257,10 +1290,11 @@ static SM_SLOW void *ring_pop_slow(struct client *c, unsigned cls, bool borrow)
 
 static inline void *client_malloc_cls(struct client *c, unsigned cls, bool borrow)
 {
-    struct cls_priv *q = &c->priv[cls];
-    if (SM_LIKELY(q->n)) {
+    uint32_t n = c->mag_n[cls];
+    if (SM_LIKELY(n)) {
+        c->mag_n[cls] = n - 1;
         STORE_RLX(&c->c_fast, c->c_fast + 1);
-        return q->slot[--q->n];
+        return c->mag[cls][n];
     }
     return ring_pop(c, cls, borrow);
 }
@@ -1345,10 +1379,12 @@ static inline void *sm_malloc(size_t size)
 {
     struct client *c = tls_client; /* set only after initialization */
     if (SM_LIKELY(c != NULL && size <= 1024)) {
-        struct cls_priv *q = &c->priv[g.lut_small[(size + 15) >> 4]];
-        if (SM_LIKELY(q->n)) {
+        unsigned cls = g.lut_small[(size + 15) >> 4];
+        uint32_t n = c->mag_n[cls];
+        if (SM_LIKELY(n)) {
+            c->mag_n[cls] = n - 1;
             STORE_RLX(&c->c_fast, c->c_fast + 1);
-            return q->slot[--q->n];
+            return c->mag[cls][n];
         }
     }
     return sm_malloc_slow(size);
@@ -1359,32 +1395,52 @@ static SM_SLOW void free_other(uintptr_t p, unsigned kind);
 static SM_SLOW void free_flush(struct client *c, unsigned cls);
 static SM_SLOW void free_remote(struct client *c, uintptr_t p);
 
+static SM_SLOW void free_general(uintptr_t p)
+{
+    if (!p) return;
+    unsigned kind = reg_kind(p);
+    if (kind != REG_KIND_SEG) { free_other(p, kind); return; }
+    int cls = block_class(p);
+    free_small_slow(p, cls < 0 ? UINT32_MAX : (unsigned)cls);
+}
+
+static SM_SLOW void free_push_full(struct client *c, unsigned cls, void *ptr)
+{
+    free_flush(c, cls);
+    c->mag[cls][++c->mag_n[cls]] = ptr;
+}
+
+/* The fast path: a registered thread pushes onto its own magazine; no server, no atomics.
+ * Every exit that does more work is a tail call, so this stays a leaf without saved registers. */
 static inline void sm_free(void *ptr)
 {
     uintptr_t p = (uintptr_t)ptr;
-    if (SM_UNLIKELY(!p)) return;
-    unsigned kind = reg_kind(p);
+    struct client *c = tls_client; /* set only after initialization, so the registry is mapped */
+    /* one test rejects NULL (p - 1 wraps) and addresses beyond the registry */
+    if (SM_UNLIKELY(!c || ((p - 1) >> ADDR_BITS))) { free_general(p); return; }
+    unsigned kind = LOAD_RLX(&g.registry[p >> SEG_SHIFT]);
     if (SM_UNLIKELY(kind != REG_KIND_SEG)) { free_other(p, kind); return; }
-    int cls = block_class(p);
-    struct client *c = tls_client;
-    if (SM_UNLIKELY(cls < 0 || !c)) { free_small_slow(p, (unsigned)cls); return; }
-    const struct segment *seg = (const struct segment *)(p & ~(SEG_SIZE - 1));
-    if (SM_UNLIKELY(LOAD_RLX(&seg->slice_owner[(p >> SLICE_SHIFT) & (SLICES - 1)]) != c->id) &&
-        g.cls_shares_lines[cls]) {
+    /* One load of the slice word gives class, page start and owner; the block-start
+     * check is then a compare and a multiply against a per-class table. */
+    uint32_t w = slice_word(p);
+    if (SM_UNLIKELY(!block_start_ok(p, w))) { free_small_slow(p, UINT32_MAX); return; }
+    unsigned cls = SI_CLS(w);
+    if (SM_UNLIKELY(SI_OWNER(w) != c->id) && g.cls_shares_lines[cls]) {
         /* another thread's page, and its blocks share cache lines: back to the server
          * (batched), so that two threads never write the same line. Blocks of a size that
          * is a multiple of 64 own their lines (pages start on 64 KiB) and stay here. */
         free_remote(c, p);
         return;
     }
-    struct cls_priv *q = &c->priv[cls];
-    if (SM_UNLIKELY(q->n && q->slot[q->n - 1] == ptr)) {
-        /* cheap double-free check: the same block freed twice in a row */
+    uint32_t n = c->mag_n[cls];
+    if (SM_UNLIKELY(c->mag[cls][n] == ptr)) {
+        /* cheap double-free check: the same block freed twice in a row (slot 0 is NULL) */
         free_small_slow(p, UINT32_MAX - 1);
         return;
     }
-    if (SM_UNLIKELY(q->n == g.cls_lcap[cls])) free_flush(c, (unsigned)cls);
-    q->slot[q->n++] = ptr;
+    if (SM_UNLIKELY(n == c->mag_lcap[cls])) { free_push_full(c, cls, ptr); return; }
+    c->mag[cls][n + 1] = ptr;
+    c->mag_n[cls] = n + 1;
 }
 
 /* A block of a page that feeds another thread: into the free ring, published every
@@ -1413,7 +1469,7 @@ static SM_SLOW void free_remote(struct client *c, uintptr_t p)
 static SM_SLOW void free_flush(struct client *c, unsigned cls)
 {
     int e = errno; /* free preserves errno */
-    flush_magazine(c, cls, c->priv[cls].n / 2);
+    flush_magazine(c, cls, c->mag_n[cls] / 2);
     errno = e;
 }
 
@@ -1439,9 +1495,8 @@ static SM_SLOW void free_small_slow(uintptr_t p, unsigned cls)
     bool locked;
     struct client *c = client_or_fallback(&locked);
     if (c) {
-        struct cls_priv *q = &c->priv[cls];
-        if (q->n == g.cls_lcap[cls]) flush_magazine(c, cls, q->n / 2);
-        q->slot[q->n++] = (void *)p;
+        if (c->mag_n[cls] == g.cls_lcap[cls]) flush_magazine(c, cls, c->mag_n[cls] / 2);
+        c->mag[cls][++c->mag_n[cls]] = (void *)p;
         if (locked) {
             flush_magazine(c, cls, 0); /* the fallback keeps nothing: it is shared */
             pthread_mutex_unlock(&g.fb_lock);
@@ -1614,8 +1669,8 @@ static void fork_child(void)
             struct cls_priv *q = &c->priv[cls];
             c->head_pub[cls] = q->head;
             /* its private magazines are plain memory now: give them back too */
-            for (uint32_t k = 0; k < q->n; k++) srv_free_small((uintptr_t)q->slot[k]);
-            q->n = 0;
+            for (uint32_t k = 1; k <= c->mag_n[cls]; k++) srv_free_small((uintptr_t)c->mag[cls][k]);
+            c->mag_n[cls] = 0;
         }
         c->state = ST_EXITING;
     }
@@ -1644,7 +1699,8 @@ static bool global_init(void)
     tls_in_init = 1;
     bool ok = classes_init();
     if (ok) {
-        g.registry = os_map((size_t)1 << (ADDR_BITS - SEG_SHIFT));
+        /* one spare page: free()'s fast path bounds p - 1, so p == 1 << ADDR_BITS indexes it */
+        g.registry = os_map(((size_t)1 << (ADDR_BITS - SEG_SHIFT)) + PAGE_SIZE_OS);
         ok = g.registry != NULL;
     }
     if (ok) ok = pthread_key_create(&g.key, client_exit) == 0;
