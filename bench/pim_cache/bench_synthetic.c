@@ -41,6 +41,27 @@ static nm_err cac_once(nm_pimc *c, const void *const *bufs, const size_t *lens, 
     return e;
 }
 
+/* `seq` copies through cache c, each beside the naive copy of the same data (parallel
+ * push or serial); with `fresh`, new R = 0 data before every round. Sums modeled
+ * transfer + host DRM seconds for CAC, and counts the copies the fallback sent plain. */
+static nm_err copy_rounds(pb_machine *m, nm_pimc *c, nm_rng *r, uint8_t *data, unsigned nd, size_t per,
+                          const void **bufs, const size_t *lens, unsigned seq, bool par, bool fresh, double *naive,
+                          double *cac, unsigned *plain)
+{
+    nm_err e = NM_OK;
+    for (unsigned k = 0; k < seq && !e; k++) {
+        if (fresh)
+            for (unsigned d = 0; d < nd; d++) make_segment(r, data + (size_t)d * per, per, 0);
+        *naive += pb_naive(m, bufs, per, 0, par);
+        e = nm_pimc_copy(c, 0, bufs, lens);
+        nm_pimc_stats st;
+        nm_pimc_get_stats(c, &st);
+        *cac += st.last_xfer_modeled_ns * 1e-9 + (double)st.last_drm_ns * 1e-9;
+        *plain += st.last_mode == NM_PIMC_MODE_PLAIN;
+    }
+    return e;
+}
+
 int nm_bench_pim_cache_synthetic(nm_bench *b)
 {
     bool quick = nm_bench_quick(b);
@@ -162,15 +183,7 @@ int nm_bench_pim_cache_synthetic(nm_bench *b)
         if (e) break;
         double naive = 0, cac = 0;
         unsigned plain = 0;
-        for (unsigned k = 0; k < seq && !e; k++) {
-            for (unsigned d = 0; d < nd; d++) make_segment(&r, data + (size_t)d * per, per, 0);
-            naive += pb_naive(&m, bufs, per, 0, par);
-            e = nm_pimc_copy(c, 0, bufs, lens);
-            nm_pimc_stats st;
-            nm_pimc_get_stats(c, &st);
-            cac += st.last_xfer_modeled_ns * 1e-9 + (double)st.last_drm_ns * 1e-9;
-            plain += st.last_mode == NM_PIMC_MODE_PLAIN;
-        }
+        e = copy_rounds(&m, c, &r, data, nd, per, bufs, lens, seq, par, true, &naive, &cac, &plain);
         nm_pimc_destroy(c);
         slow_fb[par] = cac / naive;
         nm_bench_row *row = nm_bench_row_new(b);
@@ -198,14 +211,7 @@ int nm_bench_pim_cache_synthetic(nm_bench *b)
         if ((e = nm_pimc_create(&m.t, &o, &c))) break;
         double naive = 0, cac = 0;
         unsigned plain = 0;
-        for (unsigned k = 0; k < seq && !e; k++) {
-            naive += pb_naive(&m, bufs, per, 0, false);
-            e = nm_pimc_copy(c, 0, bufs, lens);
-            nm_pimc_stats st;
-            nm_pimc_get_stats(c, &st);
-            cac += st.last_xfer_modeled_ns * 1e-9 + (double)st.last_drm_ns * 1e-9;
-            plain += st.last_mode == NM_PIMC_MODE_PLAIN;
-        }
+        e = copy_rounds(&m, c, &r, data, nd, per, bufs, lens, seq, false, false, &naive, &cac, &plain);
         nm_pimc_destroy(c);
         epochs[fb] = naive / cac;
         nm_bench_row *row = nm_bench_row_new(b);
