@@ -13,7 +13,6 @@ core=(
   cmake               # build system
   make
   gcc
-  g++                 # C++ only where a peer forces it
   pkg-config          # finds the libraries below
   libcmocka-dev       # unit-test framework
   libxxhash-dev       # PIM-CACHE fingerprints (XXH64, XXH3)
