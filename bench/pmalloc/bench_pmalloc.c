@@ -106,26 +106,45 @@ static int run_tp(nm_bench *b, const char *dir, pmalloc_model m, unsigned stripe
     return err;
 }
 
+/* A fresh heap in dir/sub (hd, its file f) holding, at root 0, an array of n
+ * persistent slots set to null. On error the heap is not left open. */
+static int open_slot_heap(const char *dir, const char *sub, pmalloc_options *o, unsigned n, pmalloc_heap **h,
+                          pmalloc_ptr **slots, char hd[600], char f[700])
+{
+    snprintf(hd, 600, "%s/%s", dir, sub);
+    mkdir(hd, 0700);
+    snprintf(f, 700, "%s/%s", hd, PMALLOC_FILE_NAME);
+    unlink(f);
+    o->persist = PMALLOC_PERSIST_CPU;
+    o->eadr = PMALLOC_EADR_OFF;
+    if (pmalloc_open(hd, o, h)) return 1;
+    if (pmalloc_malloc_to(*h, (size_t)n * sizeof(pmalloc_ptr), pmalloc_root_slot(*h, 0))) {
+        pmalloc_close(*h);
+        return 1;
+    }
+    *slots = pmalloc_direct(*h, pmalloc_get_root(*h, 0));
+    memset(*slots, 0, (size_t)n * sizeof **slots);
+    return 0;
+}
+
+static void remove_heap(const char *hd, const char *f)
+{
+    unlink(f);
+    rmdir(hd);
+}
+
 /* Metadata flushes and fences of small mallocs alone (LOG). */
 static int small_malloc_cost(const char *dir, unsigned stripes, double *meta, double *fences, double *reflush)
 {
     char hd[600], f[700];
-    snprintf(hd, sizeof hd, "%s/cost", dir);
-    mkdir(hd, 0700);
-    snprintf(f, sizeof f, "%s/%s", hd, PMALLOC_FILE_NAME);
-    unlink(f);
     pmalloc_options o;
     pmalloc_options_default(&o);
     o.size = 64u << 20;
     o.stripes = stripes;
-    o.persist = PMALLOC_PERSIST_CPU;
-    o.eadr = PMALLOC_EADR_OFF;
     pmalloc_heap *h;
-    if (pmalloc_open(hd, &o, &h)) return 1;
+    pmalloc_ptr *slots;
     unsigned n = 20000;
-    if (pmalloc_malloc_to(h, n * sizeof(pmalloc_ptr), pmalloc_root_slot(h, 0))) return 1;
-    pmalloc_ptr *slots = pmalloc_direct(h, pmalloc_get_root(h, 0));
-    memset(slots, 0, n * sizeof *slots);
+    if (open_slot_heap(dir, "cost", &o, n, &h, &slots, hd, f)) return 1;
     pmalloc_stats_reset_counters(h);
     for (unsigned i = 0; i < n; i++)
         if (pmalloc_malloc_to(h, 64, &slots[i])) return 1;
@@ -135,8 +154,7 @@ static int small_malloc_cost(const char *dir, unsigned stripes, double *meta, do
     *fences = (double)st.fences / n;
     *reflush = 100.0 * st.reflushes / (double)st.meta_flushes;
     pmalloc_close(h);
-    unlink(f);
-    rmdir(hd);
+    remove_heap(hd, f);
     return 0;
 }
 
@@ -145,21 +163,13 @@ static int small_malloc_cost(const char *dir, unsigned stripes, double *meta, do
 static int recovery_time(const char *dir, pmalloc_model m, unsigned n, double *clean_ms, double *crash_ms)
 {
     char hd[600], f[700];
-    snprintf(hd, sizeof hd, "%s/rec", dir);
-    mkdir(hd, 0700);
-    snprintf(f, sizeof f, "%s/%s", hd, PMALLOC_FILE_NAME);
-    unlink(f);
     pmalloc_options o;
     pmalloc_options_default(&o);
     o.size = 256u << 20;
     o.model = m;
-    o.persist = PMALLOC_PERSIST_CPU;
-    o.eadr = PMALLOC_EADR_OFF;
     pmalloc_heap *h;
-    if (pmalloc_open(hd, &o, &h)) return 1;
-    if (pmalloc_malloc_to(h, (size_t)n * sizeof(pmalloc_ptr), pmalloc_root_slot(h, 0))) return 1;
-    pmalloc_ptr *slots = pmalloc_direct(h, pmalloc_get_root(h, 0));
-    memset(slots, 0, (size_t)n * sizeof *slots);
+    pmalloc_ptr *slots;
+    if (open_slot_heap(dir, "rec", &o, n, &h, &slots, hd, f)) return 1;
     for (unsigned i = 0; i < n; i++)
         if (pmalloc_malloc_to(h, 32 + (i % 8) * 32, &slots[i])) return 1;
     pmalloc_close(h);
@@ -175,8 +185,7 @@ static int recovery_time(const char *dir, pmalloc_model m, unsigned n, double *c
     pmalloc_stats_get(h, &st);
     int bad = st.objects_live != (uint64_t)n + 1;
     pmalloc_close(h);
-    unlink(f);
-    rmdir(hd);
+    remove_heap(hd, f);
     return bad;
 }
 
