@@ -20,6 +20,9 @@ int nm_suite_pmalloc_crash(nm_bench *b)
                                             "half the points with 2 workload threads in the child");
     nm_bench_config_str(b, "log_churn", "extra power-failure runs (half the points) on 3 short lists of extents: "
                                         "bookkeeping-log fast and slow GCs under crashes");
+    nm_bench_config_str(b, "morphing", "extra runs (power failure; process crash with 2 threads, half the points) with slab "
+                                       "morphing forced (SU 100%, size classes shifting every 40 steps); half the flushes inside "
+                                       "a morph become power-failure crash points (row column morph_crash_points)");
     nm_bench_config_str(b, "evictions", "half the power-failure points also persist 10% of the stored-but-unflushed lines");
     nm_bench_plot_spec(b, "[{\"title\":\"crash points tested\",\"x\":\"kind\",\"y\":\"crash_points\",\"series\":\"model\",\"kind\":\"bar\"}]");
     uint64_t tp = 0, tq = 0, fails = 0, rec = 0;

@@ -38,6 +38,8 @@ typedef struct pmc_config {
     unsigned large_pct;   /* % of allocations that are large (> 14 KiB) */
     size_t large_max;     /* largest large request */
     unsigned list_lo, list_n; /* lists this worker owns; list_n 0 = all */
+    unsigned size_phase;  /* > 0: small sizes come from a band of classes that shifts every
+                           * size_phase steps, so slabs go sparse and morph (Sec. 5.2) */
 } pmc_config;
 
 /* One random operation; returns the pmalloc error of a failed call (NM_ENOMEM is
@@ -66,11 +68,15 @@ typedef struct pmc_run {
     unsigned log_chunks;         /* small bookkeeping log, so its GC runs under crashes */
     unsigned evict_pct;          /* SIM: on half the points, unflushed lines persist with this % */
     unsigned threads;            /* process crash: workload threads in the child (own lists each) */
+    unsigned morph_su;           /* pmalloc_options.morph_su of every open (0 = default 20%) */
+    unsigned morph_target_pct;   /* SIM: % of the flushes inside a slab morph that become crash points */
     uint64_t seed;
     pmc_config cfg;
     const char *tmpdir;
     uint64_t tried, failures, recovery_tried, flush_points_seen;
     uint64_t log_gcs; /* SIM: runtime bookkeeping-log GCs in the live heaps */
+    uint64_t morphs;  /* SIM: slab morphs in the live heaps */
+    uint64_t morph_points[4]; /* SIM: crash points inside a morph, by step (1 bitmap, 2 image, 3 commit) */
     char first_failure[512];
 } pmc_run;
 void pmc_run_defaults(pmc_run *r, pmalloc_model m, const char *tmpdir);

@@ -109,16 +109,25 @@ static void set_cur(pmalloc_heap *h, pm_vslab *s, const pm_geo *g)
     s->hint = 0;
 }
 
-/* Place the new bitmap + image line for class cls after geometry og: before
- * og's bitmap when it fits there (only a morphed slab has room), else after
- * og's bitmap and image. The data area starts no lower than og's. */
-static bool place(pmalloc_heap *h, const pm_geo *og, unsigned cls, pm_geo *ng)
+static uint32_t geo_end(const pm_geo *g) { return g->img_line ? g->img_line + 1u : (uint32_t)g->bm_line + g->bm_lines; }
+
+/* Place the new bitmap + image line for class cls after geometry og (the
+ * slab's current one). Until the commit, the active image still names og and
+ * og's own old geometry (pg, if og is a morphed geometry), and recovery reads
+ * both bitmaps: so the new lines avoid both. They go before both when they fit
+ * there (lines freed by an earlier morph), else after both. The data area
+ * starts no lower than og's. */
+static bool place(pmalloc_heap *h, const pm_geo *og, const pm_geo *pg, unsigned cls, pm_geo *ng)
 {
     uint32_t bs = (uint32_t)h->sc.size[cls], S = h->stripes, E = og->data_off;
-    uint32_t after = og->img_line ? og->img_line + 1 : og->bm_line + og->bm_lines;
+    uint32_t after = geo_end(og), below = og->bm_line;
+    if (pg) {
+        after = NM_MAX(after, geo_end(pg));
+        below = NM_MIN(below, (uint32_t)pg->bm_line);
+    }
     for (uint32_t n = (SLAB - E) / bs; n >= 1; n--) {
         uint32_t nbl = lines_for(n, S), start, doff;
-        if (og->bm_line > 1 && 1 + nbl + 1 <= og->bm_line) {
+        if (1 + nbl + 1 <= below) {
             start = 1;
             doff = E;
         } else {
@@ -199,7 +208,7 @@ static bool morph(pmalloc_heap *h, pm_arena *a, pm_vslab *s, unsigned cls)
     geo_of(s, &og);
     uint32_t live = count_bits(s->pbm, og.bm_lines);
     if (live != s->nblocks - s->nfree_v) goto abort; /* blocks cached, buffered or in flight */
-    if (!place(h, &og, cls, &ng)) goto abort;
+    if (!place(h, &og, s->mo ? &s->mo->old : NULL, cls, &ng)) goto abort;
     for (uint32_t i = 0; i < s->nblocks && og.data_off + (uint64_t)i * s->block_size < ng.data_off; i++)
         if (pm_pbit(s, i)) goto abort; /* the new header would cover a live block */
     uint64_t *nvbm = calloc(nm_bitmap_words(ng.nblocks), sizeof(uint64_t));
@@ -512,18 +521,21 @@ nm_err pm_morph_check(pmalloc_heap *h, pm_vslab *s, uint64_t *live, uint64_t *ob
 
 /* Called after the new bitmap was cleared. The persisted old bits are exact
  * at run time (morph and old frees persist them), so they are the candidates;
- * a new block overlapping a candidate was never handed out and stays covered. */
+ * a new block overlapping a candidate was never handed out and stays covered.
+ * The old bitmap is not cleared here (unlike the new one, it cannot be
+ * rebuilt without its candidates): gc_end clears the unmarked bits only, so a
+ * crash during recovery leaves a superset and the next recovery redoes it. */
 nm_err pm_morph_gc_begin(pmalloc_heap *h, pm_vslab *s, uint64_t *before)
 {
     pm_morph *mo = s->mo;
     uint32_t was = __atomic_load_n(&mo->nold, __ATOMIC_RELAXED), n = 0;
+    size_t words = nm_bitmap_words(mo->old.nblocks);
     free(mo->gcold);
-    mo->gcold = calloc(nm_bitmap_words(mo->old.nblocks), sizeof(uint64_t));
+    mo->gcold = calloc(2 * words, sizeof(uint64_t)); /* candidates, then marks */
     if (!mo->gcold) return nm_fail(NM_ENOMEM, "pmalloc: GC of a morphed slab: host memory");
     for (uint32_t i = 0; i < mo->old.nblocks; i++)
         if (pm_pbit(s, i | PM_IDX_OLD)) { nm_bitmap_set(mo->gcold, i); n++; }
     *before += n;
-    memset(mo->opbm, 0, (size_t)mo->old.bm_lines * PM_LINE);
     if (mo->cnt) memset(mo->cnt, 0, s->nblocks * sizeof *mo->cnt);
     else if (n && !(mo->cnt = calloc(s->nblocks, sizeof *mo->cnt))) return nm_fail(NM_ENOMEM, "pmalloc: GC of a morphed slab: host memory");
     for (uint32_t i = 0; i < mo->old.nblocks; i++)
@@ -542,9 +554,9 @@ bool pm_morph_gc_mark(pmalloc_heap *h, pm_vslab *s, uint64_t w, const uint64_t *
     uint32_t i = (uint32_t)((w - start) / mo->obs);
     if (!nm_bitmap_test(mo->gcold, i)) return false;
     *push = NULL;
-    uint64_t m, *wd = pm_pbm_word(s, i | PM_IDX_OLD, &m);
-    if (*wd & m) return true; /* marked already */
-    *wd |= m;
+    uint64_t *marks = mo->gcold + nm_bitmap_words(mo->old.nblocks);
+    if (nm_bitmap_test(marks, i)) return true; /* marked already */
+    nm_bitmap_set(marks, i);
     mo->nold++;
     (*marked)++;
     *push = (const uint64_t *)(mo->odata + (size_t)i * mo->obs);
@@ -556,8 +568,13 @@ void pm_morph_gc_end(pmalloc_heap *h, pm_vslab *s)
 {
     pm_morph *mo = s->mo;
     if (!mo->gcold) return;
+    const uint64_t *marks = mo->gcold + nm_bitmap_words(mo->old.nblocks);
     for (uint32_t i = 0; i < mo->old.nblocks; i++)
-        if (nm_bitmap_test(mo->gcold, i) && !pm_pbit(s, i | PM_IDX_OLD)) cover(s, i, false); /* unreachable: freed */
+        if (nm_bitmap_test(mo->gcold, i) && !nm_bitmap_test(marks, i)) { /* unreachable: freed */
+            uint64_t m, *wd = pm_pbm_word(s, i | PM_IDX_OLD, &m);
+            __atomic_fetch_and(wd, ~m, __ATOMIC_RELAXED);
+            cover(s, i, false);
+        }
     free(mo->gcold);
     mo->gcold = NULL;
     pm_flush(h, mo->opbm, (size_t)mo->old.bm_lines * PM_LINE, PM_META);
