@@ -111,15 +111,15 @@ static void set_cur(pmalloc_heap *h, pm_vslab *s, const pm_geo *g)
 
 static uint32_t geo_end(const pm_geo *g) { return g->img_line ? g->img_line + 1u : (uint32_t)g->bm_line + g->bm_lines; }
 
-/* Place the new bitmap + image line for class cls after geometry og (the
- * slab's current one). Until the commit, the active image still names og and
- * og's own old geometry (pg, if og is a morphed geometry), and recovery reads
- * both bitmaps: so the new lines avoid both. They go before both when they fit
- * there (lines freed by an earlier morph), else after both. The data area
- * starts no lower than og's. */
-static bool place(pmalloc_heap *h, const pm_geo *og, const pm_geo *pg, unsigned cls, pm_geo *ng)
+/* Place the new bitmap + image line for class cls with S stripes after
+ * geometry og (the slab's current one). Until the commit, the active image
+ * still names og and og's own old geometry (pg, if og is a morphed one), and
+ * recovery reads both bitmaps: so the new lines avoid both. They go before
+ * both when they fit there (lines freed by an earlier morph), else after both.
+ * The data area starts no lower than og's. */
+static bool place_s(pmalloc_heap *h, const pm_geo *og, const pm_geo *pg, unsigned cls, uint32_t S, pm_geo *ng)
 {
-    uint32_t bs = (uint32_t)h->sc.size[cls], S = h->stripes, E = og->data_off;
+    uint32_t bs = (uint32_t)h->sc.size[cls], E = og->data_off;
     uint32_t after = geo_end(og), below = og->bm_line;
     if (pg) {
         after = NM_MAX(after, geo_end(pg));
@@ -141,6 +141,19 @@ static bool place(pmalloc_heap *h, const pm_geo *og, const pm_geo *pg, unsigned 
         }
     }
     return false;
+}
+
+/* The most stripes whose bitmap fits into the header's free lines, so that the
+ * new header covers no block of the old geometry (with 6 stripes a bitmap
+ * takes at least 6 lines; a regular slab has 2 free lines). Fewer stripes
+ * mean more reflushes on this slab's bitmap (Sec. 5.1); a header that covers
+ * old blocks needs them all free, which under-occupied slabs often are not.
+ * If no stripe count fits, the heap's stripe count with a larger header. */
+static bool place(pmalloc_heap *h, const pm_geo *og, const pm_geo *pg, unsigned cls, pm_geo *ng)
+{
+    for (uint32_t S = h->stripes; S >= 1; S--)
+        if (place_s(h, og, pg, cls, S, ng) && ng->data_off == og->data_off) return true;
+    return place_s(h, og, pg, cls, h->stripes, ng);
 }
 
 /* New blocks [*j0, *j1] overlapped by old block i; false if none (the old
@@ -285,9 +298,13 @@ pm_vslab *pm_morph_try(pmalloc_heap *h, pm_tcache *tc, pm_arena *a, unsigned cls
     for (pm_vslab *s = a->lru_head, *nx; s && scanned < LRU_SCAN; s = nx, scanned++) {
         nx = s->lru_next;
         if (s->cls == cls || (s->mo && __atomic_load_n(&s->mo->nold, __ATOMIC_RELAXED))) continue;
-        if ((uint64_t)(s->nblocks - s->nfree_v) * 100 >= (uint64_t)h->morph_su * s->nblocks) continue;
-        if (tc && tc->arena == a) tc_return(h, tc, s);
-        if (morph(h, a, s, cls)) return s;
+        if ((uint64_t)(s->nblocks - s->nfree_v) * 100 < (uint64_t)h->morph_su * s->nblocks) {
+            if (tc && tc->arena == a) tc_return(h, tc, s);
+            if (morph(h, a, s, cls)) return s;
+        }
+        /* examined and refused: to the tail, so that the next scan looks at
+         * others instead of the same refused slabs at the head */
+        pm_morph_touch(a, s);
     }
     return NULL;
 }

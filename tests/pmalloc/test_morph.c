@@ -140,8 +140,8 @@ static void stress_one(pmalloc_model md, unsigned ops, uint64_t seed)
     pmt_rmdir(dir);
 }
 
-static void test_stress_log(void **s) { (void)s; stress_one(PMALLOC_LOG, 12000, nm_test_seed(71)); }
-static void test_stress_gc(void **s) { (void)s; stress_one(PMALLOC_GC, 12000, nm_test_seed(72)); }
+static void test_stress_log(void **s) { (void)s; stress_one(PMALLOC_LOG, 40000, nm_test_seed(71)); }
+static void test_stress_gc(void **s) { (void)s; stress_one(PMALLOC_GC, 40000, nm_test_seed(72)); }
 
 /* ---- multi-threaded: shared slots, so old blocks are freed by other threads ---- */
 
@@ -160,7 +160,7 @@ static void *worker(void *p)
     shared *s = a->s;
     nm_rng r;
     nm_rng_seed(&r, a->seed);
-    for (unsigned it = 0; it < 8000; it++) {
+    for (unsigned it = 0; it < 20000; it++) {
         unsigned i = (unsigned)nm_rng_below(&r, NSLOTS);
         pthread_mutex_t *l = &s->lock[i % NLOCKS];
         pthread_mutex_lock(l);
