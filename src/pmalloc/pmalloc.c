@@ -316,9 +316,12 @@ nm_err pmalloc_free_from(pmalloc_heap *h, pmalloc_ptr *src)
         }
         pm_ctr_add(h, PMC_LIVE_BYTES, -(uint64_t)pm_blk_size(s, idx));
         pm_ctr_add(h, PMC_LIVE_OBJS, -(uint64_t)1);
+        /* Leave before the put, which may release the slab. No morph can start
+         * meanwhile: the block is taken in DRAM but clear in the bitmap (new
+         * block), or still counted among the live old blocks (old block). */
+        pm_slab_leave(h, s);
         if (idx & PM_IDX_OLD) pm_morph_put_old(h, s, idx); /* old blocks bypass the tcache (Sec. 5.2) */
         else pm_small_put(h, tc, (pm_tcblk){s, idx});
-        pm_slab_leave(h, s);
         return NM_OK;
     }
     uint64_t rel = p - h->sb->data_off, page = rel / PM_PAGE;
