@@ -323,7 +323,7 @@ static bool tc_fill(pmalloc_heap *h, pm_tcache *tc, unsigned cls)
         uint32_t i = s->hint < s->nblocks ? s->hint : 0;
         for (uint32_t step = 0; step < s->nblocks && s->nfree_v > 0; step++, i = i + 1 == s->nblocks ? 0 : i + 1) {
             if (nm_bitmap_test(s->vbm, i)) continue;
-            unsigned st = S > 1 ? (i % s->stripes) % S : 0;
+            unsigned st = S > 1 ? (i % (s->stripes > 1 ? s->stripes : S)) % S : 0; /* 1-stripe (morphed) slabs: spread */
             if (b->n[st] >= cap) continue;
             nm_bitmap_set(s->vbm, i);
             s->nfree_v--;
@@ -392,7 +392,7 @@ void pm_small_put(pmalloc_heap *h, pm_tcache *tc, pm_tcblk k)
 {
     pm_tcbin *b = &tc->bins[k.s->cls];
     unsigned S = h->interleave ? h->stripes : 1;
-    unsigned st = S > 1 ? (k.idx % k.s->stripes) % S : 0;
+    unsigned st = S > 1 ? (k.idx % (k.s->stripes > 1 ? k.s->stripes : S)) % S : 0;
     if (b->slot && k.s->arena == tc->arena && b->n[st] < tc_cap(h, k.s->cls)) {
         b->slot[st * PM_TC_PER_STRIPE + b->n[st]++] = k;
         return;
