@@ -63,6 +63,8 @@ static void check_walk(pmalloc_heap *h, const model *m)
     }
 }
 
+static unsigned max_generation(const char *dir);
+
 static void stress_one(pmalloc_model md, unsigned ops, uint64_t seed)
 {
     char dir[256];
@@ -112,6 +114,9 @@ static void stress_one(pmalloc_model md, unsigned ops, uint64_t seed)
     check_walk(h, &m);
     /* clean reopen rebuilds the morphed slabs from their header images */
     assert_int_equal(pmalloc_close(h), NM_OK);
+    unsigned gen = max_generation(dir);
+    print_message("%s: a slab was morphed %u times\n", md == PMALLOC_LOG ? "LOG" : "GC", gen);
+    assert_true(gen >= 2); /* slab_after slabs morph again */
     o.create = false;
     assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
     assert_int_equal(pmalloc_check(h), NM_OK);
@@ -313,6 +318,26 @@ static long find_morphed(const char *dir, uint64_t *word_off)
     }
     fclose(f);
     return found;
+}
+
+/* The highest morph generation (bits 16-31 of a morph word) in a closed heap file. */
+static unsigned max_generation(const char *dir)
+{
+    char p[4200];
+    snprintf(p, sizeof p, "%s/%s", dir, PMALLOC_FILE_NAME);
+    FILE *f = fopen(p, "rb");
+    assert_non_null(f);
+    static uint8_t page[4096];
+    unsigned best = 0;
+    for (long off = 0; fread(page, 1, sizeof page, f) == sizeof page; off += 4096) {
+        uint32_t magic;
+        uint64_t w;
+        memcpy(&magic, page, 4);
+        memcpy(&w, page + 40, 8);
+        if (off > 0 && magic == 0x42414c53u && w && ((w >> 16) & 0xffff) > best) best = (unsigned)((w >> 16) & 0xffff);
+    }
+    fclose(f);
+    return best;
 }
 
 static void patch(const char *dir, long off, uint8_t xor_byte)
