@@ -12,7 +12,16 @@
  * metadata clear = done; else *src == block = not done; else redo (clear).
  * Entries are retired (sb->wal_retired) before a ring slot is reused, once no
  * operation with a smaller sequence number is in flight, so the newest entry
- * of a block is always its latest operation. */
+ * of a block is always its latest operation.
+ *
+ * Sequence numbers are (clock << 8 | domain) from per-arena clocks, not one
+ * global counter: that counter's cache line moved between cores on every
+ * operation and halved 2-thread throughput. What recovery needs is weaker
+ * than a global order: operations on the same block must be ordered, and
+ * they are, because all of them draw from the same clock (the block's slab's
+ * arena, or the extent clock for extents) and an atomic increment's order
+ * agrees with happens-before; slab creation and release hand the pages over
+ * between the clocks (small.c). */
 #include <errno.h>
 #include <libpmem.h>
 #include <sched.h>
@@ -88,18 +97,41 @@ static inline uint32_t wal_check(uint64_t w0, uint64_t b, uint64_t l, uint64_t n
     return (uint32_t)XXH64(v, sizeof v, 0x3a1);
 }
 
+/* Every clock at least `c`: all later sequence numbers exceed (c << 8) - 1. */
+static void wal_clocks_raise(pmalloc_heap *h, uint64_t c)
+{
+    for (unsigned d = 0; d < PM_WCLK_N; d++) pm_wclk_raise(h, d, c);
+}
+
+/* An upper bound of every sequence number handed out so far, after which all
+ * clocks hand out larger ones. */
+static uint64_t wal_seq_bound(pmalloc_heap *h)
+{
+    uint64_t m = 1;
+    for (unsigned d = 0; d < PM_WCLK_N; d++) {
+        uint64_t c = pm_wclk_get(h, d);
+        if (c > m) m = c;
+    }
+    wal_clocks_raise(h, m);
+    return (m << 8) - 1;
+}
+
 /* Advance wal_retired to at least x: wait until no logged operation with a
- * sequence number <= x is in flight (those never block on us). */
+ * sequence number <= x is in flight (those never block on us). The clocks are
+ * raised before the in-flight scan: an operation whose increment came after
+ * the raise gets a number above the bound; one whose increment came before
+ * published inflight = 1 before it, so the scan sees it. */
 static void wal_retire(pmalloc_heap *h, uint64_t x)
 {
     for (;;) {
         pthread_mutex_lock(&h->tc_lock);
+        uint64_t bound = wal_seq_bound(h);
         uint64_t min = 0;
         for (pm_tcache *t = h->tcaches; t; t = t->next) {
             uint64_t f = __atomic_load_n(&t->inflight, __ATOMIC_SEQ_CST);
             if (f && (!min || f < min)) min = f;
         }
-        uint64_t target = min ? min - 1 : __atomic_load_n(&h->wal_seq, __ATOMIC_SEQ_CST) - 1;
+        uint64_t target = min ? min - 1 : bound;
         if (target >= x) {
             if (target > h->sb->wal_retired) {
                 __atomic_store_n(&h->sb->wal_retired, target, __ATOMIC_RELAXED);
@@ -113,6 +145,14 @@ static void wal_retire(pmalloc_heap *h, uint64_t x)
     }
 }
 
+/* The clock of the block an operation works on (the caller has validated it). */
+static unsigned wal_domain(pmalloc_heap *h, unsigned op, uint64_t block)
+{
+    if (op != PM_OP_ALLOC_SMALL && op != PM_OP_FREE_SMALL) return PM_WCLK_LARGE;
+    pm_veh *v = pm_pmap_get(h, (block - h->sb->data_off) / PM_PAGE);
+    return pm_arena_dom(v->slab->arena);
+}
+
 static void wal_begin(pmalloc_heap *h, pm_tcache *tc, unsigned op, uint64_t block, uint64_t loc, uint64_t npages)
 {
     pm_wal_ent *ring = ring_base(h, (unsigned)tc->ring);
@@ -122,9 +162,10 @@ static void wal_begin(pmalloc_heap *h, pm_tcache *tc, unsigned op, uint64_t bloc
     pm_wal_ent *e = &ring[slot];
     uint64_t old = e->seq_op >> 8;
     if (old && old > __atomic_load_n(&h->sb->wal_retired, __ATOMIC_RELAXED)) wal_retire(h, old);
+    unsigned dom = wal_domain(h, op, block);
     __atomic_store_n(&tc->inflight, 1, __ATOMIC_SEQ_CST);
-    uint64_t seq = __atomic_fetch_add(&h->wal_seq, 1, __ATOMIC_SEQ_CST);
-    __atomic_store_n(&tc->inflight, seq, __ATOMIC_SEQ_CST);
+    uint64_t seq = __atomic_fetch_add(&h->wclk[dom].c, 1, __ATOMIC_SEQ_CST) << 8 | dom;
+    __atomic_store_n(&tc->inflight, seq, __ATOMIC_RELEASE); /* a retirer that still sees 1 waits */
     uint64_t w0 = seq << 8 | op;
     e->seq_op = w0;
     e->block = block;
@@ -135,7 +176,7 @@ static void wal_begin(pmalloc_heap *h, pm_tcache *tc, unsigned op, uint64_t bloc
     pm_ctr_add(h, PMC_WAL, 1);
 }
 
-static inline void wal_end(pm_tcache *tc) { __atomic_store_n(&tc->inflight, 0, __ATOMIC_SEQ_CST); }
+static inline void wal_end(pm_tcache *tc) { __atomic_store_n(&tc->inflight, 0, __ATOMIC_RELEASE); }
 
 /* ---- small-block helpers ---- */
 
@@ -594,7 +635,7 @@ static nm_err wal_recover(pmalloc_heap *h)
     memset(h->base + h->sb->wal_off, 0, (size_t)PM_NRINGS * PM_RING_BYTES);
     pm_flush(h, h->base + h->sb->wal_off, (size_t)PM_NRINGS * PM_RING_BYTES, PM_META);
     pm_drain(h);
-    h->wal_seq = maxseq + 1;
+    wal_clocks_raise(h, (maxseq >> 8) + 1);
     return NM_OK;
 }
 
@@ -707,6 +748,7 @@ static void heap_free(pmalloc_heap *h)
     pthread_mutex_destroy(&h->tc_lock);
     pthread_mutex_destroy(&h->sim_lock);
     pm_ctr_free(h);
+    free(h->wclk);
     free(h);
 }
 
@@ -841,7 +883,9 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
     h->data_pages = (h->size - h->sb->data_off) / PM_PAGE;
     h->narenas = o.narenas ? o.narenas : nm_nproc();
     if (h->narenas == 0) h->narenas = 1;
-    h->arenas = calloc(h->narenas, sizeof *h->arenas);
+    h->wclk = aligned_alloc(_Alignof(pm_wclk), PM_WCLK_N * sizeof(pm_wclk));
+    if (h->wclk) memset(h->wclk, 0, PM_WCLK_N * sizeof(pm_wclk));
+    h->arenas = h->wclk ? calloc(h->narenas, sizeof *h->arenas) : NULL;
     if (!h->arenas) { heap_free(h); if (!exists) unlink(path); return nm_fail(NM_ENOMEM, "pmalloc_open: arenas"); }
     for (unsigned i = 0; i < h->narenas; i++) {
         pthread_mutex_init(&h->arenas[i].lock, NULL);
@@ -866,7 +910,7 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
         p += v->npages;
     }
     if (err) { heap_free(h); if (!exists) unlink(path); return err; }
-    h->wal_seq = h->sb->wal_retired + 1;
+    wal_clocks_raise(h, (h->sb->wal_retired >> 8) + 1);
     if (exists) {
         uint64_t state = h->sb->state;
         h->ri.was_clean = state == PM_STATE_CLEAN;
@@ -901,7 +945,7 @@ nm_err pmalloc_close(pmalloc_heap *h)
         pm_drain(h);
     }
     /* every operation finished: retire the log, then mark the heap clean */
-    uint64_t last = __atomic_load_n(&h->wal_seq, __ATOMIC_RELAXED) - 1;
+    uint64_t last = wal_seq_bound(h);
     if (last > h->sb->wal_retired) {
         h->sb->wal_retired = last;
         pm_persist(h, &h->sb->wal_retired, sizeof(uint64_t), PM_META);
