@@ -153,6 +153,7 @@ typedef struct pm_veh {
     struct pm_veh *next, *prev; /* free list (state FREE) */
     pm_vslab *slab;
     bool mark;             /* GC mark for extents */
+    bool freeing;          /* ALLOC, a free_from in progress (large_lock) */
     bool retained;         /* free and decayed: its pages were returned (hole punched) */
     uint64_t freed_ns;     /* when it became free */
 } pm_veh;

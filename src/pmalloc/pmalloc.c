@@ -279,16 +279,22 @@ nm_err pmalloc_malloc_to(pmalloc_heap *h, size_t size, pmalloc_ptr *dst)
         return NM_OK;
     }
 
+    /* large_lock covers the DRAM extent search and the log append, not the
+     * WAL entry and the user pointer (two fences): the extent is ours (ALLOC
+     * in DRAM) from the search on, and no WAL entry is begun under the lock
+     * (wal_retire may wait for other threads' operations, which may need it). */
     uint64_t npages = (size + PM_PAGE - 1) / PM_PAGE;
     pthread_mutex_lock(&h->large_lock);
     pm_veh *v;
     err = pm_extent_alloc(h, npages, PM_VEH_ALLOC, &v);
-    if (err) { pthread_mutex_unlock(&h->large_lock); return err; }
+    pthread_mutex_unlock(&h->large_lock);
+    if (err) return err;
     uint64_t e = h->sb->data_off + v->page * PM_PAGE, old = load_ptr(dst);
     wal_begin(h, tc, PM_OP_ALLOC_LARGE, e, dst_off, npages);
     store_ptr(dst, e);
     pm_flush(h, dst, sizeof *dst, PM_USER);
     pm_drain(h);
+    pthread_mutex_lock(&h->large_lock);
     err = pm_bk_record(h, v);
     if (err) { /* log full: put the pointer back; recovery would see "not done" */
         store_ptr(dst, old);
@@ -347,21 +353,27 @@ nm_err pmalloc_free_from(pmalloc_heap *h, pmalloc_ptr *src)
     uint64_t rel = p - h->sb->data_off, page = rel / PM_PAGE;
     pthread_mutex_lock(&h->large_lock);
     pm_veh *v = pm_pmap_get(h, page);
-    if (!v || v->state != PM_VEH_ALLOC || v->page != page || rel % PM_PAGE) {
-        bool dbl = (!v || v->state == PM_VEH_FREE) && rel % PM_PAGE == 0;
+    if (!v || v->state != PM_VEH_ALLOC || v->page != page || rel % PM_PAGE || v->freeing) {
+        bool dbl = ((!v || v->state == PM_VEH_FREE) && rel % PM_PAGE == 0) || (v && v->freeing);
         pthread_mutex_unlock(&h->large_lock);
         if (dbl) return nm_fail(NM_EDOUBLEFREE, "pmalloc_free_from: %#llx is not allocated (already free?)", (unsigned long long)p);
         return nm_fail(NM_EBADFREE, "pmalloc_free_from: %#llx is not the start of an allocated extent", (unsigned long long)p);
     }
+    /* as in malloc_to, the lock is not held across the WAL entry and the user
+     * pointer; `freeing` makes a concurrent second free fail meanwhile */
+    v->freeing = true;
+    pthread_mutex_unlock(&h->large_lock);
     wal_begin(h, tc, PM_OP_FREE_LARGE, p, src_off, v->npages);
     store_ptr(src, 0);
     pm_flush(h, src, sizeof *src, PM_USER);
     pm_drain(h);
     uint64_t bytes = v->npages * PM_PAGE;
+    pthread_mutex_lock(&h->large_lock);
     err = pm_bk_tombstone(h, v);
     if (err) {
         store_ptr(src, p);
         pm_persist(h, src, sizeof *src, PM_USER);
+        v->freeing = false;
     } else {
         pm_extent_release(h, v);
         pm_ctr_add(h, PMC_LIVE_BYTES, -bytes);
