@@ -97,21 +97,26 @@ static inline uint32_t wal_check(uint64_t w0, uint64_t b, uint64_t l, uint64_t n
     return (uint32_t)XXH64(v, sizeof v, 0x3a1);
 }
 
+/* Clock domains in use: the arenas' (ids mod 255) and the extents'. */
+static unsigned wal_ndom(const pmalloc_heap *h) { return h->narenas < PM_WCLK_LARGE ? h->narenas : PM_WCLK_LARGE; }
+
 /* Every clock at least `c`: all later sequence numbers exceed (c << 8) - 1. */
 static void wal_clocks_raise(pmalloc_heap *h, uint64_t c)
 {
-    for (unsigned d = 0; d < PM_WCLK_N; d++) pm_wclk_raise(h, d, c);
+    for (unsigned d = 0; d < wal_ndom(h); d++) pm_wclk_raise(h, d, c);
+    pm_wclk_raise(h, PM_WCLK_LARGE, c);
 }
 
 /* An upper bound of every sequence number handed out so far, after which all
  * clocks hand out larger ones. */
 static uint64_t wal_seq_bound(pmalloc_heap *h)
 {
-    uint64_t m = 1;
-    for (unsigned d = 0; d < PM_WCLK_N; d++) {
+    uint64_t m = pm_wclk_get(h, PM_WCLK_LARGE);
+    for (unsigned d = 0; d < wal_ndom(h); d++) {
         uint64_t c = pm_wclk_get(h, d);
         if (c > m) m = c;
     }
+    if (m < 1) m = 1;
     wal_clocks_raise(h, m);
     return (m << 8) - 1;
 }
