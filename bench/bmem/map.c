@@ -17,7 +17,7 @@
 
 int nm_suite_bmem_map(nm_bench *b)
 {
-    bmem_config c = {MAP_ROWS, 8192, MAP_SUBS, MAP_BANKS, BMEM_ALGO_FAST};
+    bmem_config c = {MAP_ROWS, 8192, MAP_SUBS, MAP_BANKS, BMEM_ALGO_FAST, 0};
     bmem_dev *d;
     nm_err e = bmem_dev_create(&c, &d);
     if (e) return e;

@@ -9,7 +9,7 @@
 int nm_demo_bmem(nm_demo *d)
 {
     /* 64 rows x 8192 columns x 16 subarrays x 2 banks (2 MiB) */
-    bmem_config c = {64, 8192, 16, 2, BMEM_ALGO_FAST};
+    bmem_config c = {64, 8192, 16, 2, BMEM_ALGO_FAST, 0};
     bmem_dev *dev;
     nm_err e = bmem_dev_create(&c, &dev);
     if (e) return e;
