@@ -378,11 +378,13 @@ nm_err bmem_dev_free(bmem_dev *d, bmem_ptr h)
             /* the last bin used first: its address does not wait for the
              * anchor load and the hash */
             bmem_tc_bin *bn = tc->last;
-            if (NM_UNLIKELY(atomic_load_explicit(&bn->key, memory_order_relaxed) != key))
+            uint32_t bk = atomic_load_explicit(&bn->key, memory_order_relaxed);
+            if (NM_UNLIKELY(bk != key)) {
                 bn = &tc->bin[bmem_tc_bin_of(key)];
+                bk = atomic_load_explicit(&bn->key, memory_order_relaxed);
+            }
             const unsigned n = atomic_load_explicit(&bn->n, memory_order_relaxed);
-            if (NM_LIKELY((anc & (ANC_LIVE | ANC_GEN_MASK)) == (ANC_LIVE | gen) &&
-                          atomic_load_explicit(&bn->key, memory_order_relaxed) == key && n < tc->cap &&
+            if (NM_LIKELY((anc & (ANC_LIVE | ANC_GEN_MASK)) == (ANC_LIVE | gen) && bk == key && n < tc->cap &&
                           tc->cells + bn->cells <= tc->budget)) {
                 atomic_store_explicit(a, bn->parked | gen, memory_order_relaxed);
                 atomic_store_explicit(&bn->e[n].h, h, memory_order_relaxed);
@@ -508,12 +510,13 @@ nm_err bmem_dev_malloc(bmem_dev *d, size_t size, bmem_dim dim, bmem_ptr *out)
             return malloc_slow(d, size, dim, out);
         {
             bmem_tc_bin *bn = tc->last;
-            if (NM_UNLIKELY(atomic_load_explicit(&bn->key, memory_order_relaxed) != key))
+            uint32_t bk = atomic_load_explicit(&bn->key, memory_order_relaxed);
+            if (NM_UNLIKELY(bk != key)) {
                 bn = &tc->bin[bmem_tc_bin_of(key)];
+                bk = atomic_load_explicit(&bn->key, memory_order_relaxed);
+            }
             const unsigned n = atomic_load_explicit(&bn->n, memory_order_relaxed);
-            if (NM_LIKELY(n && atomic_load_explicit(&bn->key, memory_order_relaxed) == key) &&
-                NM_LIKELY(tc_pop(d, tc, bn, n, out)))
-                return NM_OK;
+            if (NM_LIKELY(n && bk == key) && NM_LIKELY(tc_pop(d, tc, bn, n, out))) return NM_OK;
         }
     }
     return malloc_slow(d, size, dim, out);
