@@ -270,6 +270,18 @@ static inline void anchor_geom(uint64_t a, unsigned bank, unsigned row, unsigned
  * (two frees racing on one handle are the caller's data race; bmem.h). The
  * common cases are handled in bmem_dev_malloc / bmem_dev_free themselves,
  * which make no calls on that path; these helpers are the general versions. */
+/* Give up an empty bin's share of the budget. */
+static void tc_unkey(bmem_tcache *tc, bmem_tc_bin *bn)
+{
+    tc->reserved -= (uint64_t)bn->lim * bn->cells;
+    bn->lim = 0;
+    atomic_store_explicit(&bn->key, 0, memory_order_relaxed);
+}
+
+/* The budget is shared out when a bin is keyed to a shape: lim = as many
+ * entries as fit (at most cap) in what the other keyed bins have not
+ * reserved, taking the reservations of empty bins back if needed. So the hot
+ * paths only compare n with lim, and the cells held never exceed the budget. */
 static bool tc_put(bmem_tcache *tc, _Atomic uint64_t *a, uint64_t anc, bmem_ptr h)
 {
     const uint32_t key = (uint32_t)((anc >> ANC_SHAPE_SHIFT) & 0x0fffffff);
@@ -277,17 +289,26 @@ static bool tc_put(bmem_tcache *tc, _Atomic uint64_t *a, uint64_t anc, bmem_ptr 
     const unsigned n = atomic_load_explicit(&bn->n, memory_order_relaxed);
     if (atomic_load_explicit(&bn->key, memory_order_relaxed) != key) {
         if (n) return false; /* the bin holds another shape */
-        atomic_store_explicit(&bn->key, key, memory_order_relaxed);
+        tc_unkey(tc, bn);
+        const uint64_t cells = bmem_key_cells(key);
+        if (tc->budget - tc->reserved < cells)
+            for (unsigned i = 0; i < BMEM_TC_BINS; i++)
+                if (bn != &tc->bin[i] && tc->bin[i].lim && !atomic_load_explicit(&tc->bin[i].n, memory_order_relaxed))
+                    tc_unkey(tc, &tc->bin[i]);
+        const uint64_t fit = (tc->budget - tc->reserved) / cells;
+        if (!fit) return false; /* all the room is held by other shapes' entries */
+        bn->lim = (uint32_t)NM_MIN(fit, (uint64_t)tc->cap);
+        bn->cells = cells;
+        tc->reserved += bn->lim * cells;
         bn->parked = ANC_CACHED | tc->tag | ((uint64_t)key << ANC_SHAPE_SHIFT);
         bn->live = ANC_LIVE | ((uint64_t)key << ANC_SHAPE_SHIFT);
-        bn->cells = bmem_key_cells(key);
+        atomic_store_explicit(&bn->key, key, memory_order_relaxed);
     }
-    if (n >= tc->cap || tc->cells + bn->cells > tc->budget) return false;
+    if (n >= bn->lim) return false;
     atomic_store_explicit(a, bn->parked | (h & ANC_GEN_MASK), memory_order_relaxed);
     atomic_store_explicit(&bn->e[n].h, h, memory_order_relaxed);
     bn->e[n].a = a;
     atomic_store_explicit(&bn->n, n + 1, memory_order_relaxed);
-    tc->cells += bn->cells;
     tc->last = bn;
     return true;
 }
@@ -302,23 +323,21 @@ static inline bool tc_pop(bmem_dev *d, bmem_tcache *tc, bmem_tc_bin *bn, unsigne
     const bmem_ptr h = atomic_load_explicit(&en->h, memory_order_relaxed);
     _Atomic uint64_t *a = en->a;
     atomic_store_explicit(&bn->n, n - 1, memory_order_relaxed);
-    tc->cells -= bn->cells;
     const uint64_t gen = h & ANC_GEN_MASK;
     if (NM_UNLIKELY(atomic_load_explicit(a, memory_order_relaxed) != (bn->parked | gen))) {
         atomic_fetch_add_explicit(&d->tc_conflicts, 1, memory_order_relaxed);
         return false;
     }
-    uint64_t ng = (gen + 1) & ANC_GEN_MASK;
-    ng += !ng;
+    const uint64_t ng = gen < ANC_GEN_MASK ? gen + 1 : 1; /* generation 0 is never issued */
     atomic_store_explicit(a, bn->live | ng, memory_order_relaxed);
-    *out = (h & ~ANC_GEN_MASK) | ng;
-    tc->last = bn;
+    *out = tc->last_h = (h & ~ANC_GEN_MASK) | ng;
+    tc->last_a = a;
     return true;
 }
 
 static bool tc_take(bmem_dev *d, bmem_tcache *tc, uint32_t key, bmem_ptr *out)
 {
-    bmem_tc_bin *bn = &tc->bin[bmem_tc_bin_of(key)];
+    bmem_tc_bin *bn = tc->last = &tc->bin[bmem_tc_bin_of(key)];
     if (atomic_load_explicit(&bn->key, memory_order_relaxed) != key) return false;
     for (unsigned n; (n = atomic_load_explicit(&bn->n, memory_order_relaxed)) != 0;)
         if (tc_pop(d, tc, bn, n, out)) return true;
@@ -368,6 +387,22 @@ nm_err bmem_dev_free(bmem_dev *d, bmem_ptr h)
     bmem_tcache *tc = bmem_t_tc;
     /* a cache for d exists only when d has the cache on */
     if (NM_LIKELY(d && tc && tc->dev_id == d->id)) {
+        if (h == tc->last_h) {
+            /* the handle the last cache hit returned: anchor known, and its
+             * bin is the last one used unless another shape came since. The
+             * anchor decides: live with this generation and this bin's shape */
+            bmem_tc_bin *bn = tc->last;
+            _Atomic uint64_t *a = tc->last_a;
+            const uint64_t gen = h & ANC_GEN_MASK;
+            const unsigned n = atomic_load_explicit(&bn->n, memory_order_relaxed);
+            if (NM_LIKELY(atomic_load_explicit(a, memory_order_relaxed) == (bn->live | gen) && n < bn->lim)) {
+                atomic_store_explicit(a, bn->parked | gen, memory_order_relaxed);
+                atomic_store_explicit(&bn->e[n].h, h, memory_order_relaxed);
+                bn->e[n].a = a;
+                atomic_store_explicit(&bn->n, n + 1, memory_order_relaxed);
+                return NM_OK;
+            }
+        }
         const unsigned bi = (unsigned)(h >> H_BANK_SHIFT), r = (unsigned)((h >> H_ROW_SHIFT) & 0xffff),
                        s = (unsigned)((h >> H_SUB_SHIFT) & 0x3ff);
         const uint64_t gen = h & ANC_GEN_MASK;
@@ -380,18 +415,15 @@ nm_err bmem_dev_free(bmem_dev *d, bmem_ptr h)
             bmem_tc_bin *bn = tc->last;
             uint32_t bk = atomic_load_explicit(&bn->key, memory_order_relaxed);
             if (NM_UNLIKELY(bk != key)) {
-                bn = &tc->bin[bmem_tc_bin_of(key)];
+                tc->last = bn = &tc->bin[bmem_tc_bin_of(key)];
                 bk = atomic_load_explicit(&bn->key, memory_order_relaxed);
             }
             const unsigned n = atomic_load_explicit(&bn->n, memory_order_relaxed);
-            if (NM_LIKELY((anc & (ANC_LIVE | ANC_GEN_MASK)) == (ANC_LIVE | gen) && bk == key && n < tc->cap &&
-                          tc->cells + bn->cells <= tc->budget)) {
+            if (NM_LIKELY((anc & (ANC_LIVE | ANC_GEN_MASK)) == (ANC_LIVE | gen) && bk == key && n < bn->lim)) {
                 atomic_store_explicit(a, bn->parked | gen, memory_order_relaxed);
                 atomic_store_explicit(&bn->e[n].h, h, memory_order_relaxed);
                 bn->e[n].a = a;
                 atomic_store_explicit(&bn->n, n + 1, memory_order_relaxed);
-                tc->cells += bn->cells;
-                tc->last = bn;
                 return NM_OK;
             }
         }
@@ -403,7 +435,7 @@ nm_err bmem_dev_flush_thread_cache(bmem_dev *d)
 {
     if (!d) return nm_fail(NM_EINVAL, "bmem: NULL device");
     bmem_tcache *tc = d->cache ? bmem_tc_find(d) : NULL;
-    if (tc && tc->cells) bmem_tc_flush(d, tc);
+    if (tc && bmem_tc_nonempty(tc)) bmem_tc_flush(d, tc);
     return NM_OK;
 }
 
@@ -450,7 +482,7 @@ static nm_err alloc_in_banks_or_flush(bmem_dev *d, unsigned start, unsigned p, u
     nm_err e = alloc_in_banks(d, start, p, q, dim, out);
     if (NM_UNLIKELY(e == NM_ENOMEM) && d->cache) {
         bmem_tcache *tc = bmem_tc_find(d);
-        if (tc && tc->cells) {
+        if (tc && bmem_tc_nonempty(tc)) {
             bmem_tc_flush(d, tc);
             e = alloc_in_banks(d, start, p, q, dim, out);
         }
@@ -512,7 +544,7 @@ nm_err bmem_dev_malloc(bmem_dev *d, size_t size, bmem_dim dim, bmem_ptr *out)
             bmem_tc_bin *bn = tc->last;
             uint32_t bk = atomic_load_explicit(&bn->key, memory_order_relaxed);
             if (NM_UNLIKELY(bk != key)) {
-                bn = &tc->bin[bmem_tc_bin_of(key)];
+                tc->last = bn = &tc->bin[bmem_tc_bin_of(key)];
                 bk = atomic_load_explicit(&bn->key, memory_order_relaxed);
             }
             const unsigned n = atomic_load_explicit(&bn->n, memory_order_relaxed);
@@ -572,7 +604,7 @@ nm_err bmem_dev_malloc_near(bmem_dev *d, size_t size, bmem_dim dim, unsigned nsu
      * near is known to be live: an error changes nothing). */
     const unsigned nb = (unsigned)(near >> H_BANK_SHIFT);
     bmem_tcache *tc = d->cache ? bmem_tc_find(d) : NULL;
-    bool flushed = !(tc && tc->cells && bmem_tc_holds_bank(tc, nb));
+    bool flushed = !(tc && bmem_tc_holds_bank(tc, nb));
     bmem_bank *b = &d->banks[nb];
     unsigned bi = 0, r0 = 0, s0 = 0;
     uint64_t anc = 0;

@@ -120,6 +120,7 @@ bmem_tcache *bmem_tc_get_slow(bmem_dev *d)
     tc->dev_id = d->id;
     tc->cap = d->cache;
     tc->last = &tc->bin[0];
+    tc->last_a = &tc->none;
     tc->budget = d->tc_budget;
     pthread_mutex_lock(&g_tc_mu);
     /* drop this thread's caches of destroyed devices */
@@ -178,7 +179,13 @@ void bmem_tc_flush(bmem_dev *d, bmem_tcache *tc)
         }
         atomic_store_explicit(&bn->n, 0, memory_order_relaxed);
     }
-    tc->cells = 0;
+}
+
+bool bmem_tc_nonempty(const bmem_tcache *tc)
+{
+    for (unsigned bi = 0; bi < BMEM_TC_BINS; bi++)
+        if (atomic_load_explicit(&tc->bin[bi].n, memory_order_relaxed)) return true;
+    return false;
 }
 
 bool bmem_tc_holds_bank(const bmem_tcache *tc, unsigned bank)

@@ -78,6 +78,7 @@ typedef struct bmem_tc_bin {
     _Atomic uint32_t key; /* anchor bits 35..62 of the shape; 0 = never used */
     _Atomic uint32_t n;
     /* owner only, set with key: */
+    uint32_t lim;         /* entries this bin may hold (its share of the budget) */
     uint64_t parked;      /* anchor of a parked entry minus its generation */
     uint64_t live;        /* anchor of a live allocation minus its generation */
     uint64_t cells;       /* cells per entry */
@@ -88,12 +89,17 @@ typedef struct bmem_tcache {
     uint64_t dev_id;  /* the device's serial number: never reused, unlike its address */
     uint64_t tag;     /* ANC_TAG bits written into anchors parked here */
     unsigned cap;     /* entries per bin */
-    uint64_t budget;  /* cells this cache may hold */
-    uint64_t cells;   /* cells it holds (owner only) */
+    uint64_t budget;   /* cells this cache may hold */
+    uint64_t reserved; /* sum over keyed bins of lim * cells <= budget (owner only) */
     bmem_dev *dev;    /* NULL once the device is destroyed; under g_tc_mu */
     struct bmem_tcache *tnext;        /* the owner thread's caches */
     struct bmem_tcache *dnext, *dprev; /* the device's caches; under g_tc_mu */
     bmem_tc_bin *last; /* the bin used last (checked before hashing) */
+    /* the handle the last cache hit returned, its anchor and bin: a free of
+     * that handle (malloc-then-free, the commonest pattern) skips decoding */
+    bmem_ptr last_h;          /* starts as 0 (BMEM_NULL) with last_a = &none */
+    _Atomic uint64_t *last_a;
+    _Atomic uint64_t none;    /* always 0: matches no live anchor */
     bmem_tc_bin bin[BMEM_TC_BINS];
 } bmem_tcache;
 
@@ -147,8 +153,9 @@ static inline bmem_tcache *bmem_tc_get(bmem_dev *d)
 bmem_tcache *bmem_tc_find(const bmem_dev *d);
 /* Return every entry of tc (the caller's own cache) to its bank. */
 void bmem_tc_flush(bmem_dev *d, bmem_tcache *tc);
-/* Does tc hold a rectangle in bank bi? */
+/* Does tc hold a rectangle (in bank bi)? */
 bool bmem_tc_holds_bank(const bmem_tcache *tc, unsigned bi);
+bool bmem_tc_nonempty(const bmem_tcache *tc);
 /* Device creation / destruction hooks. */
 void bmem_tc_dev_init(bmem_dev *d);
 void bmem_tc_dev_fini(bmem_dev *d);
