@@ -116,8 +116,10 @@ typedef struct bmem_stats {
 
 typedef struct bmem_dev bmem_dev;
 
-/* Device lifecycle. NM_ERANGE for a zero or absurd geometry, NM_EINVAL for a
- * NULL argument or unknown algorithm. */
+/* Device lifecycle. NM_ERANGE for a zero or absurd geometry or a cache
+ * setting outside BMEM_CACHE_OFF..BMEM_CACHE_MAX, NM_EINVAL for a NULL
+ * argument or unknown algorithm. Destroy discards every thread's cache for the
+ * device; threads that used it may still be running or exiting. */
 nm_err bmem_dev_create(const bmem_config *cfg, bmem_dev **out);
 void bmem_dev_destroy(bmem_dev *dev);
 const bmem_config *bmem_dev_config(const bmem_dev *dev);
@@ -158,7 +160,8 @@ nm_err bmem_dev_flush_thread_cache(bmem_dev *dev);
 nm_err bmem_dev_geom(bmem_dev *dev, bmem_ptr p, bmem_geom *out);
 
 /* Statistics. per_bank may be NULL, else it has cfg->banks entries. The
- * largest free rectangle costs O(rows * subarrays) per bank. */
+ * largest free rectangle costs O(rows * subarrays) per bank and counts
+ * cached cells as taken. */
 nm_err bmem_dev_stats(bmem_dev *dev, bmem_stats *out, bmem_bank_stats *per_bank);
 
 /* Snapshot of one bank: out[row * subarrays + sub] = 0 when free,
