@@ -476,10 +476,11 @@ static void crefresh(cworld *w)
 }
 
 /* First fit over live + cached cells (what the device sees before a flush). */
-static bool cfirst_fit_claimed(cworld *w, unsigned p, unsigned q, unsigned *bank, unsigned *r, unsigned *s)
+static bool cfirst_fit_claimed_from(cworld *w, unsigned start, unsigned p, unsigned q, unsigned *bank, unsigned *r,
+                                    unsigned *s)
 {
     for (unsigned i = 0; i < w->cfg.banks; i++) {
-        unsigned b = ((unsigned)w->home + i) % w->cfg.banks;
+        unsigned b = (start + i) % w->cfg.banks;
         for (unsigned j = 0; j + p <= w->cfg.subarrays; j++)
             for (unsigned rr = 0; rr + q <= w->cfg.rows; rr++) {
                 bool ok = true;
@@ -496,16 +497,97 @@ static bool cfirst_fit_claimed(cworld *w, unsigned p, unsigned q, unsigned *bank
     return false;
 }
 
-static bool cfirst_fit_live(cworld *w, unsigned p, unsigned q, unsigned *bank, unsigned *r, unsigned *s)
+static bool cfirst_fit_live_from(cworld *w, unsigned start, unsigned p, unsigned q, unsigned *bank, unsigned *r,
+                                 unsigned *s)
 {
     for (unsigned i = 0; i < w->cfg.banks; i++) {
-        unsigned b = ((unsigned)w->home + i) % w->cfg.banks;
+        unsigned b = (start + i) % w->cfg.banks;
         if (ref_first_fit(&w->m, b, p, q, r, s)) {
             *bank = b;
             return true;
         }
     }
     return false;
+}
+
+static bool cfirst_fit_claimed(cworld *w, unsigned p, unsigned q, unsigned *bank, unsigned *r, unsigned *s)
+{
+    return cfirst_fit_claimed_from(w, (unsigned)w->home, p, q, bank, r, s);
+}
+static bool cfirst_fit_live(cworld *w, unsigned p, unsigned q, unsigned *bank, unsigned *r, unsigned *s)
+{
+    return cfirst_fit_live_from(w, (unsigned)w->home, p, q, bank, r, s);
+}
+
+static unsigned long g_c_near_co, g_c_near_fallback;
+
+/* Co-location with the cache on: never from the cache; the caller's cached
+ * cells in near's bank are returned first, so the co-located search sees the
+ * live allocations only there; the fallback is first fit from near's bank. */
+static void cnear_op(cworld *w)
+{
+    const bmem_config *c = &w->cfg;
+    if (!w->n) return;
+    const live *nl = &w->lv[nm_rng_below(&w->rng, w->n)];
+    const bmem_geom ng = nl->g;
+    unsigned p = 1 + (unsigned)nm_rng_below(&w->rng, NM_MIN(c->subarrays, 2));
+    unsigned q = 1 + (unsigned)nm_rng_below(&w->rng, NM_MIN(c->rows, 4));
+    bool strict = nm_rng_below(&w->rng, 2) != 0;
+    /* the co-located candidates free in the live model, nearest first */
+    int best = -1;
+    unsigned best_sub = 0;
+    if (ng.row + q <= c->rows)
+        for (unsigned dist = 0; dist < c->subarrays && best < 0; dist++) {
+            unsigned right = ng.sub + ng.nsubs + dist;
+            if (right + p <= c->subarrays && ref_free_rect(&w->m, ng.bank, ng.row, right, p, q)) best = 0, best_sub = right;
+            else if (ng.sub >= p + dist && ref_free_rect(&w->m, ng.bank, ng.row, ng.sub - p - dist, p, q))
+                best = 0, best_sub = ng.sub - p - dist;
+        }
+    bmem_ptr h = 5;
+    nm_err e = bmem_dev_malloc_near(w->d, 0, BMEM_RAW, p, q, nl->h[0], strict ? BMEM_NEAR_STRICT : 0, &h);
+    unsigned eb = 0, er = 0, es = 0;
+    if (best >= 0) {
+        assert_int_equal(e, NM_OK);
+        g_c_near_co++;
+        bmem_geom g;
+        assert_int_equal(bmem_dev_geom(w->d, h, &g), NM_OK);
+        assert_int_equal(g.bank, ng.bank);
+        assert_int_equal(g.row, ng.row);
+        assert_int_equal(g.sub, best_sub);
+        assert_true(w->n < MAX_LIVE);
+        live *l = &w->lv[w->n++];
+        l->h[0] = h;
+        l->g = g;
+        l->id = w->next_id++;
+        ref_set(&w->m, &g, l->id);
+    } else if (strict) {
+        assert_int_equal(e, NM_ENOMEM);
+        assert_int_equal(h, BMEM_NULL);
+    } else {
+        /* first fit from near's bank: cached cells in other banks count as
+         * taken until the caller's cache is flushed by a failing request */
+        csnap(w);
+        bool claimed = cfirst_fit_claimed_from(w, ng.bank, p, q, &eb, &er, &es);
+        bool livefit = claimed || cfirst_fit_live_from(w, ng.bank, p, q, &eb, &er, &es);
+        if (!livefit) {
+            assert_int_equal(e, NM_ENOMEM);
+        } else {
+            assert_int_equal(e, NM_OK);
+            g_c_near_fallback++;
+            bmem_geom g;
+            assert_int_equal(bmem_dev_geom(w->d, h, &g), NM_OK);
+            assert_int_equal(g.bank, eb);
+            assert_int_equal(g.row, er);
+            assert_int_equal(g.sub, es);
+            assert_true(w->n < MAX_LIVE);
+            live *l = &w->lv[w->n++];
+            l->h[0] = h;
+            l->g = g;
+            l->id = w->next_id++;
+            ref_set(&w->m, &g, l->id);
+        }
+    }
+    crefresh(w);
 }
 
 static void calloc_op(cworld *w)
@@ -642,8 +724,10 @@ static void test_random_cached(void **st)
         nm_rng_seed(&w->rng, seed + 1000 + (uint64_t)round);
         for (int op = 0; op < 600; op++) {
             uint64_t k = nm_rng_below(&w->rng, 20);
-            if (k < 10 && w->n < MAX_LIVE - 8)
+            if (k < 9 && w->n < MAX_LIVE - 8)
                 calloc_op(w);
+            else if (k < 10 && w->n < MAX_LIVE - 8)
+                cnear_op(w);
             else if (k < 19)
                 cfree_op(w);
             else {
@@ -669,9 +753,11 @@ static void test_random_cached(void **st)
         free(w->snap);
         free(w);
     }
-    print_message("cached model: %lu pops, %lu first fits, %lu fits after a flush, %lu NM_ENOMEM, max %lu cells cached\n",
-                  g_c_pop, g_c_fit, g_c_flushfit, g_c_nomem, g_c_cached_max);
+    print_message("cached model: %lu pops, %lu first fits, %lu fits after a flush, %lu NM_ENOMEM, max %lu cells "
+                  "cached, %lu co-located, %lu hint fallbacks\n",
+                  g_c_pop, g_c_fit, g_c_flushfit, g_c_nomem, g_c_cached_max, g_c_near_co, g_c_near_fallback);
     assert_true(g_c_pop > 500 && g_c_fit > 500 && g_c_flushfit > 10 && g_c_nomem > 10);
+    assert_true(g_c_near_co > 100 && g_c_near_fallback > 10);
 }
 
 int main(void)
