@@ -270,6 +270,28 @@ static inline void anchor_geom(uint64_t a, unsigned bank, unsigned row, unsigned
  * (two frees racing on one handle are the caller's data race; bmem.h). The
  * common cases are handled in bmem_dev_malloc / bmem_dev_free themselves,
  * which make no calls on that path; these helpers are the general versions. */
+/* The bin for a shape: the last bin used first (its address does not wait
+ * for a hash), else the shape's own; *bk gets the bin's key. */
+static inline bmem_tc_bin *tc_bin(bmem_tcache *tc, uint32_t key, uint32_t *bk)
+{
+    bmem_tc_bin *bn = tc->last;
+    *bk = atomic_load_explicit(&bn->key, memory_order_relaxed);
+    if (NM_UNLIKELY(*bk != key)) {
+        tc->last = bn = &tc->bin[bmem_tc_bin_of(key)];
+        *bk = atomic_load_explicit(&bn->key, memory_order_relaxed);
+    }
+    return bn;
+}
+
+/* Park a validated live allocation (handle h, anchor a) as entry n. */
+static inline void tc_push(bmem_tc_bin *bn, unsigned n, _Atomic uint64_t *a, bmem_ptr h)
+{
+    atomic_store_explicit(a, bn->parked | (h & ANC_GEN_MASK), memory_order_relaxed);
+    atomic_store_explicit(&bn->e[n].h, h, memory_order_relaxed);
+    bn->e[n].a = a;
+    atomic_store_explicit(&bn->n, n + 1, memory_order_relaxed);
+}
+
 /* Give up an empty bin's share of the budget. */
 static void tc_unkey(bmem_tcache *tc, bmem_tc_bin *bn)
 {
@@ -305,10 +327,7 @@ static bool tc_put(bmem_tcache *tc, _Atomic uint64_t *a, uint64_t anc, bmem_ptr 
         atomic_store_explicit(&bn->key, key, memory_order_relaxed);
     }
     if (n >= bn->lim) return false;
-    atomic_store_explicit(a, bn->parked | (h & ANC_GEN_MASK), memory_order_relaxed);
-    atomic_store_explicit(&bn->e[n].h, h, memory_order_relaxed);
-    bn->e[n].a = a;
-    atomic_store_explicit(&bn->n, n + 1, memory_order_relaxed);
+    tc_push(bn, n, a, h);
     tc->last = bn;
     return true;
 }
@@ -396,10 +415,7 @@ nm_err bmem_dev_free(bmem_dev *d, bmem_ptr h)
             const uint64_t gen = h & ANC_GEN_MASK;
             const unsigned n = atomic_load_explicit(&bn->n, memory_order_relaxed);
             if (NM_LIKELY(atomic_load_explicit(a, memory_order_relaxed) == (bn->live | gen) && n < bn->lim)) {
-                atomic_store_explicit(a, bn->parked | gen, memory_order_relaxed);
-                atomic_store_explicit(&bn->e[n].h, h, memory_order_relaxed);
-                bn->e[n].a = a;
-                atomic_store_explicit(&bn->n, n + 1, memory_order_relaxed);
+                tc_push(bn, n, a, h);
                 return NM_OK;
             }
         }
@@ -410,20 +426,11 @@ nm_err bmem_dev_free(bmem_dev *d, bmem_ptr h)
             _Atomic uint64_t *a = &d->banks[bi].anchor[(size_t)r * d->cfg.subarrays + s];
             const uint64_t anc = atomic_load_explicit(a, memory_order_relaxed);
             const uint32_t key = (uint32_t)((anc >> ANC_SHAPE_SHIFT) & 0x0fffffff);
-            /* the last bin used first: its address does not wait for the
-             * anchor load and the hash */
-            bmem_tc_bin *bn = tc->last;
-            uint32_t bk = atomic_load_explicit(&bn->key, memory_order_relaxed);
-            if (NM_UNLIKELY(bk != key)) {
-                tc->last = bn = &tc->bin[bmem_tc_bin_of(key)];
-                bk = atomic_load_explicit(&bn->key, memory_order_relaxed);
-            }
+            uint32_t bk;
+            bmem_tc_bin *bn = tc_bin(tc, key, &bk);
             const unsigned n = atomic_load_explicit(&bn->n, memory_order_relaxed);
             if (NM_LIKELY((anc & (ANC_LIVE | ANC_GEN_MASK)) == (ANC_LIVE | gen) && bk == key && n < bn->lim)) {
-                atomic_store_explicit(a, bn->parked | gen, memory_order_relaxed);
-                atomic_store_explicit(&bn->e[n].h, h, memory_order_relaxed);
-                bn->e[n].a = a;
-                atomic_store_explicit(&bn->n, n + 1, memory_order_relaxed);
+                tc_push(bn, n, a, h);
                 return NM_OK;
             }
         }
@@ -540,16 +547,10 @@ nm_err bmem_dev_malloc(bmem_dev *d, size_t size, bmem_dim dim, bmem_ptr *out)
             key = bmem_tc_key(BMEM_VERT, 1, (unsigned)size * 8);
         else
             return malloc_slow(d, size, dim, out);
-        {
-            bmem_tc_bin *bn = tc->last;
-            uint32_t bk = atomic_load_explicit(&bn->key, memory_order_relaxed);
-            if (NM_UNLIKELY(bk != key)) {
-                tc->last = bn = &tc->bin[bmem_tc_bin_of(key)];
-                bk = atomic_load_explicit(&bn->key, memory_order_relaxed);
-            }
-            const unsigned n = atomic_load_explicit(&bn->n, memory_order_relaxed);
-            if (NM_LIKELY(n && bk == key) && NM_LIKELY(tc_pop(d, tc, bn, n, out))) return NM_OK;
-        }
+        uint32_t bk;
+        bmem_tc_bin *bn = tc_bin(tc, key, &bk);
+        const unsigned n = atomic_load_explicit(&bn->n, memory_order_relaxed);
+        if (NM_LIKELY(n && bk == key) && NM_LIKELY(tc_pop(d, tc, bn, n, out))) return NM_OK;
     }
     return malloc_slow(d, size, dim, out);
 }

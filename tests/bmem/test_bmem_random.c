@@ -510,6 +510,17 @@ static bool cfirst_fit_live_from(cworld *w, unsigned start, unsigned p, unsigned
     return false;
 }
 
+/* Remember a new live allocation in the model. */
+static void clive_add(cworld *w, bmem_ptr h, const bmem_geom *g)
+{
+    assert_true(w->n < MAX_LIVE);
+    live *l = &w->lv[w->n++];
+    l->h[0] = h;
+    l->g = *g;
+    l->id = w->next_id++;
+    ref_set(&w->m, g, l->id);
+}
+
 static bool cfirst_fit_claimed(cworld *w, unsigned p, unsigned q, unsigned *bank, unsigned *r, unsigned *s)
 {
     return cfirst_fit_claimed_from(w, (unsigned)w->home, p, q, bank, r, s);
@@ -554,12 +565,7 @@ static void cnear_op(cworld *w)
         assert_int_equal(g.bank, ng.bank);
         assert_int_equal(g.row, ng.row);
         assert_int_equal(g.sub, best_sub);
-        assert_true(w->n < MAX_LIVE);
-        live *l = &w->lv[w->n++];
-        l->h[0] = h;
-        l->g = g;
-        l->id = w->next_id++;
-        ref_set(&w->m, &g, l->id);
+        clive_add(w, h, &g);
     } else if (strict) {
         assert_int_equal(e, NM_ENOMEM);
         assert_int_equal(h, BMEM_NULL);
@@ -579,12 +585,7 @@ static void cnear_op(cworld *w)
             assert_int_equal(g.bank, eb);
             assert_int_equal(g.row, er);
             assert_int_equal(g.sub, es);
-            assert_true(w->n < MAX_LIVE);
-            live *l = &w->lv[w->n++];
-            l->h[0] = h;
-            l->g = g;
-            l->id = w->next_id++;
-            ref_set(&w->m, &g, l->id);
+            clive_add(w, h, &g);
         }
     }
     crefresh(w);
@@ -656,12 +657,7 @@ static void calloc_op(cworld *w)
         assert_int_equal(g.row, er);
         assert_int_equal(g.sub, es);
     }
-    assert_true(w->n < MAX_LIVE);
-    live *l = &w->lv[w->n++];
-    l->h[0] = h;
-    l->g = g;
-    l->id = w->next_id++;
-    ref_set(&w->m, &g, l->id);
+    clive_add(w, h, &g);
     crefresh(w);
     if (live_fit) assert_int_equal(w->nc, 0);
 }
