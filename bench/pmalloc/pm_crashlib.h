@@ -16,6 +16,7 @@
 #ifndef PM_CRASHLIB_H
 #define PM_CRASHLIB_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include "nearmem/common/prng.h"
@@ -40,6 +41,8 @@ typedef struct pmc_config {
     unsigned list_lo, list_n; /* lists this worker owns; list_n 0 = all */
     unsigned size_phase;  /* > 0: small sizes come from a band of classes that shifts every
                            * size_phase steps, so slabs go sparse and morph (Sec. 5.2) */
+    pthread_mutex_t *locks;   /* [PMC_NLISTS]: workers share the lists (a block
+                                 allocated by one thread is freed by another) */
 } pmc_config;
 
 /* One random operation; returns the pmalloc error of a failed call (NM_ENOMEM is
