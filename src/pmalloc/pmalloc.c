@@ -286,8 +286,10 @@ nm_err pmalloc_free_from(pmalloc_heap *h, pmalloc_ptr *src)
             return nm_fail(NM_EDOUBLEFREE, "pmalloc_free_from: block %#llx is already free", (unsigned long long)p);
         uint64_t *w;
         bool was;
-        /* a block of another node's arena: two-phase remote free (Sec. 6.2, Alg. 2) */
+        /* a block of another node's arena: two-phase remote free (Sec. 6.2, Alg. 2);
+         * once recorded, its owner may release the slab: s is not read after that */
         bool remote = pm_numa_is_remote(h, tc, s);
+        uint64_t bsize = s->block_size;
         if (h->model == PMALLOC_LOG) {
             wal_begin(h, tc, PM_OP_FREE_SMALL, p, src_off, 0);
             store_ptr(src, 0);
@@ -309,7 +311,7 @@ nm_err pmalloc_free_from(pmalloc_heap *h, pmalloc_ptr *src)
         }
         if (!was) /* lost a race with another free of the same block */
             return nm_fail(NM_EDOUBLEFREE, "pmalloc_free_from: block %#llx was freed concurrently", (unsigned long long)p);
-        pm_ctr_add(h, PMC_LIVE_BYTES, -(uint64_t)s->block_size);
+        pm_ctr_add(h, PMC_LIVE_BYTES, -bsize);
         pm_ctr_add(h, PMC_LIVE_OBJS, -(uint64_t)1);
         if (!remote) pm_small_put(h, tc, (pm_tcblk){s, idx});
         return NM_OK;

@@ -397,6 +397,9 @@ nm_err pm_numa_remote_free(pmalloc_heap *h, pm_tcache *tc, pm_vslab *s, uint32_t
     pm_numa *n = h->numa;
     pm_rslab *rs = s->rs; /* allocated by pm_numa_is_remote */
     uint64_t m = 1ull << (idx % 64u);
+    /* once the shadow bit is set and the lock dropped, the owner may apply it
+     * and release the slab: nothing of s is read after the unlock */
+    uint64_t block = pm_off(h, s->data) + (uint64_t)idx * s->block_size;
     pthread_mutex_lock(&rs->lock);
     if (__atomic_load_n(&rs->shadow[idx / 64u], __ATOMIC_RELAXED) & m) {
         pthread_mutex_unlock(&rs->lock);
@@ -414,7 +417,7 @@ nm_err pm_numa_remote_free(pmalloc_heap *h, pm_tcache *tc, pm_vslab *s, uint32_t
     pthread_mutex_unlock(&rs->lock);
     pm_count(&n->c_remote_frees, 1);
     if (h->model == PMALLOC_LOG)
-        dlog_append(h, tc->node % n->nlogs, pm_off(h, s->data) + (uint64_t)idx * s->block_size, ts);
+        dlog_append(h, tc->node % n->nlogs, block, ts);
     return NM_OK;
 }
 
