@@ -310,7 +310,7 @@ void pm_numa_start(pmalloc_heap *h)
     pm_numa *n = h->numa;
     /* the power-failure simulation crashes at chosen flushes of one thread:
      * no background flushes there */
-    if (!n->pend || !n->sync_ns || h->persist == PMALLOC_PERSIST_SIM) return;
+    if (!n->pend || n->nnodes < 2 || !n->sync_ns || h->persist == PMALLOC_PERSIST_SIM) return;
     n->threads = calloc(n->nnodes, sizeof *n->threads);
     if (!n->threads) return; /* on-demand synchronisation still works */
     for (unsigned k = 0; k < n->nnodes; k++) {
