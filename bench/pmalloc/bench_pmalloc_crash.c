@@ -56,6 +56,7 @@ int nm_suite_pmalloc_crash(nm_bench *b)
             nm_bench_row_num(row, "crash_points", (double)r.tried);
             nm_bench_row_num(row, "crash_points_between_phases", (double)r.between_phases);
             nm_bench_row_num(row, "recoveries_replaying_logs", (double)r.replay_points);
+            nm_bench_row_num(row, "recovery_crash_points", (double)r.recovery_tried);
             nm_bench_row_num(row, "failures", (double)r.failures);
             if (r.first_failure[0]) nm_bench_row_str(row, "first_failure", r.first_failure);
             ntried += r.tried;
