@@ -429,6 +429,48 @@ static void test_no_logs(void **st)
     pmt_rmdir(dir);
 }
 
+/* Created with 2 nodes (2 logs), reopened with 4: nodes share logs; eADR mode too. */
+static void test_more_nodes_than_logs(void **st)
+{
+    (void)st;
+    char dir[256];
+    pmt_tmpdir(dir, sizeof dir, "morenodes");
+    pmalloc_options o = numa_opts(16u << 20, PMALLOC_LOG, 2);
+    o.numa_log_entries = 32;
+    pmalloc_heap *h;
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+    assert_int_equal(pmalloc_close(h), NM_OK);
+    for (int eadr = 0; eadr < 2; eadr++) {
+        o.create = false;
+        o.numa_vnodes = 4;
+        o.eadr = eadr ? PMALLOC_EADR_ON : PMALLOC_EADR_OFF;
+        assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+        assert_int_equal(nstats(h).nodes, 4);
+        pmalloc_ptr *roots = pmalloc_root_slot(h, 0);
+        enum { N = 400 };
+        assert_int_equal(pmalloc_numa_set_node(h, 0), NM_OK);
+        for (unsigned i = 0; i < N; i++) assert_int_equal(pmalloc_malloc_to(h, 24 + 8 * (i % 50), &roots[i]), NM_OK);
+        for (unsigned i = 0; i < N; i++) {
+            if (i % 50 == 0) assert_int_equal(pmalloc_numa_set_node(h, 1 + (int)(i / 50) % 3), NM_OK);
+            assert_int_equal(pmalloc_free_from(h, &roots[i]), NM_OK);
+        }
+        pmalloc_numa_stats ns = nstats(h);
+        assert_int_equal(ns.remote_frees, N);
+        assert_true(ns.pending > 0);
+        assert_int_equal(pmalloc_check(h), NM_OK);
+        uint64_t pending = ns.pending;
+        pmalloc_abandon(h);
+        assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+        assert_int_equal(nstats(h).replayed, pending);
+        pmalloc_stats hs;
+        pmalloc_stats_get(h, &hs);
+        assert_int_equal(hs.objects_live, 0);
+        assert_int_equal(pmalloc_check(h), NM_OK);
+        assert_int_equal(pmalloc_close(h), NM_OK);
+    }
+    pmt_rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -441,6 +483,7 @@ int main(void)
         cmocka_unit_test(test_corrupt_log),
         cmocka_unit_test(test_migration),
         cmocka_unit_test(test_no_logs),
+        cmocka_unit_test(test_more_nodes_than_logs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
