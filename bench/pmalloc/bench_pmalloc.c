@@ -30,18 +30,21 @@ typedef struct tp_arg {
     size_t size;
     int err;
     pthread_barrier_t *bar;
+    uint64_t t0, t1; /* this worker's start and end */
 } tp_arg;
 
 static void *tp_worker(void *p)
 {
     tp_arg *a = p;
     pthread_barrier_wait(a->bar);
+    a->t0 = nm_now_ns();
     for (unsigned r = 0; r < a->rounds && !a->err; r++) {
         for (unsigned i = 0; i < a->n; i++)
             if (pmalloc_malloc_to(a->h, a->size, &a->slots[i])) { a->err = 1; break; }
         for (unsigned i = 0; i < a->n; i++)
             if (pmalloc_free_from(a->h, &a->slots[i])) { a->err = 1; break; }
     }
+    a->t1 = nm_now_ns();
     return NULL;
 }
 
@@ -77,19 +80,24 @@ static int run_tp(nm_bench *b, const char *dir, pmalloc_model m, unsigned stripe
     for (unsigned i = 0; i < threads; i++) {
         /* destinations live in the heap, as malloc_to requires */
         if (pmalloc_malloc_to(h, (size_t)n * sizeof(pmalloc_ptr), pmalloc_root_slot(h, i))) return 1;
-        a[i] = (tp_arg){h, pmalloc_direct(h, pmalloc_get_root(h, i)), n, rounds, size, 0, &bar};
+        a[i] = (tp_arg){h, pmalloc_direct(h, pmalloc_get_root(h, i)), n, rounds, size, 0, &bar, 0, 0};
         memset(a[i].slots, 0, (size_t)n * sizeof(pmalloc_ptr));
     }
     pmalloc_stats_reset_counters(h);
     for (unsigned i = 0; i < threads; i++) pthread_create(&t[i], NULL, tp_worker, &a[i]);
     pthread_barrier_wait(&bar);
-    uint64_t t0 = nm_now_ns();
     int err = 0;
+    /* Timed by the workers, first start to last end: the main thread may be
+     * descheduled after the barrier while the workers run (2 cores), and a
+     * clock read there gave impossible rates (10^4 Mops/s) for short runs. */
+    uint64_t t0 = UINT64_MAX, t1 = 0;
     for (unsigned i = 0; i < threads; i++) {
         pthread_join(t[i], NULL);
         err |= a[i].err;
+        if (a[i].t0 < t0) t0 = a[i].t0;
+        if (a[i].t1 > t1) t1 = a[i].t1;
     }
-    uint64_t ns = nm_now_ns() - t0;
+    uint64_t ns = t1 > t0 ? t1 - t0 : 1;
     pthread_barrier_destroy(&bar);
     pmalloc_stats st;
     pmalloc_stats_get(h, &st);

@@ -91,13 +91,16 @@ int pmc_step(pmalloc_heap *h, nm_rng *r, const pmc_config *cfg)
     unsigned what = (unsigned)nm_rng_below(r, 100);
     nm_err e = NM_OK;
     if (cfg->vnodes > 1 && nm_rng_below(r, 4) == 0 && (e = pmalloc_numa_set_node(h, (int)nm_rng_below(r, cfg->vnodes)))) return (int)e;
+    if (cfg->locks) pthread_mutex_lock(&cfg->locks[i]);
     pmalloc_ptr *slot = tail_slot(h, i, &len);
     if (what < 8 && len > 0) { /* move list i to an empty root */
         unsigned j = lo + (unsigned)nm_rng_below(r, nl);
-        if (j != i && pmalloc_get_root(h, PMC_ROOT0 + j) == 0) {
+        bool locked = j != i && (!cfg->locks || pthread_mutex_trylock(&cfg->locks[j]) == 0);
+        if (locked && pmalloc_get_root(h, PMC_ROOT0 + j) == 0) {
             e = pmalloc_set_root(h, PMC_ROOT0 + j, pmalloc_get_root(h, PMC_ROOT0 + i));
             if (!e) e = pmalloc_set_root(h, PMC_ROOT0 + i, 0);
         }
+        if (locked && cfg->locks) pthread_mutex_unlock(&cfg->locks[j]);
     } else if (what < 55 && len < PMC_MAXLEN) { /* append */
         pmalloc_ptr *dst = len == 0 ? slot : &((pmc_obj *)pmalloc_direct(h, *slot))->next;
         size_t size = pick_size(r, cfg);
@@ -107,6 +110,7 @@ int pmc_step(pmalloc_heap *h, nm_rng *r, const pmc_config *cfg)
         scrub(h, pmalloc_direct(h, *slot));
         e = pmalloc_free_from(h, slot);
     }
+    if (cfg->locks) pthread_mutex_unlock(&cfg->locks[i]);
     return e == NM_ENOMEM ? 0 : (int)e;
 }
 
@@ -451,11 +455,18 @@ static void child_run(const pmc_run *r, const char *dir, uint64_t seed)
     child_worker w[8];
     pthread_t t[8];
     if (nt > 8) nt = 8;
+    /* Every other child shares all lists between its threads (per-list locks),
+     * so blocks are freed by another thread than their allocator while both WAL
+     * entries are live (the WAL order across threads); the others give each
+     * thread its own slice of the lists (no locks; blocks still cross arenas). */
+    static pthread_mutex_t locks[PMC_NLISTS];
+    bool shared = nt > 1 && (seed & 1);
+    for (unsigned k = 0; shared && k < PMC_NLISTS; k++) pthread_mutex_init(&locks[k], NULL);
     for (unsigned k = 0; k < nt; k++) {
-        /* each thread owns a slice of the lists; blocks still cross arenas */
         w[k] = (child_worker){h, r->cfg, seed * 31 + k};
-        w[k].cfg.list_lo = k * (PMC_NLISTS / nt);
-        w[k].cfg.list_n = PMC_NLISTS / nt;
+        w[k].cfg.list_lo = shared ? 0 : k * (PMC_NLISTS / nt);
+        w[k].cfg.list_n = shared ? 0 : PMC_NLISTS / nt;
+        w[k].cfg.locks = shared ? locks : NULL;
         if (k > 0 && pthread_create(&t[k], NULL, child_thread, &w[k])) _exit(5);
     }
     child_thread(&w[0]);

@@ -16,6 +16,7 @@
 #ifndef PM_CRASHLIB_H
 #define PM_CRASHLIB_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include "nearmem/common/prng.h"
@@ -38,6 +39,8 @@ typedef struct pmc_config {
     unsigned large_pct;   /* % of allocations that are large (> 14 KiB) */
     size_t large_max;     /* largest large request */
     unsigned list_lo, list_n; /* lists this worker owns; list_n 0 = all */
+    pthread_mutex_t *locks;   /* [PMC_NLISTS]: workers share the lists (a block
+                                 allocated by one thread is freed by another) */
     unsigned vnodes;      /* > 1: before 1 step in 4, move the thread to a random node (remote frees) */
 } pmc_config;
 

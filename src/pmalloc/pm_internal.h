@@ -154,9 +154,23 @@ typedef struct pm_veh {
     struct pm_veh *next, *prev; /* free list (state FREE) */
     pm_vslab *slab;
     bool mark;             /* GC mark for extents */
+    bool freeing;          /* ALLOC, a free_from in progress (large_lock) */
     bool retained;         /* free and decayed: its pages were returned (hole punched) */
     uint64_t freed_ns;     /* when it became free */
 } pm_veh;
+
+/* WAL sequence numbers are (clock << 8 | domain): one clock per arena domain
+ * (arena id mod 255) and one (PM_WCLK_LARGE) for extents, each on its own line,
+ * so threads in different arenas never share a counter. Recovery needs, for
+ * every block, its operations ordered; a block's operations all draw from one
+ * clock (its slab's arena, or the extent clock), and a slab's birth and death
+ * raise the clock that takes over its pages (small.c). */
+#define PM_WCLK_N 256u
+#define PM_WCLK_LARGE 255u
+typedef struct pm_wclk {
+    _Alignas(64) uint64_t c; /* next clock value to hand out (atomic) */
+    char pad[56];
+} pm_wclk;
 
 typedef struct pm_arena {
     pthread_mutex_t lock;
@@ -232,7 +246,7 @@ struct pmalloc_heap {
     pthread_mutex_t tc_lock;
     pm_tcache *tcaches;
     uint8_t ring_used[PM_NRINGS];
-    uint64_t wal_seq; /* atomic */
+    pm_wclk *wclk;     /* WAL sequence clocks [PM_WCLK_N] (see pm_wal_clock) */
 
     /* counters: hot ones per thread (pm_ctr_*), rare ones shared atomics */
     uint64_t uid; /* unique per open, keys thread-local caches */
@@ -303,6 +317,20 @@ static inline pm_veh *pm_pmap_get(pmalloc_heap *h, uint64_t page)
 static inline void pm_pmap_set(pmalloc_heap *h, uint64_t page, pm_veh *v)
 {
     __atomic_store_n(&h->pmap[page], v, __ATOMIC_RELEASE);
+}
+
+/* WAL clocks */
+static inline unsigned pm_arena_dom(const struct pm_arena *a) { return a->id % PM_WCLK_LARGE; }
+static inline uint64_t pm_wclk_get(pmalloc_heap *h, unsigned dom)
+{
+    return __atomic_load_n(&h->wclk[dom].c, __ATOMIC_SEQ_CST);
+}
+/* Raise clock `dom` to at least v. */
+static inline void pm_wclk_raise(pmalloc_heap *h, unsigned dom, uint64_t v)
+{
+    uint64_t cur = __atomic_load_n(&h->wclk[dom].c, __ATOMIC_RELAXED);
+    while (cur < v && !__atomic_compare_exchange_n(&h->wclk[dom].c, &cur, v, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
+    }
 }
 
 /* small.c */

@@ -12,7 +12,16 @@
  * metadata clear = done; else *src == block = not done; else redo (clear).
  * Entries are retired (sb->wal_retired) before a ring slot is reused, once no
  * operation with a smaller sequence number is in flight, so the newest entry
- * of a block is always its latest operation. */
+ * of a block is always its latest operation.
+ *
+ * Sequence numbers are (clock << 8 | domain) from per-arena clocks, not one
+ * global counter: that counter's cache line moved between cores on every
+ * operation and halved 2-thread throughput. What recovery needs is weaker
+ * than a global order: operations on the same block must be ordered, and
+ * they are, because all of them draw from the same clock (the block's slab's
+ * arena, or the extent clock for extents) and an atomic increment's order
+ * agrees with happens-before; slab creation and release hand the pages over
+ * between the clocks (small.c). */
 #include <errno.h>
 #include <libpmem.h>
 #include <sched.h>
@@ -90,18 +99,46 @@ static inline uint32_t wal_check(uint64_t w0, uint64_t b, uint64_t l, uint64_t n
     return (uint32_t)XXH64(v, sizeof v, 0x3a1);
 }
 
+/* Clock domains in use: the arenas' (ids mod 255) and the extents'. */
+static unsigned wal_ndom(const pmalloc_heap *h) { return h->narenas < PM_WCLK_LARGE ? h->narenas : PM_WCLK_LARGE; }
+
+/* Every clock at least `c`: all later sequence numbers exceed (c << 8) - 1. */
+static void wal_clocks_raise(pmalloc_heap *h, uint64_t c)
+{
+    for (unsigned d = 0; d < wal_ndom(h); d++) pm_wclk_raise(h, d, c);
+    pm_wclk_raise(h, PM_WCLK_LARGE, c);
+}
+
+/* An upper bound of every sequence number handed out so far, after which all
+ * clocks hand out larger ones. */
+static uint64_t wal_seq_bound(pmalloc_heap *h)
+{
+    uint64_t m = pm_wclk_get(h, PM_WCLK_LARGE);
+    for (unsigned d = 0; d < wal_ndom(h); d++) {
+        uint64_t c = pm_wclk_get(h, d);
+        if (c > m) m = c;
+    }
+    if (m < 1) m = 1;
+    wal_clocks_raise(h, m);
+    return (m << 8) - 1;
+}
+
 /* Advance wal_retired to at least x: wait until no logged operation with a
- * sequence number <= x is in flight (those never block on us). */
+ * sequence number <= x is in flight (those never block on us). The clocks are
+ * raised before the in-flight scan: an operation whose increment came after
+ * the raise gets a number above the bound; one whose increment came before
+ * published inflight = 1 before it, so the scan sees it. */
 static void wal_retire(pmalloc_heap *h, uint64_t x)
 {
     for (;;) {
         pthread_mutex_lock(&h->tc_lock);
+        uint64_t bound = wal_seq_bound(h);
         uint64_t min = 0;
         for (pm_tcache *t = h->tcaches; t; t = t->next) {
             uint64_t f = __atomic_load_n(&t->inflight, __ATOMIC_SEQ_CST);
             if (f && (!min || f < min)) min = f;
         }
-        uint64_t target = min ? min - 1 : __atomic_load_n(&h->wal_seq, __ATOMIC_SEQ_CST) - 1;
+        uint64_t target = min ? min - 1 : bound;
         if (target >= x) {
             if (target > h->sb->wal_retired) {
                 __atomic_store_n(&h->sb->wal_retired, target, __ATOMIC_RELAXED);
@@ -115,6 +152,14 @@ static void wal_retire(pmalloc_heap *h, uint64_t x)
     }
 }
 
+/* The clock of the block an operation works on (the caller has validated it). */
+static unsigned wal_domain(pmalloc_heap *h, unsigned op, uint64_t block)
+{
+    if (op != PM_OP_ALLOC_SMALL && op != PM_OP_FREE_SMALL) return PM_WCLK_LARGE;
+    pm_veh *v = pm_pmap_get(h, (block - h->sb->data_off) / PM_PAGE);
+    return pm_arena_dom(v->slab->arena);
+}
+
 static void wal_begin(pmalloc_heap *h, pm_tcache *tc, unsigned op, uint64_t block, uint64_t loc, uint64_t npages)
 {
     pm_wal_ent *ring = ring_base(h, (unsigned)tc->ring);
@@ -124,9 +169,10 @@ static void wal_begin(pmalloc_heap *h, pm_tcache *tc, unsigned op, uint64_t bloc
     pm_wal_ent *e = &ring[slot];
     uint64_t old = e->seq_op >> 8;
     if (old && old > __atomic_load_n(&h->sb->wal_retired, __ATOMIC_RELAXED)) wal_retire(h, old);
+    unsigned dom = wal_domain(h, op, block);
     __atomic_store_n(&tc->inflight, 1, __ATOMIC_SEQ_CST);
-    uint64_t seq = __atomic_fetch_add(&h->wal_seq, 1, __ATOMIC_SEQ_CST);
-    __atomic_store_n(&tc->inflight, seq, __ATOMIC_SEQ_CST);
+    uint64_t seq = __atomic_fetch_add(&h->wclk[dom].c, 1, __ATOMIC_SEQ_CST) << 8 | dom;
+    __atomic_store_n(&tc->inflight, seq, __ATOMIC_RELEASE); /* a retirer that still sees 1 waits */
     uint64_t w0 = seq << 8 | op;
     e->seq_op = w0;
     e->block = block;
@@ -137,7 +183,7 @@ static void wal_begin(pmalloc_heap *h, pm_tcache *tc, unsigned op, uint64_t bloc
     pm_ctr_add(h, PMC_WAL, 1);
 }
 
-static inline void wal_end(pm_tcache *tc) { __atomic_store_n(&tc->inflight, 0, __ATOMIC_SEQ_CST); }
+static inline void wal_end(pm_tcache *tc) { __atomic_store_n(&tc->inflight, 0, __ATOMIC_RELEASE); }
 
 /* ---- small-block helpers ---- */
 
@@ -241,16 +287,22 @@ nm_err pmalloc_malloc_to(pmalloc_heap *h, size_t size, pmalloc_ptr *dst)
         return NM_OK;
     }
 
+    /* large_lock covers the DRAM extent search and the log append, not the
+     * WAL entry and the user pointer (two fences): the extent is ours (ALLOC
+     * in DRAM) from the search on, and no WAL entry is begun under the lock
+     * (wal_retire may wait for other threads' operations, which may need it). */
     uint64_t npages = (size + PM_PAGE - 1) / PM_PAGE;
     pthread_mutex_lock(&h->large_lock);
     pm_veh *v;
     err = pm_numa_extent_alloc(h, tc->node, npages, PM_VEH_ALLOC, true, &v);
-    if (err) { pthread_mutex_unlock(&h->large_lock); return err; }
+    pthread_mutex_unlock(&h->large_lock);
+    if (err) return err;
     uint64_t e = h->sb->data_off + v->page * PM_PAGE, old = load_ptr(dst);
     wal_begin(h, tc, PM_OP_ALLOC_LARGE, e, dst_off, npages);
     store_ptr(dst, e);
     pm_flush(h, dst, sizeof *dst, PM_USER);
     pm_drain(h);
+    pthread_mutex_lock(&h->large_lock);
     err = pm_bk_record(h, v);
     if (err) { /* log full: put the pointer back; recovery would see "not done" */
         store_ptr(dst, old);
@@ -319,21 +371,27 @@ nm_err pmalloc_free_from(pmalloc_heap *h, pmalloc_ptr *src)
     uint64_t rel = p - h->sb->data_off, page = rel / PM_PAGE;
     pthread_mutex_lock(&h->large_lock);
     pm_veh *v = pm_pmap_get(h, page);
-    if (!v || v->state != PM_VEH_ALLOC || v->page != page || rel % PM_PAGE) {
-        bool dbl = (!v || v->state == PM_VEH_FREE) && rel % PM_PAGE == 0;
+    if (!v || v->state != PM_VEH_ALLOC || v->page != page || rel % PM_PAGE || v->freeing) {
+        bool dbl = ((!v || v->state == PM_VEH_FREE) && rel % PM_PAGE == 0) || (v && v->freeing);
         pthread_mutex_unlock(&h->large_lock);
         if (dbl) return nm_fail(NM_EDOUBLEFREE, "pmalloc_free_from: %#llx is not allocated (already free?)", (unsigned long long)p);
         return nm_fail(NM_EBADFREE, "pmalloc_free_from: %#llx is not the start of an allocated extent", (unsigned long long)p);
     }
+    /* as in malloc_to, the lock is not held across the WAL entry and the user
+     * pointer; `freeing` makes a concurrent second free fail meanwhile */
+    v->freeing = true;
+    pthread_mutex_unlock(&h->large_lock);
     wal_begin(h, tc, PM_OP_FREE_LARGE, p, src_off, v->npages);
     store_ptr(src, 0);
     pm_flush(h, src, sizeof *src, PM_USER);
     pm_drain(h);
     uint64_t bytes = v->npages * PM_PAGE;
+    pthread_mutex_lock(&h->large_lock);
     err = pm_bk_tombstone(h, v);
     if (err) {
         store_ptr(src, p);
         pm_persist(h, src, sizeof *src, PM_USER);
+        v->freeing = false;
     } else {
         pm_extent_release(h, v);
         pm_ctr_add(h, PMC_LIVE_BYTES, -bytes);
@@ -610,7 +668,7 @@ static nm_err wal_recover(pmalloc_heap *h)
     memset(h->base + h->sb->wal_off, 0, (size_t)PM_NRINGS * PM_RING_BYTES);
     pm_flush(h, h->base + h->sb->wal_off, (size_t)PM_NRINGS * PM_RING_BYTES, PM_META);
     pm_drain(h);
-    h->wal_seq = maxseq + 1;
+    wal_clocks_raise(h, (maxseq >> 8) + 1);
     return NM_OK;
 }
 
@@ -724,6 +782,7 @@ static void heap_free(pmalloc_heap *h)
     pthread_mutex_destroy(&h->tc_lock);
     pthread_mutex_destroy(&h->sim_lock);
     pm_ctr_free(h);
+    free(h->wclk);
     free(h);
 }
 
@@ -865,7 +924,9 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
     h->data = h->base + h->sb->data_off;
     h->data_pages = (h->size - h->sb->data_off) / PM_PAGE;
     h->narenas = pm_numa_narenas(h, o.narenas ? o.narenas : nm_nproc()); /* a multiple of the nodes */
-    h->arenas = calloc(h->narenas, sizeof *h->arenas);
+    h->wclk = aligned_alloc(_Alignof(pm_wclk), PM_WCLK_N * sizeof(pm_wclk));
+    if (h->wclk) memset(h->wclk, 0, PM_WCLK_N * sizeof(pm_wclk));
+    h->arenas = h->wclk ? calloc(h->narenas, sizeof *h->arenas) : NULL;
     if (!h->arenas) { heap_free(h); if (!exists) unlink(path); return nm_fail(NM_ENOMEM, "pmalloc_open: arenas"); }
     for (unsigned i = 0; i < h->narenas; i++) {
         pthread_mutex_init(&h->arenas[i].lock, NULL);
@@ -891,7 +952,7 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
     }
     if (!err) err = pm_numa_open(h); /* validate the deallocation logs; replay them (LOG) */
     if (err) { heap_free(h); if (!exists) unlink(path); return err; }
-    h->wal_seq = h->sb->wal_retired + 1;
+    wal_clocks_raise(h, (h->sb->wal_retired >> 8) + 1);
     if (exists) {
         uint64_t state = h->sb->state;
         h->ri.was_clean = state == PM_STATE_CLEAN;
@@ -928,7 +989,7 @@ nm_err pmalloc_close(pmalloc_heap *h)
         pm_drain(h);
     }
     /* every operation finished: retire the log, then mark the heap clean */
-    uint64_t last = __atomic_load_n(&h->wal_seq, __ATOMIC_RELAXED) - 1;
+    uint64_t last = wal_seq_bound(h);
     if (last > h->sb->wal_retired) {
         h->sb->wal_retired = last;
         pm_persist(h, &h->sb->wal_retired, sizeof(uint64_t), PM_META);

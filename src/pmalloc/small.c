@@ -125,6 +125,9 @@ static pm_vslab *slab_new(pmalloc_heap *h, pm_arena *a, unsigned cls)
         pthread_mutex_unlock(&h->large_lock);
         return NULL;
     }
+    /* these pages' past operations drew from the extent clock; their new
+     * blocks draw from the arena's, which must therefore be ahead of it */
+    pm_wclk_raise(h, pm_arena_dom(a), pm_wclk_get(h, PM_WCLK_LARGE));
     pm_slab_hdr *hd = (pm_slab_hdr *)(h->data + v->page * PM_PAGE);
     size_t hbytes = h->slab_data_off[cls];
     memset(hd, 0, hbytes);
@@ -161,6 +164,7 @@ static void slab_release(pmalloc_heap *h, pm_vslab *s)
 {
     partial_del(s->arena, s);
     pthread_mutex_lock(&h->large_lock);
+    pm_wclk_raise(h, PM_WCLK_LARGE, pm_wclk_get(h, pm_arena_dom(s->arena))); /* see slab_new */
     pm_veh *v = s->veh;
     if (pm_bk_tombstone(h, v) == NM_OK) {
         v->slab = NULL;

@@ -46,6 +46,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -93,7 +94,7 @@ static unsigned long sm_tsan_fence_word;
 #define NCLS_MAX 64
 #define RING 64        /* ready-ring slots per (thread, class) */
 #define FRING 512      /* free-ring slots per thread */
-#define MAG_STRIDE 256 /* magazine array stride per (thread, class): slot 0 is a NULL guard */
+#define MAG_STRIDE 256 /* magazine array stride per (thread, class): slot 0 unused */
 #define LCAP_MAX (MAG_STRIDE - 1) /* private magazine slots per (thread, class) */
 #define MAX_CLIENTS 4096
 #define PAGE_SIZE_OS 4096
@@ -245,8 +246,7 @@ struct client {
     struct cls_priv priv[NCLS_MAX];
     uint32_t mag_n[NCLS_MAX];    /* blocks in each class's magazine, at mag[cls][1..n] */
     uint32_t mag_lcap[NCLS_MAX]; /* copy of g.cls_lcap, next to mag_n */
-    /* mag[cls][0] stays NULL, so free()'s "same block as the top one?" double-free test
-     * needs no "is the magazine empty?" test first. */
+    /* entries at mag[cls][1..n]; slot 0 stays NULL (free_keyed scans down to 1) */
     _Alignas(SM_CL) void *mag[NCLS_MAX][MAG_STRIDE];
     /* server-private */
     _Alignas(SM_CL) uint64_t sv_doorbell;
@@ -280,6 +280,10 @@ static struct {
     uint8_t lut_small[1024 / 16 + 1];  /* (size + 15) / 16 -> class */
     uint8_t lut_big[MAX_CLASS_SIZE / 1024 + 1]; /* (size + 1023) / 1024 -> smallest class >= that, refined */
     uint8_t *registry; /* one byte per 4 MiB region */
+    /* Written into word 1 of every block a client's magazine holds (glibc's tcache "key"
+     * idea): a free that finds it there scans its magazine, so a double free is caught even
+     * when other frees came in between. Random per process (AT_RANDOM), never 0. */
+    uint64_t free_key;
     /* published control state */
     _Alignas(SM_CL) uint32_t init;
     uint32_t mode;
@@ -1237,13 +1241,22 @@ static void *sync_request(struct client *c, unsigned kind, void *ptr, size_t siz
     return c->resp_ptr;
 }
 
+/* A block leaving a magazine or ring for the user loses its free key, so that freeing it
+ * later does not look like a double free (it would only cost a scan, never a wrong verdict:
+ * the verdict needs the block to be in the magazine). Blocks are >= 16 B. */
+static inline void *unkey(void *p)
+{
+    ((uint64_t *)p)[1] = 0;
+    return p;
+}
+
 /* Malloc of class cls when the magazine is empty: pop the ready ring. */
 static SM_SLOW void *ring_pop_slow(struct client *c, unsigned cls, bool borrow);
 static __attribute__((noinline)) void *ring_pop(struct client *c, unsigned cls, bool borrow)
 {
     struct cls_priv *q = &c->priv[cls];
     if (SM_UNLIKELY(q->head == q->ctail)) return ring_pop_slow(c, cls, borrow);
-    void *p = c->ring[cls][q->head % RING];
+    void *p = unkey(c->ring[cls][q->head % RING]);
     q->head++;
     __builtin_prefetch(&c->ring[cls][(q->head + 8) % RING]);
     if (SM_UNLIKELY(q->head == q->low)) { /* low-water mark: ask for more ahead of demand */
@@ -1275,7 +1288,7 @@ static SM_SLOW void *ring_pop_slow(struct client *c, unsigned cls, bool borrow)
          * aligned). free() finds the block's real class from its address. */
         for (unsigned k = cls + 1; borrow && k < g.nclass && k <= cls + 4; k++) {
             struct cls_priv *o = &c->priv[k];
-            if (c->mag_n[k]) return c->mag[k][c->mag_n[k]--];
+            if (c->mag_n[k]) return unkey(c->mag[k][c->mag_n[k]--]);
             if (o->head != o->ctail) return ring_pop(c, k, false);
         }
         if (t == q->head) client_wait(c, cond_tail_moved, cls);
@@ -1294,7 +1307,7 @@ static inline void *client_malloc_cls(struct client *c, unsigned cls, bool borro
     if (SM_LIKELY(n)) {
         c->mag_n[cls] = n - 1;
         STORE_RLX(&c->c_fast, c->c_fast + 1);
-        return c->mag[cls][n];
+        return unkey(c->mag[cls][n]);
     }
     return ring_pop(c, cls, borrow);
 }
@@ -1384,7 +1397,7 @@ static inline void *sm_malloc(size_t size)
         if (SM_LIKELY(n)) {
             c->mag_n[cls] = n - 1;
             STORE_RLX(&c->c_fast, c->c_fast + 1);
-            return c->mag[cls][n];
+            return unkey(c->mag[cls][n]);
         }
     }
     return sm_malloc_slow(size);
@@ -1408,7 +1421,10 @@ static SM_SLOW void free_push_full(struct client *c, unsigned cls, void *ptr)
 {
     free_flush(c, cls);
     c->mag[cls][++c->mag_n[cls]] = ptr;
+    ((uint64_t *)ptr)[1] = g.free_key;
 }
+
+static SM_SLOW void free_keyed(struct client *c, unsigned cls, void *ptr);
 
 /* The fast path: a registered thread pushes onto its own magazine; no server, no atomics.
  * Every exit that does more work is a tail call, so this stays a leaf without saved registers. */
@@ -1432,15 +1448,27 @@ static inline void sm_free(void *ptr)
         free_remote(c, p);
         return;
     }
+    uint64_t *kw = (uint64_t *)ptr + 1;
+    uint64_t key = g.free_key;
+    if (SM_UNLIKELY(*kw == key)) { free_keyed(c, cls, ptr); return; } /* freed already? */
     uint32_t n = c->mag_n[cls];
-    if (SM_UNLIKELY(c->mag[cls][n] == ptr)) {
-        /* cheap double-free check: the same block freed twice in a row (slot 0 is NULL) */
-        free_small_slow(p, UINT32_MAX - 1);
-        return;
-    }
     if (SM_UNLIKELY(n == c->mag_lcap[cls])) { free_push_full(c, cls, ptr); return; }
     c->mag[cls][n + 1] = ptr;
     c->mag_n[cls] = n + 1;
+    *kw = key;
+}
+
+/* The block carries the free key: it is in this magazine (a double free, however many
+ * frees came in between), or elsewhere (another thread's magazine, a ring, the server:
+ * then the server's bitmap check catches a repeat), or the user's data matched the key by
+ * chance (2^-64). Only the first case is decided here; the others proceed as a free. */
+static SM_SLOW void free_keyed(struct client *c, unsigned cls, void *ptr)
+{
+    for (uint32_t k = c->mag_n[cls]; k >= 1; k--)
+        if (c->mag[cls][k] == ptr) { free_small_slow((uintptr_t)ptr, UINT32_MAX - 1); return; }
+    if (c->mag_n[cls] == c->mag_lcap[cls]) { free_push_full(c, cls, ptr); return; }
+    c->mag[cls][++c->mag_n[cls]] = ptr;
+    ((uint64_t *)ptr)[1] = g.free_key;
 }
 
 /* A block of a page that feeds another thread: into the free ring, published every
@@ -1496,7 +1524,16 @@ static SM_SLOW void free_small_slow(uintptr_t p, unsigned cls)
     struct client *c = client_or_fallback(&locked);
     if (c) {
         if (c->mag_n[cls] == g.cls_lcap[cls]) flush_magazine(c, cls, c->mag_n[cls] / 2);
-        c->mag[cls][++c->mag_n[cls]] = (void *)p;
+        bool dup = false;
+        if (((uint64_t *)p)[1] == g.free_key)
+            for (uint32_t k = 1; k <= c->mag_n[cls] && !dup; k++) dup = c->mag[cls][k] == (void *)p;
+        if (dup) {
+            __atomic_fetch_add(&client_double_count, 1, __ATOMIC_RELAXED);
+            report(&reported_client_double, "double free of", (void *)p);
+        } else {
+            c->mag[cls][++c->mag_n[cls]] = (void *)p;
+            ((uint64_t *)p)[1] = g.free_key;
+        }
         if (locked) {
             flush_magazine(c, cls, 0); /* the fallback keeps nothing: it is shared */
             pthread_mutex_unlock(&g.fb_lock);
@@ -1697,6 +1734,10 @@ static bool global_init(void)
         return st == INIT_DONE;
     }
     tls_in_init = 1;
+    const void *rnd = (const void *)getauxval(AT_RANDOM); /* 16 bytes from the kernel, unaligned */
+    uint64_t r[2] = {(uint64_t)(uintptr_t)&g * 0x9E3779B97F4A7C15ull, 0};
+    if (rnd) memcpy(r, rnd, sizeof r);
+    g.free_key = (r[0] ^ r[1]) | 1;
     bool ok = classes_init();
     if (ok) {
         /* one spare page: free()'s fast path bounds p - 1, so p == 1 << ADDR_BITS indexes it */

@@ -152,6 +152,62 @@ static void test_remote_free_batches(void **st)
     pmt_rmdir(dir);
 }
 
+/* Two threads free the same object through two roots at once: exactly one
+ * succeeds, the other gets NM_EDOUBLEFREE, and the heap stays consistent
+ * (large frees leave the extent lock between their steps: the `freeing` mark). */
+typedef struct df_arg {
+    pmalloc_heap *h;
+    unsigned root;
+    pthread_barrier_t *bar;
+    nm_err err;
+} df_arg;
+
+static void *df_free(void *p)
+{
+    df_arg *a = p;
+    pthread_barrier_wait(a->bar);
+    a->err = pmalloc_free_from(a->h, pmalloc_root_slot(a->h, a->root));
+    return NULL;
+}
+
+static void test_concurrent_double_free(void **st)
+{
+    (void)st;
+    char dir[256];
+    pmt_tmpdir(dir, sizeof dir, "dfree");
+    /* msync persistence: each step takes long enough for the frees to overlap */
+    pmalloc_options o = pmt_opts(16u << 20, PMALLOC_LOG, PMALLOC_PERSIST_MSYNC);
+    o.create = true;
+    pmalloc_heap *h;
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, 2);
+    for (unsigned round = 0; round < 400; round++) {
+        size_t size = round % 2 ? 100 : 40000; /* small block, extent */
+        assert_int_equal(pmalloc_malloc_to(h, size, pmalloc_root_slot(h, 0)), NM_OK);
+        assert_int_equal(pmalloc_set_root(h, 1, pmalloc_get_root(h, 0)), NM_OK);
+        df_arg a = {h, 0, &bar, NM_OK}, b = {h, 1, &bar, NM_OK};
+        pthread_t t;
+        pthread_create(&t, NULL, df_free, &a);
+        df_free(&b);
+        pthread_join(t, NULL);
+        assert_true((a.err == NM_OK && b.err == NM_EDOUBLEFREE) || (a.err == NM_EDOUBLEFREE && b.err == NM_OK));
+        assert_int_equal(pmalloc_set_root(h, 0, 0), NM_OK);
+        assert_int_equal(pmalloc_set_root(h, 1, 0), NM_OK);
+    }
+    pthread_barrier_destroy(&bar);
+    pmalloc_stats s;
+    assert_int_equal(pmalloc_stats_get(h, &s), NM_OK);
+    assert_int_equal(s.objects_live, 0);
+    assert_int_equal(pmalloc_check(h), NM_OK);
+    assert_int_equal(pmalloc_close(h), NM_OK);
+    o.create = false;
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+    assert_int_equal(pmalloc_check(h), NM_OK);
+    assert_int_equal(pmalloc_close(h), NM_OK);
+    pmt_rmdir(dir);
+}
+
 static void test_threads_log(void **st) { (void)st; run(PMALLOC_LOG, 2); }
 static void test_threads_gc(void **st) { (void)st; run(PMALLOC_GC, 2); }
 static void test_threads_log4(void **st) { (void)st; run(PMALLOC_LOG, 4); }
@@ -163,6 +219,7 @@ int main(void)
         cmocka_unit_test(test_threads_gc),
         cmocka_unit_test(test_threads_log4),
         cmocka_unit_test(test_remote_free_batches),
+        cmocka_unit_test(test_concurrent_double_free),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
