@@ -5,7 +5,8 @@
  * line, the consumer frees them. Heaps with 2 virtual nodes (two-phase remote
  * frees) against 1 node (part 1: direct remote frees, the paper's PMAllocNN),
  * both models, threads pinned to the two CPUs in both configurations, same
- * process, alternating repetitions, medians. On one socket there is no remote
+ * process, alternating repetitions, medians; threadtest (all frees local) as
+ * the control for the NUMA logic's overhead. On one socket there is no remote
  * memory: this measures the mechanism's overhead or gain (logging, batching,
  * lock traffic), not the NUMA benefit of Fig. 29. Measured, nothing modeled. */
 #include <pthread.h>
@@ -71,11 +72,32 @@ static void *consumer(void *a)
     return NULL;
 }
 
+/* threadtest (local control): each thread allocates 500 objects into its own
+ * roots and frees them, n / 500 rounds; every free is local in both configurations */
+typedef struct tt { pc *p; int k; } tt;
+static void *tt_worker(void *a)
+{
+    tt *t = a;
+    pc *p = t->p;
+    pin(p->cpu[t->k]);
+    if (pmalloc_numa_set_node(p->h, p->node[t->k])) p->err = 1;
+    pmalloc_ptr *roots = pmalloc_root_slot(p->h, (unsigned)t->k * 500u);
+    for (uint64_t r = 0; r < p->n / 500 && !p->err; r++) {
+        for (unsigned i = 0; i < 500; i++) {
+            if (pmalloc_malloc_to(p->h, 64, &roots[i])) { p->err = 1; break; }
+            memset(pmalloc_direct(p->h, roots[i]), (int)i, 64);
+        }
+        for (unsigned i = 0; i < 500; i++)
+            if (roots[i] && pmalloc_free_from(p->h, &roots[i])) p->err = 1;
+    }
+    return NULL;
+}
+
 typedef struct meas {
     double mops, meta_per_op, fences_per_op, remote_frac, synced_demand, synced_epoch, passes;
 } meas;
 
-static int run_once(const char *dir, pmalloc_model m, unsigned vnodes, uint64_t n, const int cpus[2], meas *out)
+static int run_once(const char *dir, pmalloc_model m, unsigned vnodes, uint64_t n, const int cpus[2], bool threadtest, meas *out)
 {
     char path[600];
     snprintf(path, sizeof path, "%s/%s", dir, PMALLOC_FILE_NAME);
@@ -99,8 +121,14 @@ static int run_once(const char *dir, pmalloc_model m, unsigned vnodes, uint64_t 
     pmalloc_stats_reset_counters(p.h);
     uint64_t t0 = nm_now_ns();
     pthread_t a, b;
-    pthread_create(&a, NULL, producer, &p);
-    pthread_create(&b, NULL, consumer, &p);
+    tt ta = {&p, 0}, tb = {&p, 1};
+    if (threadtest) {
+        pthread_create(&a, NULL, tt_worker, &ta);
+        pthread_create(&b, NULL, tt_worker, &tb);
+    } else {
+        pthread_create(&a, NULL, producer, &p);
+        pthread_create(&b, NULL, consumer, &p);
+    }
     pthread_join(a, NULL);
     pthread_join(b, NULL);
     double s = (double)(nm_now_ns() - t0) / 1e9;
@@ -112,9 +140,10 @@ static int run_once(const char *dir, pmalloc_model m, unsigned vnodes, uint64_t 
     pmalloc_close(p.h);
     unlink(path);
     if (bad) return -1;
-    out->mops = 2.0 * (double)n / s / 1e6;
-    out->meta_per_op = (double)st.meta_flushes / (2.0 * (double)n);
-    out->fences_per_op = (double)st.fences / (2.0 * (double)n);
+    double ops = threadtest ? 2.0 * 2.0 * (double)(n / 500 * 500) : 2.0 * (double)n;
+    out->mops = ops / s / 1e6;
+    out->meta_per_op = (double)st.meta_flushes / ops;
+    out->fences_per_op = (double)st.fences / ops;
     out->remote_frac = (double)ns.remote_frees / (double)n;
     out->synced_demand = (double)ns.synced_on_demand;
     out->synced_epoch = (double)ns.synced_epoch;
@@ -140,15 +169,20 @@ int nm_suite_pmalloc_numa(nm_bench *b)
                                        "(1-node heaps: both on node 0, same CPUs)");
     nm_bench_config_str(b, "heap", "64 MiB page-cache file, PMALLOC_PERSIST_CPU, 2 arenas, epoch sync every 50 ms");
     nm_bench_config_str(b, "meaning", "one socket: the cost of the mechanism (two-phase vs direct remote free), not a NUMA speedup");
-    nm_bench_plot_spec(b, "[{\"title\":\"prod-con, 1 node vs 2 virtual nodes\",\"x\":\"model\",\"y\":\"mops\",\"series\":\"config\",\"kind\":\"bar\"}]");
+    nm_bench_plot_spec(b, "[{\"title\":\"prod-con, 1 node vs 2 virtual nodes\",\"x\":\"model\",\"y\":\"mops\",\"series\":\"config\",\"kind\":\"bar\","
+                          "\"filter\":{\"bench\":\"prod-con\"}},"
+                          "{\"title\":\"threadtest (all frees local), LOG\",\"x\":\"bench\",\"y\":\"mops\",\"series\":\"config\",\"kind\":\"bar\","
+                          "\"filter\":{\"bench\":\"threadtest\"}}]");
     const char *cfgname[2] = {"1 node (direct remote free)", "2 virtual nodes (two-phase)"};
-    meas med[2][2];
-    for (int m = 0; m < 2; m++) {
+    meas med[3][2];
+    for (int m = 0; m < 3; m++) { /* LOG prod-con, GC prod-con, LOG threadtest (local control) */
+        bool ttest = m == 2;
+        pmalloc_model model = m == 1 ? PMALLOC_GC : PMALLOC_LOG;
         double v[2][7][16];
         for (unsigned r = 0; r < reps && r < 16; r++)
             for (int c = 0; c < 2; c++) { /* alternate the configurations: drift hits both */
                 meas x;
-                if (run_once(dir, (pmalloc_model)m, c ? 2 : 1, n, cpus, &x)) {
+                if (run_once(dir, model, c ? 2 : 1, n, cpus, ttest, &x)) {
                     nm_bench_progress(b, "run failed: %s", nm_last_errmsg());
                     return NM_EIO;
                 }
@@ -160,7 +194,8 @@ int nm_suite_pmalloc_numa(nm_bench *b)
             for (int k = 0; k < 7; k++) f[k] = nm_stats_median(v[c][k], reps);
             med[m][c] = (meas){f[0], f[1], f[2], f[3], f[4], f[5], f[6]};
             nm_bench_row *row = nm_bench_row_new(b);
-            nm_bench_row_str(row, "model", m ? "GC" : "LOG");
+            nm_bench_row_str(row, "model", m == 1 ? "GC" : "LOG");
+            nm_bench_row_str(row, "bench", ttest ? "threadtest" : "prod-con");
             nm_bench_row_str(row, "config", cfgname[c]);
             nm_bench_row_num(row, "nodes", c ? 2 : 1);
             nm_bench_row_num(row, "mops", f[0]);
@@ -170,12 +205,13 @@ int nm_suite_pmalloc_numa(nm_bench *b)
             nm_bench_row_num(row, "synced_on_demand", f[4]);
             nm_bench_row_num(row, "synced_by_epoch_threads", f[5]);
             nm_bench_row_num(row, "sync_passes", f[6]);
-            nm_bench_progress(b, "%s, %s: %.3f Mops/s, %.2f metadata flushes and %.2f fences per op, %.0f%% remote frees",
-                              m ? "GC" : "LOG", cfgname[c], f[0], f[1], f[2], 100 * f[3]);
+            nm_bench_progress(b, "%s %s, %s: %.3f Mops/s, %.2f metadata flushes and %.2f fences per op, %.0f%% remote frees",
+                              ttest ? "threadtest" : "prod-con", m == 1 ? "GC" : "LOG", cfgname[c], f[0], f[1], f[2], 100 * f[3]);
         }
     }
     nm_bench_summary_num(b, "numa_prodcon_ratio_log", med[0][1].mops / med[0][0].mops);
     nm_bench_summary_num(b, "numa_prodcon_ratio_gc", med[1][1].mops / med[1][0].mops);
+    nm_bench_summary_num(b, "numa_threadtest_ratio_log", med[2][1].mops / med[2][0].mops);
     nm_bench_summary_num(b, "numa_remote_free_fraction", med[0][1].remote_frac);
     nm_bench_summary_num(b, "numa_meta_flushes_per_op_log_1node", med[0][0].meta_per_op);
     nm_bench_summary_num(b, "numa_meta_flushes_per_op_log_2vnodes", med[0][1].meta_per_op);

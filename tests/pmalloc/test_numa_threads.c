@@ -223,6 +223,111 @@ full:
     pmt_rmdir(dir);
 }
 
+/* Mixed: 4 threads on shared slots (random allocate / check+free), each thread
+ * now and then moves to another CPU (the migration check rebinds its cache),
+ * pins itself to a random node, or unpins; 3 virtual nodes, epoch threads on. */
+#define MSLOTS 256
+typedef struct mixed {
+    pmalloc_heap *h;
+    pthread_mutex_t lock[MSLOTS];
+    size_t size[MSLOTS];
+    uint64_t pat[MSLOTS];
+    int errors;
+    uint64_t seed;
+    int ncpu, cpus[8];
+} mixed;
+typedef struct marg { mixed *m; unsigned id; } marg;
+
+static void *mixed_worker(void *p)
+{
+    marg *a = p;
+    mixed *m = a->m;
+    nm_rng r;
+    nm_rng_seed_stream(&r, m->seed, a->id);
+    for (int it = 0; it < 8000; it++) {
+        unsigned what = (unsigned)nm_rng_below(&r, 1000);
+        if (what < 3 && m->ncpu > 1) { /* move to another CPU: the periodic check notices */
+            cpu_set_t one;
+            CPU_ZERO(&one);
+            CPU_SET(m->cpus[nm_rng_below(&r, (uint64_t)m->ncpu)], &one);
+            sched_setaffinity(0, sizeof one, &one);
+            continue;
+        }
+        if (what < 6) { /* pin to a node (2/3) or follow the CPU again (1/3) */
+            int node = (int)nm_rng_below(&r, 3) - (nm_rng_below(&r, 3) == 0 ? 3 : 0);
+            if (pmalloc_numa_set_node(m->h, node < 0 ? -1 : node)) __atomic_add_fetch(&m->errors, 1, __ATOMIC_RELAXED);
+            continue;
+        }
+        unsigned i = (unsigned)nm_rng_below(&r, MSLOTS);
+        pthread_mutex_lock(&m->lock[i]);
+        pmalloc_ptr *slot = pmalloc_root_slot(m->h, i);
+        if (m->size[i]) {
+            if (!same(pmalloc_direct(m->h, *slot), m->size[i], m->pat[i])) __atomic_add_fetch(&m->errors, 1, __ATOMIC_RELAXED);
+            if (pmalloc_free_from(m->h, slot) != NM_OK) __atomic_add_fetch(&m->errors, 1, __ATOMIC_RELAXED);
+            m->size[i] = 0;
+        } else {
+            size_t sz = nm_rng_below(&r, 30) == 0 ? nm_rng_range(&r, 14337, 50000) : nm_rng_range(&r, 1, 3000);
+            nm_err e = pmalloc_malloc_to(m->h, sz, slot);
+            if (e == NM_OK) {
+                m->size[i] = sz;
+                m->pat[i] = nm_rng_u64(&r);
+                fill(pmalloc_direct(m->h, *slot), sz, m->pat[i]);
+            } else if (e != NM_ENOMEM) {
+                __atomic_add_fetch(&m->errors, 1, __ATOMIC_RELAXED);
+            }
+        }
+        pthread_mutex_unlock(&m->lock[i]);
+    }
+    return NULL;
+}
+
+static void test_mixed_migrations(void **st)
+{
+    (void)st;
+    char dir[256];
+    pmt_tmpdir(dir, sizeof dir, "numamix");
+    static mixed m;
+    memset(&m, 0, sizeof m);
+    for (int i = 0; i < MSLOTS; i++) pthread_mutex_init(&m.lock[i], NULL);
+    m.seed = nm_test_seed(78);
+    cpu_set_t orig;
+    sched_getaffinity(0, sizeof orig, &orig);
+    for (int c = 0; c < CPU_SETSIZE && m.ncpu < 8; c++)
+        if (CPU_ISSET(c, &orig)) m.cpus[m.ncpu++] = c;
+    pmalloc_options o = pmt_opts(32u << 20, PMALLOC_LOG, PMALLOC_PERSIST_CPU);
+    o.numa_vnodes = 3;
+    o.numa_sync_ms = 1;
+    o.numa_log_entries = 64;
+    assert_int_equal(pmalloc_open(dir, &o, &m.h), NM_OK);
+    pthread_t th[4];
+    marg a[4];
+    for (unsigned i = 0; i < 4; i++) {
+        a[i] = (marg){&m, i};
+        pthread_create(&th[i], NULL, mixed_worker, &a[i]);
+    }
+    for (unsigned i = 0; i < 4; i++) pthread_join(th[i], NULL);
+    assert_int_equal(m.errors, 0);
+    pmalloc_numa_stats ns;
+    pmalloc_numa_stats_get(m.h, &ns);
+    print_message("mixed, 3 nodes: %llu remote frees, %llu migrations, %llu blocks from other nodes\n", (unsigned long long)ns.remote_frees,
+                  (unsigned long long)ns.migrations, (unsigned long long)ns.remote_allocs);
+    assert_true(ns.remote_frees > 1000);
+    if (m.ncpu > 1) assert_true(ns.migrations > 0);
+    assert_int_equal(pmalloc_check(m.h), NM_OK);
+    assert_int_equal(pmalloc_close(m.h), NM_OK);
+    o.create = false;
+    assert_int_equal(pmalloc_open(dir, &o, &m.h), NM_OK);
+    assert_int_equal(pmalloc_check(m.h), NM_OK);
+    for (int i = 0; i < MSLOTS; i++)
+        if (m.size[i]) {
+            pmalloc_ptr *slot = pmalloc_root_slot(m.h, (unsigned)i);
+            assert_true(same(pmalloc_direct(m.h, *slot), m.size[i], m.pat[i]));
+            assert_int_equal(pmalloc_free_from(m.h, slot), NM_OK);
+        }
+    assert_int_equal(pmalloc_close(m.h), NM_OK);
+    pmt_rmdir(dir);
+}
+
 static void test_prodcon_log_2(void **s) { (void)s; run(PMALLOC_LOG, 2); }
 static void test_prodcon_log_4(void **s) { (void)s; run(PMALLOC_LOG, 4); }
 static void test_prodcon_gc_2(void **s) { (void)s; run(PMALLOC_GC, 2); }
@@ -235,6 +340,7 @@ int main(void)
         cmocka_unit_test(test_prodcon_log_4),
         cmocka_unit_test(test_prodcon_gc_2),
         cmocka_unit_test(test_prodcon_gc_4),
+        cmocka_unit_test(test_mixed_migrations),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
