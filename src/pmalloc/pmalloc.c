@@ -194,7 +194,7 @@ static pm_vslab *small_lookup(pmalloc_heap *h, uint64_t off, uint32_t *idx, bool
     if (off < h->sb->data_off || off >= h->size) return NULL;
     uint64_t page = (off - h->sb->data_off) / PM_PAGE;
     pm_veh *v = pm_pmap_get(h, page);
-    if (!v || v->state != PM_VEH_SLAB) return NULL;
+    if (!v || __atomic_load_n(&v->state, __ATOMIC_RELAXED) != PM_VEH_SLAB) return NULL; /* unlocked: an extent may be freed meanwhile */
     pm_vslab *s = v->slab;
     if (!s) return NULL;
     *is_small = true;
