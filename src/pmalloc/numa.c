@@ -222,6 +222,10 @@ static bool fit_in(pmalloc_heap *h, uint64_t lo, uint64_t hi, uint64_t npages, u
     return bestlen != 0;
 }
 
+/* Set by pm_numa_take_other around its last resort: a slab anywhere (node
+ * ranges smaller than a slab, or free space only across range borders). */
+static __thread bool place_anywhere;
+
 /* Algorithm 1 for extents (Sec. 6.3): the node's own range first, then the
  * others (nearest first for real nodes, in ring order for virtual ones), and
  * with `any`, finally anywhere (an extent larger than one node's range). */
@@ -232,7 +236,7 @@ nm_err pm_numa_extent_alloc(pmalloc_heap *h, unsigned node, uint64_t npages, int
     uint64_t lo, hi, at;
     node_range(h, node, &lo, &hi);
     if (fit_in(h, lo, hi, npages, &at)) return pm_extent_claim(h, at, npages, state, out);
-    if (!any) return nm_fail(NM_ENOMEM, "pmalloc: node %u's range has no free extent of %llu pages", node, (unsigned long long)npages);
+    if (!any && !place_anywhere) return nm_fail(NM_ENOMEM, "pmalloc: node %u's range has no free extent of %llu pages", node, (unsigned long long)npages);
     unsigned order[PM_NUMA_MAX_NODES];
     node_order(h, node, order);
     for (unsigned d = 1; d < n->nnodes; d++) {
@@ -284,6 +288,15 @@ nm_err pm_numa_take_other(pmalloc_heap *h, pm_tcache *tc, unsigned cls, pm_tcblk
             pm_count(&n->c_remote_allocs, 1);
             return NM_OK;
         }
+    }
+    if (nn > 1) { /* no node range has room for a slab: a slab for our arena wherever it fits */
+        pm_arena *a = tc->arena;
+        pthread_mutex_lock(&a->lock);
+        place_anywhere = true;
+        bool ok = pm_small_slab_new(h, a, cls) != NULL && pm_small_take_from(h, a, cls, out);
+        place_anywhere = false;
+        pthread_mutex_unlock(&a->lock);
+        if (ok) return NM_OK;
     }
     return nm_fail(NM_ENOMEM, "pmalloc: heap exhausted for a %zu-byte block", h->sc.size[cls]);
 }

@@ -471,6 +471,29 @@ static void test_more_nodes_than_logs(void **st)
     pmt_rmdir(dir);
 }
 
+/* Node ranges smaller than a slab (4 MiB heap, 64 virtual nodes): still usable. */
+static void test_tiny_ranges(void **st)
+{
+    (void)st;
+    char dir[256];
+    pmt_tmpdir(dir, sizeof dir, "tiny");
+    pmalloc_options o = numa_opts(4u << 20, PMALLOC_LOG, 64);
+    pmalloc_heap *h;
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+    assert_int_equal(nstats(h).nodes, 64);
+    pmalloc_ptr *roots = pmalloc_root_slot(h, 0);
+    unsigned n = 0;
+    for (int k = 0; k < 64; k += 7) {
+        assert_int_equal(pmalloc_numa_set_node(h, k), NM_OK);
+        for (unsigned i = 0; i < 20; i++, n++) assert_int_equal(pmalloc_malloc_to(h, 500, &roots[n]), NM_OK);
+    }
+    assert_int_equal(pmalloc_numa_set_node(h, 63), NM_OK);
+    for (unsigned i = 0; i < n; i++) assert_int_equal(pmalloc_free_from(h, &roots[i]), NM_OK);
+    assert_int_equal(pmalloc_check(h), NM_OK);
+    assert_int_equal(pmalloc_close(h), NM_OK);
+    pmt_rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -484,6 +507,7 @@ int main(void)
         cmocka_unit_test(test_migration),
         cmocka_unit_test(test_no_logs),
         cmocka_unit_test(test_more_nodes_than_logs),
+        cmocka_unit_test(test_tiny_ranges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
