@@ -43,8 +43,9 @@ nm_err pm_numa_setup(pmalloc_heap *h, const pmalloc_options *o)
     unsigned vn = parse_vnodes(o, &err);
     if (err) return err;
     if (vn > PM_NUMA_MAX_NODES) return nm_fail(NM_EINVAL, "pmalloc_open: %u virtual nodes > %u", vn, PM_NUMA_MAX_NODES);
-    pm_numa *n = calloc(1, sizeof *n);
+    pm_numa *n = aligned_alloc(_Alignof(pm_numa), NM_ALIGN_UP(sizeof *n, _Alignof(pm_numa)));
     if (!n) return nm_fail(NM_ENOMEM, "pmalloc_open: no host memory for NUMA state");
+    memset(n, 0, sizeof *n);
     h->numa = n;
     pthread_mutex_init(&n->mu, NULL);
     pthread_cond_init(&n->cv, NULL);

@@ -482,7 +482,7 @@ typedef struct pm_numa {
     unsigned nlogs;
     uint32_t seg_entries;
     pm_dlog *logs;
-    uint64_t dts;         /* timestamp clock (atomic) */
+    _Alignas(64) uint64_t dts; /* timestamp clock (atomic; own line: recorders and synchronisers) */
     pm_pend *pend;        /* per arena */
     /* epochs and synchronisation threads */
     pthread_mutex_t mu;
@@ -494,9 +494,10 @@ typedef struct pm_numa {
     pthread_t *threads;
     unsigned nthreads;
     uint64_t sync_ns;     /* epoch-sync interval */
-    /* counters (atomic; remote paths only) */
-    uint64_t c_remote_frees, c_synced[PM_NSYNC], c_passes, c_switches, c_migrations, c_remote_allocs,
-        c_remote_extents, c_replayed;
+    /* counters (atomic; remote paths only): the freeing side's and the owner side's on separate lines */
+    _Alignas(64) uint64_t c_remote_frees;
+    _Alignas(64) uint64_t c_synced[PM_NSYNC];
+    uint64_t c_passes, c_switches, c_migrations, c_remote_allocs, c_remote_extents, c_replayed;
 } pm_numa;
 
 static inline bool pm_numa_shadowed(const pm_vslab *s, uint32_t idx)

@@ -187,6 +187,12 @@ void pm_numa_slab_created(pmalloc_heap *h, uint64_t page)
 
 /* ---- phase 2: synchronisation ---- */
 
+static int cmp_uptr(const void *a, const void *b)
+{
+    uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 static unsigned rs_sync(pmalloc_heap *h, pm_rslab *rs, int why)
 {
     pm_numa *n = h->numa;
@@ -202,16 +208,21 @@ static unsigned rs_sync(pmalloc_heap *h, pm_rslab *rs, int why)
     pthread_mutex_unlock(&rs->lock);
     if (!cnt) return 0;
     bool log = h->model == PMALLOC_LOG;
-    uint64_t *last = NULL;
+    /* clear the bits, then flush each touched bitmap line once: a batch's
+     * blocks spread over the stripes' lines, several per line */
+    uintptr_t lines[sizeof bits * 8];
+    unsigned nl = 0;
     for (uint32_t w = 0; w < nw; w++)
         for (uint64_t b = bits[w]; b; b &= b - 1) {
             uint32_t idx = w * 64u + (uint32_t)nm_ctz64(b);
             uint64_t m, *pw = pm_pbm_word(s, idx, &m);
             __atomic_fetch_and(pw, ~m, __ATOMIC_RELAXED);
-            if (log && pw != last) pm_flush(h, pw, 8, PM_META);
-            last = pw;
+            lines[nl++] = (uintptr_t)pw & ~(uintptr_t)(PM_LINE - 1);
         }
     if (log) {
+        qsort(lines, nl, sizeof *lines, cmp_uptr);
+        for (unsigned i = 0; i < nl; i++)
+            if (i == 0 || lines[i] != lines[i - 1]) pm_flush(h, (const void *)lines[i], PM_LINE, PM_META);
         pm_drain(h);
         /* the bits are durably clear: now the entries recorded before ts are obsolete */
         __atomic_store_n(&n->ts_table[s->veh->page], ts, __ATOMIC_RELAXED);
