@@ -150,11 +150,9 @@ nm_err pmalloc_numa_set_node(pmalloc_heap *h, int node)
         return nm_fail(NM_EINVAL, "pmalloc_numa_set_node: node %d, the heap has %u", node, h->numa->nnodes);
     pm_tcache *tc = pm_tc_get(h);
     if (!tc) return nm_fail(NM_ENOMEM, "pmalloc: no thread cache: %s", nm_last_errmsg());
-    bool was = tc->pinned;
-    unsigned old = tc->node;
     tc->pinned = node >= 0;
-    if (node >= 0) tc->node = (unsigned)node;
-    if ((node >= 0 && (!was || old != (unsigned)node)) || (node < 0 && cpu_node_now(h) != old)) pm_tc_rebind(h, tc);
+    tc->node = node >= 0 ? (unsigned)node : cpu_node_now(h);
+    if (tc->arena->node != tc->node) pm_tc_rebind(h, tc); /* its cache holds only the new node's blocks */
     return NM_OK;
 }
 
