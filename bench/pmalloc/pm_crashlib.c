@@ -354,7 +354,7 @@ static void live_hook(void *arg, pmalloc_heap *h, uint64_t no)
     if (k != c->next_point || r->tried >= r->points) return;
     c->next_point = k + 1 + nm_rng_below(&c->rng, 2 * (uint64_t)r->gap);
     pmalloc_numa_stats ns;
-    if (pmalloc_numa_stats_get(h, &ns) == NM_OK && ns.pending) r->between_phases++;
+    if (pmalloc_numa_stats_get(h, &ns) == NM_OK && (ns.pending || ns.pending_extents)) r->between_phases++;
     /* half the points also let unflushed lines reach the image early (evictions) */
     unsigned evict = nm_rng_below(&c->rng, 2) ? r->evict_pct : 0;
     if (pmalloc_sim_snapshot(h, c->s1, nm_rng_u64(&c->rng), evict)) { fail_note(r, "snapshot: %s%s", nm_last_errmsg(), ""); return; }

@@ -77,7 +77,7 @@ typedef struct pmc_run {
     const char *tmpdir;
     uint64_t tried, failures, recovery_tried, flush_points_seen;
     uint64_t log_gcs; /* SIM: runtime bookkeeping-log GCs in the live heaps */
-    uint64_t between_phases;   /* SIM: crash points with remote frees recorded but not synchronised */
+    uint64_t between_phases;   /* SIM: crash points with remote frees (blocks or extents) recorded, not synchronised */
     uint64_t replay_points;    /* recoveries checked that replayed deallocation-log entries */
     uint64_t replayed_entries; /* ... entries they replayed */
     char first_failure[512];

@@ -212,6 +212,8 @@ typedef struct pmalloc_numa_stats {
     uint64_t remote_allocs;    /* small blocks served from another node's arena */
     uint64_t remote_extents;   /* slabs/extents placed outside the requesting node's region */
     uint64_t replayed;         /* log entries applied by the last open's recovery */
+    uint64_t remote_extent_frees; /* two-phase extent frees recorded (Sec. 6.3) */
+    uint64_t pending_extents;     /* ... whose tombstone the owner side has not appended yet */
 } pmalloc_numa_stats;
 nm_err pmalloc_numa_stats_get(pmalloc_heap *h, pmalloc_numa_stats *st);
 /* Bind the calling thread to `node` (its cache moves to an arena of that node

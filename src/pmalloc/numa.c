@@ -172,7 +172,7 @@ static void node_range(const pmalloc_heap *h, unsigned node, uint64_t *lo, uint6
     *hi = h->data_pages * (node + 1) / nn;
 }
 
-static unsigned page_node(const pmalloc_heap *h, uint64_t page)
+unsigned pm_numa_page_node(const pmalloc_heap *h, uint64_t page)
 {
     unsigned nn = h->numa->nnodes;
     if (nn <= 1) return 0;
@@ -189,7 +189,7 @@ static unsigned page_node(const pmalloc_heap *h, uint64_t page)
 int pmalloc_numa_node_of(pmalloc_heap *h, pmalloc_ptr p)
 {
     if (!h || p < h->sb->data_off || p >= h->size) return -1;
-    return (int)page_node(h, (p - h->sb->data_off) / PM_PAGE);
+    return (int)pm_numa_page_node(h, (p - h->sb->data_off) / PM_PAGE);
 }
 
 /* Nodes in the order to try from `node`: itself, then nearest first (libnuma's
@@ -235,13 +235,15 @@ nm_err pm_numa_extent_alloc(pmalloc_heap *h, unsigned node, uint64_t npages, int
     uint64_t lo, hi, at;
     node_range(h, node, &lo, &hi);
     if (fit_in(h, lo, hi, npages, &at)) return pm_extent_claim(h, at, npages, state, out);
+    /* on-demand synchronisation: extents of this node freed by other nodes */
+    if (pm_numa_xsync(h, node, PM_SYNC_DEMAND) && fit_in(h, lo, hi, npages, &at)) return pm_extent_claim(h, at, npages, state, out);
     if (!any && !place_anywhere) return nm_fail(NM_ENOMEM, "pmalloc: node %u's range has no free extent of %llu pages", node, (unsigned long long)npages);
     unsigned order[PM_NUMA_MAX_NODES];
     node_order(h, node, order);
     for (unsigned d = 1; d < n->nnodes; d++) {
         unsigned k = order[d];
         node_range(h, k, &lo, &hi);
-        if (fit_in(h, lo, hi, npages, &at)) {
+        if (fit_in(h, lo, hi, npages, &at) || (pm_numa_xsync(h, k, PM_SYNC_DEMAND) && fit_in(h, lo, hi, npages, &at))) {
             pm_count(&n->c_remote_extents, 1);
             return pm_extent_claim(h, at, npages, state, out);
         }
@@ -321,6 +323,8 @@ nm_err pmalloc_numa_stats_get(pmalloc_heap *h, pmalloc_numa_stats *st)
     st->remote_allocs = LD(c_remote_allocs);
     st->remote_extents = LD(c_remote_extents);
     st->replayed = LD(c_replayed);
+    st->remote_extent_frees = LD(c_remote_xfrees);
+    st->pending_extents = st->remote_extent_frees - LD(c_xsynced);
 #undef LD
     return NM_OK;
 }

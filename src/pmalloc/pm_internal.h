@@ -401,8 +401,9 @@ typedef struct pm_dlog_hdr {
 NM_STATIC_ASSERT(sizeof(pm_dlog_hdr) == PM_LINE, "log segment header is one line");
 
 /* Deallocation-log entry (32 bytes, two per line). */
+#define PM_DLOG_EXTENT 1ull /* low bit of `block`: the entry frees an extent (page-aligned offset) */
 typedef struct pm_dlog_ent {
-    uint64_t block; /* heap offset of the freed block */
+    uint64_t block; /* heap offset of the freed block or extent (| PM_DLOG_EXTENT) */
     uint64_t ts;    /* timestamp of the recording (compared with the slab's) */
     uint64_t gen;   /* segment generation when written */
     uint64_t check; /* XXH64 of the three fields and the segment's identity */
@@ -435,6 +436,10 @@ nm_err pm_numa_take_other(pmalloc_heap *h, pm_tcache *tc, unsigned cls, pm_tcblk
 void pm_numa_slab_created(pmalloc_heap *h, uint64_t page);      /* before the slab's log entry */
 bool pm_numa_is_remote(const pmalloc_heap *h, const pm_tcache *tc, const pm_vslab *s);
 nm_err pm_numa_remote_free(pmalloc_heap *h, pm_tcache *tc, pm_vslab *s, uint32_t idx); /* after *src = 0 */
+unsigned pm_numa_page_node(const pmalloc_heap *h, uint64_t page);
+bool pm_numa_extent_is_remote(const pmalloc_heap *h, const pm_tcache *tc, const pm_veh *v);
+void pm_numa_remote_free_extent(pmalloc_heap *h, pm_tcache *tc, pm_veh *v); /* v->freeing set, after *src = 0 */
+unsigned pm_numa_xsync(pmalloc_heap *h, unsigned node, int why);            /* large_lock held */
 unsigned pm_numa_sync_arena(pmalloc_heap *h, pm_arena *a, int why);                       /* arena lock held */
 void pm_numa_rslab_free(pm_vslab *s);
 
@@ -484,6 +489,8 @@ typedef struct pm_numa {
     pm_dlog *logs;
     _Alignas(64) uint64_t dts; /* timestamp clock (atomic; own line: recorders and synchronisers) */
     pm_pend *pend;        /* per arena */
+    pthread_mutex_t xlock; /* remote-released extents, per node (Sec. 6.3) */
+    pm_veh **xpend;        /* [nnodes]: ALLOC + freeing extents, linked through veh->next (unused while allocated) */
     /* epochs and synchronisation threads */
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -497,6 +504,7 @@ typedef struct pm_numa {
     /* counters (atomic; remote paths only): the freeing side's and the owner side's on separate lines */
     _Alignas(64) uint64_t c_remote_frees;
     _Alignas(64) uint64_t c_synced[PM_NSYNC];
+    uint64_t c_remote_xfrees, c_xsynced;
     uint64_t c_passes, c_switches, c_migrations, c_remote_allocs, c_remote_extents, c_replayed;
 } pm_numa;
 

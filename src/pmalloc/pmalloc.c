@@ -386,6 +386,13 @@ nm_err pmalloc_free_from(pmalloc_heap *h, pmalloc_ptr *src)
     pm_flush(h, src, sizeof *src, PM_USER);
     pm_drain(h);
     uint64_t bytes = v->npages * PM_PAGE;
+    if (pm_numa_extent_is_remote(h, tc, v)) { /* two-phase (Sec. 6.3): the owner side appends the tombstone */
+        pm_numa_remote_free_extent(h, tc, v);
+        pm_ctr_add(h, PMC_LIVE_BYTES, -bytes);
+        pm_ctr_add(h, PMC_LIVE_OBJS, -(uint64_t)1);
+        wal_end(tc);
+        return NM_OK;
+    }
     pthread_mutex_lock(&h->large_lock);
     err = pm_bk_tombstone(h, v);
     if (err) {
@@ -428,7 +435,7 @@ size_t pmalloc_usable_size(pmalloc_heap *h, pmalloc_ptr p)
     pthread_mutex_lock(&h->large_lock);
     uint64_t rel = p - h->sb->data_off;
     pm_veh *v = pm_pmap_get(h, rel / PM_PAGE);
-    if (v && v->state == PM_VEH_ALLOC && rel % PM_PAGE == 0 && v->page == rel / PM_PAGE) r = v->npages * PM_PAGE;
+    if (v && v->state == PM_VEH_ALLOC && !v->freeing && rel % PM_PAGE == 0 && v->page == rel / PM_PAGE) r = v->npages * PM_PAGE;
     pthread_mutex_unlock(&h->large_lock);
     return r;
 }
@@ -519,7 +526,7 @@ nm_err pmalloc_walk(pmalloc_heap *h, pmalloc_walk_fn fn, void *arg)
             pm_vslab *s = v->slab;
             for (uint32_t i = 0; i < s->nblocks && !stop; i++)
                 if (pm_pbit(s, i) && !pm_numa_shadowed(s, i)) stop = fn(arg, block_off(h, s, i), s->block_size);
-        } else if (v->state == PM_VEH_ALLOC) {
+        } else if (v->state == PM_VEH_ALLOC && !v->freeing) { /* freeing: a remote free pending (Sec. 6.3) */
             stop = fn(arg, h->sb->data_off + v->page * PM_PAGE, v->npages * PM_PAGE);
         }
         p += v->npages;
@@ -549,7 +556,7 @@ nm_err pmalloc_check(pmalloc_heap *h)
             }
             if (!err && taken + s->nfree_v != s->nblocks)
                 err = nm_fail(NM_ECORRUPT, "pmalloc check: vslab free count %u, bitmap says %u", s->nfree_v, s->nblocks - taken);
-        } else if (v->state == PM_VEH_ALLOC) {
+        } else if (v->state == PM_VEH_ALLOC && !v->freeing) {
             live += v->npages * PM_PAGE;
             objs++;
         }

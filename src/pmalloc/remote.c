@@ -278,6 +278,12 @@ static void sync_pass(pmalloc_heap *h, int node, int why)
         pm_numa_sync_arena(h, &h->arenas[i], why);
         pthread_mutex_unlock(&h->arenas[i].lock);
     }
+    for (unsigned k = 0; k < n->nnodes; k++) {
+        if ((node >= 0 && k != (unsigned)node) || !__atomic_load_n(&n->xpend[k], __ATOMIC_RELAXED)) continue;
+        pthread_mutex_lock(&h->large_lock);
+        pm_numa_xsync(h, k, why);
+        pthread_mutex_unlock(&h->large_lock);
+    }
     for (unsigned k = 0; k < n->nnodes; k++)
         if (node < 0 || k == (unsigned)node) done_max(n, k, e);
     pm_count(&n->c_passes, 1);
@@ -432,6 +438,71 @@ nm_err pm_numa_remote_free(pmalloc_heap *h, pm_tcache *tc, pm_vslab *s, uint32_t
     return NM_OK;
 }
 
+/* ---- two-phase remote free of extents (Sec. 6.3) ----
+ * Recording (the freeing thread, after the WAL entry and *src = 0): put the
+ * extent, still allocated in DRAM and marked `freeing` (so a second free
+ * fails and nobody allocates it), on its node's remote-released list and
+ * append {offset | PM_DLOG_EXTENT, ts} to the freeing node's log. The owner
+ * side appends the tombstone to the bookkeeping log, persists the extent's
+ * timestamp (first page's table entry), and only then returns the extent to
+ * the free list. Recovery: an entry newer than its page's timestamp whose
+ * extent is still allocated there gets its tombstone. Both models (large
+ * allocations follow the LOG path in both). */
+
+bool pm_numa_extent_is_remote(const pmalloc_heap *h, const pm_tcache *tc, const pm_veh *v)
+{
+    const pm_numa *n = h->numa;
+    return n->hdr != NULL && n->nnodes > 1 && pm_numa_page_node(h, v->page) != tc->node;
+}
+
+void pm_numa_remote_free_extent(pmalloc_heap *h, pm_tcache *tc, pm_veh *v)
+{
+    pm_numa *n = h->numa;
+    uint64_t off = h->sb->data_off + v->page * PM_PAGE;
+    unsigned node = pm_numa_page_node(h, v->page);
+    pthread_mutex_lock(&n->xlock);
+    uint64_t ts = __atomic_fetch_add(&n->dts, 1, __ATOMIC_SEQ_CST);
+    v->next = n->xpend[node];
+    __atomic_store_n(&n->xpend[node], v, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&n->xlock);
+    /* from here the owner may release v: it is not read again */
+    pm_count(&n->c_remote_xfrees, 1);
+    dlog_append(h, tc->node % n->nlogs, off | PM_DLOG_EXTENT, ts);
+}
+
+unsigned pm_numa_xsync(pmalloc_heap *h, unsigned node, int why)
+{
+    pm_numa *n = h->numa;
+    NM_UNUSED(why);
+    if (!n->xpend || node >= n->nnodes || !__atomic_load_n(&n->xpend[node], __ATOMIC_RELAXED)) return 0;
+    pthread_mutex_lock(&n->xlock);
+    pm_veh *list = n->xpend[node];
+    __atomic_store_n(&n->xpend[node], NULL, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&n->xlock);
+    unsigned cnt = 0;
+    while (list) {
+        pm_veh *v = list;
+        list = v->next;
+        v->next = NULL;
+        uint64_t ts = __atomic_fetch_add(&n->dts, 1, __ATOMIC_SEQ_CST);
+        if (pm_bk_tombstone(h, v) != NM_OK) { /* log full (cannot happen: see large.c): keep it pending */
+            pthread_mutex_lock(&n->xlock);
+            v->next = n->xpend[node];
+            __atomic_store_n(&n->xpend[node], v, __ATOMIC_RELAXED);
+            pthread_mutex_unlock(&n->xlock);
+            continue;
+        }
+        /* the tombstone is durable: entries recorded before ts are obsolete */
+        __atomic_store_n(&n->ts_table[v->page], ts, __ATOMIC_RELAXED);
+        pm_persist(h, &n->ts_table[v->page], 8, PM_META);
+        v->freeing = false;
+        pm_extent_release(h, v);
+        cnt++;
+    }
+    pm_count(&n->c_xsynced, cnt);
+    return cnt;
+}
+
 /* ---- open: validate, replay (Sec. 7), retire ---- */
 
 static nm_err small_at(pmalloc_heap *h, uint64_t off, pm_vslab **out, uint32_t *idx)
@@ -470,10 +541,22 @@ nm_err pm_numa_open(pmalloc_heap *h)
             for (uint32_t i = 0; i < n->seg_entries; i++) {
                 pm_dlog_ent e = *seg_ent(n, li, seg, i);
                 if (e.gen != gen || e.check != ent_check(e.block, e.ts, e.gen, li, seg)) continue; /* dead or torn */
-                if (e.block < h->sb->data_off || e.block >= h->size || e.block % 16 || e.ts == 0)
+                bool ext = e.block & PM_DLOG_EXTENT;
+                uint64_t blk = e.block & ~PM_DLOG_EXTENT;
+                if (blk < h->sb->data_off || blk >= h->size || blk % 16 || e.ts == 0 || (ext && (blk - h->sb->data_off) % PM_PAGE))
                     return nm_fail(NM_ECORRUPT, "pmalloc: deallocation log %u entry %u names %#llx, not a block", li, i,
                                    (unsigned long long)e.block);
                 maxts = NM_MAX(maxts, e.ts);
+                if (ext) { /* both models: extents follow the LOG path */
+                    uint64_t page = (blk - h->sb->data_off) / PM_PAGE;
+                    pm_veh *v = h->pmap[page];
+                    if (!v || v->state != PM_VEH_ALLOC || v->page != page || e.ts <= n->ts_table[page]) continue;
+                    nm_err err = pm_bk_tombstone(h, v);
+                    if (err) return err;
+                    pm_extent_release(h, v);
+                    replayed++;
+                    continue;
+                }
                 if (!log) continue;
                 pm_vslab *s;
                 uint32_t idx;
@@ -500,7 +583,9 @@ nm_err pm_numa_open(pmalloc_heap *h)
     n->pend = calloc(h->narenas, sizeof *n->pend);
     n->done = calloc(n->nnodes, sizeof *n->done);
     n->kick = calloc(n->nnodes, sizeof *n->kick);
-    if (!n->logs || !n->pend || !n->done || !n->kick) return nm_fail(NM_ENOMEM, "pmalloc_open: no host memory for NUMA state");
+    n->xpend = calloc(n->nnodes, sizeof *n->xpend);
+    pthread_mutex_init(&n->xlock, NULL);
+    if (!n->logs || !n->pend || !n->done || !n->kick || !n->xpend) return nm_fail(NM_ENOMEM, "pmalloc_open: no host memory for NUMA state");
     for (unsigned li = 0; li < n->nlogs; li++) pthread_mutex_init(&n->logs[li].lock, NULL);
     return NM_OK;
 }
@@ -528,6 +613,8 @@ void pm_numa_free(pmalloc_heap *h)
     free(n->pend);
     free(n->done);
     free(n->kick);
+    if (n->xpend) pthread_mutex_destroy(&n->xlock);
+    free(n->xpend);
     free(n->cpu_node);
     pthread_mutex_destroy(&n->mu);
     pthread_cond_destroy(&n->cv);
@@ -567,6 +654,11 @@ nm_err pm_numa_check(pmalloc_heap *h)
                     err = nm_fail(NM_ECORRUPT, "pmalloc check: deallocation log %u entry %u is out of range", li, i);
                     break;
                 }
+                if (e.block & PM_DLOG_EXTENT) {
+                    uint64_t page = ((e.block & ~PM_DLOG_EXTENT) - h->sb->data_off) / PM_PAGE;
+                    if (e.ts > n->ts_table[page]) live[nlive++] = e.block;
+                    continue;
+                }
                 pm_vslab *s;
                 uint32_t idx;
                 small_at(h, e.block, &s, &idx);
@@ -601,11 +693,28 @@ nm_err pm_numa_check(pmalloc_heap *h)
         }
         p += v->npages;
     }
+    /* remotely freed extents: allocated, marked, with a live entry */
+    uint64_t xpending = 0;
+    pthread_mutex_lock(&n->xlock);
+    for (unsigned k = 0; k < n->nnodes && !err; k++)
+        for (pm_veh *v = n->xpend[k]; v && !err; v = v->next) {
+            uint64_t off = (h->sb->data_off + v->page * PM_PAGE) | PM_DLOG_EXTENT;
+            xpending++;
+            if (v->state != PM_VEH_ALLOC || !v->freeing || pm_numa_page_node(h, v->page) != k)
+                err = nm_fail(NM_ECORRUPT, "pmalloc check: remotely freed extent at page %llu is not a pending allocated extent",
+                              (unsigned long long)v->page);
+            else if (!bsearch(&off, live, nlive, sizeof *live, cmp_u64))
+                err = nm_fail(NM_ECORRUPT, "pmalloc check: remotely freed extent at page %llu has no live log entry", (unsigned long long)v->page);
+        }
+    pthread_mutex_unlock(&n->xlock);
     free(live);
     if (!err) {
         pmalloc_numa_stats st;
         pmalloc_numa_stats_get(h, &st);
-        if (st.pending != shadowed)
+        if (st.pending_extents != xpending)
+            err = nm_fail(NM_ECORRUPT, "pmalloc check: %llu remote extent frees pending, %llu listed", (unsigned long long)st.pending_extents,
+                          (unsigned long long)xpending);
+        else if (st.pending != shadowed)
             err = nm_fail(NM_ECORRUPT, "pmalloc check: %llu remote frees pending, %llu shadow bits", (unsigned long long)st.pending,
                           (unsigned long long)shadowed);
     }

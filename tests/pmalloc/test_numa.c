@@ -471,6 +471,66 @@ static void test_more_nodes_than_logs(void **st)
     pmt_rmdir(dir);
 }
 
+/* Extents (Sec. 6.3): node 0 allocates, node 1 frees: the owner side appends
+ * the tombstones (on demand here), a crash in between is replayed. */
+static void remote_extents(pmalloc_model m)
+{
+    char dir[256];
+    pmt_tmpdir(dir, sizeof dir, "rext");
+    pmalloc_options o = numa_opts(16u << 20, m, 2);
+    pmalloc_heap *h;
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+    pmalloc_ptr *roots = pmalloc_root_slot(h, 0);
+    enum { N = 20 };
+    for (int round = 0; round < 2; round++) {
+        assert_int_equal(pmalloc_numa_set_node(h, 0), NM_OK);
+        for (unsigned i = 0; i < N; i++) {
+            assert_int_equal(pmalloc_malloc_to(h, 40000, &roots[i]), NM_OK);
+            assert_int_equal(pmalloc_numa_node_of(h, roots[i]), 0);
+        }
+        assert_int_equal(pmalloc_numa_set_node(h, 1), NM_OK);
+        pmalloc_ptr saved = roots[0];
+        for (unsigned i = 0; i < N; i++) assert_int_equal(pmalloc_free_from(h, &roots[i]), NM_OK);
+        pmalloc_numa_stats ns = nstats(h);
+        assert_int_equal(ns.remote_extent_frees, (uint64_t)N * (round + 1));
+        assert_int_equal(ns.pending_extents, N);
+        assert_int_equal(pmalloc_usable_size(h, saved), 0);
+        roots[0] = saved;
+        assert_int_equal(pmalloc_free_from(h, &roots[0]), NM_EDOUBLEFREE);
+        assert_int_equal(roots[0], saved);
+        roots[0] = 0;
+        pmalloc_stats st;
+        pmalloc_stats_get(h, &st);
+        assert_int_equal(st.objects_live, 0);
+        assert_int_equal(pmalloc_check(h), NM_OK);
+        if (round == 0) {
+            /* node 0 needs (nearly) its whole range: it applies the pending frees first */
+            assert_int_equal(pmalloc_numa_set_node(h, 0), NM_OK);
+            assert_int_equal(pmalloc_malloc_to(h, st.data_bytes / 2 - (256u << 10), &roots[0]), NM_OK);
+            assert_int_equal(pmalloc_numa_node_of(h, roots[0]), 0);
+            ns = nstats(h);
+            assert_int_equal(ns.pending_extents, 0);
+            assert_int_equal(ns.remote_extents, 0);
+            assert_int_equal(pmalloc_free_from(h, &roots[0]), NM_OK);
+            assert_int_equal(pmalloc_check(h), NM_OK);
+        }
+    }
+    pmalloc_abandon(h); /* crash with N remote extent frees pending */
+    o.create = false;
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+    pmalloc_numa_stats ns = nstats(h);
+    assert_int_equal(ns.replayed, N);
+    pmalloc_stats st;
+    pmalloc_stats_get(h, &st);
+    assert_int_equal(st.extents, 0);
+    assert_int_equal(st.objects_live, 0);
+    assert_int_equal(pmalloc_check(h), NM_OK);
+    assert_int_equal(pmalloc_close(h), NM_OK);
+    pmt_rmdir(dir);
+}
+static void test_remote_extents_log(void **st) { (void)st; remote_extents(PMALLOC_LOG); }
+static void test_remote_extents_gc(void **st) { (void)st; remote_extents(PMALLOC_GC); }
+
 /* Node ranges smaller than a slab (4 MiB heap, 64 virtual nodes): still usable. */
 static void test_tiny_ranges(void **st)
 {
@@ -508,6 +568,8 @@ int main(void)
         cmocka_unit_test(test_no_logs),
         cmocka_unit_test(test_more_nodes_than_logs),
         cmocka_unit_test(test_tiny_ranges),
+        cmocka_unit_test(test_remote_extents_log),
+        cmocka_unit_test(test_remote_extents_gc),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
