@@ -16,7 +16,7 @@
 static void *(*volatile g_malloc)(size_t) = malloc;
 static void (*volatile g_free)(void *) = free;
 
-static const bmem_config k_dev = {1024, 65536, 16, 8, BMEM_ALGO_FAST};
+static const bmem_config k_dev = {1024, 65536, 16, 8, BMEM_ALGO_FAST, 0};
 
 typedef struct pass {
     uint64_t ns;

@@ -22,8 +22,11 @@
 static void *(*volatile g_malloc)(size_t) = malloc;
 static void (*volatile g_free)(void *) = free;
 
-enum { A_GLIBC, A_FAST, A_PAPER, A_COUNT };
-static const char *k_alloc_name[A_COUNT] = {"glibc", "bmem-fast", "bmem-paper"};
+/* bmem-fast is the default configuration (thread cache on); bmem-fast-nocache
+ * is the same structure with BMEM_CACHE_OFF (every call takes its bank lock),
+ * kept so that the lock-only path stays visible. */
+enum { A_GLIBC, A_FAST, A_NOCACHE, A_PAPER, A_COUNT };
+static const char *k_alloc_name[A_COUNT] = {"glibc", "bmem-fast", "bmem-fast-nocache", "bmem-paper"};
 
 typedef struct job {
     int alloc;
@@ -133,16 +136,17 @@ int nm_suite_bmem_malloc_test(nm_bench *b)
                           "\"y\":\"cpu_ns_per_pair\",\"series\":\"allocator\",\"logx\":true,\"logy\":true,"
                           "\"filter\":{\"dim\":\"vertical\",\"size\":128}}]");
 
-    bmem_dev *dev[A_COUNT] = {NULL, NULL, NULL};
+    bmem_dev *dev[A_COUNT] = {NULL, NULL, NULL, NULL};
     for (int a = A_FAST; a < A_COUNT; a++) {
-        bmem_config c = {1024, 65536, 16, 8, a == A_PAPER ? BMEM_ALGO_PAPER : BMEM_ALGO_FAST};
+        bmem_config c = {1024, 65536, 16, 8, a == A_PAPER ? BMEM_ALGO_PAPER : BMEM_ALGO_FAST,
+                         a == A_FAST ? 0 : BMEM_CACHE_OFF};
         nm_err e = bmem_dev_create(&c, &dev[a]);
         if (e) return e;
     }
     static const unsigned thr[4] = {1, 2, 4, 8};
     static const size_t hsz[6] = {8, 64, 128, 512, 1024, 4096};
     static const size_t vsz[5] = {8, 16, 32, 64, 128};
-    double lr_fast[2][64], lr_paper[2][64];
+    double lr_fast[2][64], lr_paper[2][64], lr_nocache[2][64];
     unsigned nl[2] = {0, 0};
     double cpu18[2][2][2][6]; /* [dim][glibc, fast][1 thread, 8 threads][size] */
     nm_err e = NM_OK;
@@ -182,11 +186,12 @@ int nm_suite_bmem_malloc_test(nm_bench *b)
                         cpu18[dk][a][T == 8][si] = nm_stats_median(cpu[a == 0 ? A_GLIBC : A_FAST], (size_t)reps);
                 lr_fast[dk][nl[dk]] = nm_stats_median(ratio[A_FAST], (size_t)reps);
                 lr_paper[dk][nl[dk]] = with_paper ? nm_stats_median(ratio[A_PAPER], (size_t)reps) : 1.0;
+                lr_nocache[dk][nl[dk]] = nm_stats_median(ratio[A_NOCACHE], (size_t)reps);
                 nl[dk]++;
-                nm_bench_progress(b, "%s %4zu B x %u threads: glibc %.1f ns, fast %.1f ns (x%.2f)%s",
+                nm_bench_progress(b, "%s %4zu B x %u threads: glibc %.1f ns, fast %.1f ns (x%.2f), no cache %.1f ns (x%.2f)",
                                   dk ? "V" : "H", sizes[si], T, nm_stats_median(t[A_GLIBC], (size_t)reps),
                                   nm_stats_median(t[A_FAST], (size_t)reps), lr_fast[dk][nl[dk] - 1],
-                                  with_paper ? "" : "");
+                                  nm_stats_median(t[A_NOCACHE], (size_t)reps), lr_nocache[dk][nl[dk] - 1]);
                 nm_bench_progress(b, "    cpu per pair: glibc %.1f ns, fast %.1f ns", nm_stats_median(cpu[A_GLIBC], (size_t)reps),
                                   nm_stats_median(cpu[A_FAST], (size_t)reps));
             }
@@ -208,6 +213,8 @@ int nm_suite_bmem_malloc_test(nm_bench *b)
                 nm_bench_summary_num(b, key, nm_stats_geomean(r, ns));
             }
         nm_bench_summary_num(b, "malloc_test_v_ratio_max", nm_stats_max(lr_fast[1], nl[1]));
+        nm_bench_summary_num(b, "malloc_test_h_nocache_ratio_vs_glibc", nm_stats_geomean(lr_nocache[0], nl[0]));
+        nm_bench_summary_num(b, "malloc_test_v_nocache_ratio_vs_glibc", nm_stats_geomean(lr_nocache[1], nl[1]));
         if (with_paper) {
             nm_bench_summary_num(b, "malloc_test_h_paper_ratio_vs_glibc", nm_stats_geomean(lr_paper[0], nl[0]));
             nm_bench_summary_num(b, "malloc_test_v_paper_ratio_vs_glibc", nm_stats_geomean(lr_paper[1], nl[1]));

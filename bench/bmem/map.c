@@ -17,7 +17,7 @@
 
 int nm_suite_bmem_map(nm_bench *b)
 {
-    bmem_config c = {MAP_ROWS, 8192, MAP_SUBS, MAP_BANKS, BMEM_ALGO_FAST};
+    bmem_config c = {MAP_ROWS, 8192, MAP_SUBS, MAP_BANKS, BMEM_ALGO_FAST, 0};
     bmem_dev *d;
     nm_err e = bmem_dev_create(&c, &d);
     if (e) return e;
@@ -108,6 +108,9 @@ int nm_suite_bmem_map(nm_bench *b)
     nm_bench_plot_spec(b, panels);
     nm_bench_summary_num(b, "allocated_pct", 100.0 * (double)st.cells_allocated / (double)st.cells_total);
     nm_bench_summary_num(b, "allocations", (double)st.allocations);
+    /* freed rectangles parked in this thread's cache: still claimed, drawn
+     * with their own label (BMEM_SNAP_CACHED) */
+    nm_bench_summary_num(b, "cached_cells", (double)st.cells_cached);
     nm_bench_summary_num(b, "axpy_triplets", triplets);
     nm_bench_summary_num(b, "axpy_colocated_pct", triplets ? 100.0 * colocated / triplets : 0);
     nm_bench_progress(b, "%llu allocations, %.1f%% of cells allocated, %u/%u AXPY triplets co-located",

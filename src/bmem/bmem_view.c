@@ -42,41 +42,58 @@ nm_err bmem_dev_stats(bmem_dev *d, bmem_stats *out, bmem_bank_stats *per_bank)
 {
     if (!d || !out) return nm_fail(NM_EINVAL, "bmem: NULL argument");
     const uint64_t cells_per_bank = (uint64_t)d->cfg.rows * d->cfg.subarrays;
+    const unsigned B = d->cfg.banks;
     uint32_t *h = NULL, *stk = NULL;
+    /* cached allocations and cells per bank, from every thread's cache */
+    uint64_t *c_allocs = calloc(2 * (size_t)B, sizeof(uint64_t)), *c_cells = c_allocs + B;
     if (per_bank) {
         h = malloc((d->cfg.subarrays + 1) * sizeof *h);
         stk = malloc((d->cfg.subarrays + 1) * sizeof *stk);
-        if (!h || !stk) {
-            free(h);
-            free(stk);
-            return nm_fail(NM_ENOMEM, "bmem: no host memory for statistics");
-        }
     }
+    if (!c_allocs || (per_bank && (!h || !stk))) {
+        free(h);
+        free(stk);
+        free(c_allocs);
+        return nm_fail(NM_ENOMEM, "bmem: no host memory for statistics");
+    }
+    if (d->cache) bmem_tc_count(d, c_allocs, c_cells);
     memset(out, 0, sizeof *out);
-    out->cells_total = cells_per_bank * d->cfg.banks;
+    out->cells_total = cells_per_bank * B;
     out->bytes_total = out->cells_total * d->cfg.columns / 8;
-    for (unsigned i = 0; i < d->cfg.banks; i++) {
+    out->cache_conflicts = atomic_load_explicit(&d->tc_conflicts, memory_order_relaxed);
+    for (unsigned i = 0; i < B; i++) {
         bmem_bank *b = &d->banks[i];
         bmem_bank_lock(b);
-        uint64_t fr = atomic_load_explicit(&b->free_cells, memory_order_relaxed);
+        const uint64_t fr = atomic_load_explicit(&b->free_cells, memory_order_relaxed);
+        /* the bank counts cached rectangles as claimed; the caches were read a
+         * moment earlier, so clamp (exact when the device is quiescent) */
+        const uint64_t claimed = cells_per_bank - fr;
+        const uint64_t cc = NM_MIN(c_cells[i], claimed);
+        const uint64_t ca = NM_MIN(c_allocs[i], (uint64_t)b->live);
         out->cells_free += fr;
-        out->cells_allocated += cells_per_bank - fr;
-        out->allocations += b->live;
+        out->cells_cached += cc;
+        out->cells_allocated += claimed - cc;
+        out->cached += ca;
+        out->allocations += b->live - ca;
         if (per_bank) {
             per_bank[i].cells_free = fr;
-            per_bank[i].cells_allocated = cells_per_bank - fr;
-            per_bank[i].allocations = b->live;
+            per_bank[i].cells_cached = cc;
+            per_bank[i].cells_allocated = claimed - cc;
+            per_bank[i].cached = (unsigned)ca;
+            per_bank[i].allocations = b->live - (unsigned)ca;
             largest_free(d, b, &per_bank[i].largest_free_rows, &per_bank[i].largest_free_subs, h, stk);
         }
         bmem_bank_unlock(b);
     }
     free(h);
     free(stk);
+    free(c_allocs);
     return NM_OK;
 }
 
-/* Label every cell of one bank (lock held): 0 free, 1 + k % 255 for the k-th
- * live allocation in row-major order of first cells. */
+/* Label every cell of one bank (lock held): 0 free, BMEM_SNAP_CACHED for a
+ * rectangle in a thread cache, 1 + k % 254 for the k-th live allocation in
+ * row-major order of first cells. */
 static void label_bank(const bmem_dev *d, const bmem_bank *b, uint8_t *out)
 {
     const unsigned S = d->cfg.subarrays, R = d->cfg.rows;
@@ -84,10 +101,10 @@ static void label_bank(const bmem_dev *d, const bmem_bank *b, uint8_t *out)
     unsigned k = 0;
     for (unsigned r = 0; r < R; r++)
         for (unsigned s = 0; s < S; s++) {
-            uint64_t a = b->anchor[(size_t)r * S + s];
-            if (!(a & ANC_LIVE)) continue;
+            uint64_t a = atomic_load_explicit(&b->anchor[(size_t)r * S + s], memory_order_relaxed);
+            if (!(a & (ANC_LIVE | ANC_CACHED))) continue;
             unsigned q = (unsigned)((a >> ANC_Q_SHIFT) & 0xffff) + 1, p = (unsigned)((a >> ANC_P_SHIFT) & 0x3ff) + 1;
-            uint8_t lab = (uint8_t)(1 + k++ % 255);
+            uint8_t lab = a & ANC_LIVE ? (uint8_t)(1 + k++ % 254) : BMEM_SNAP_CACHED;
             for (unsigned rr = r; rr < r + q; rr++) memset(out + (size_t)rr * S + s, lab, p);
         }
 }

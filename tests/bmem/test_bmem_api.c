@@ -6,7 +6,7 @@
 #include "nm_test.h"
 
 /* Table 3 of the paper: 1024 rows x 65536 columns x 16 subarrays x 8 banks. */
-static const bmem_config k_paper_dev = {1024, 65536, 16, 8, BMEM_ALGO_FAST};
+static const bmem_config k_paper_dev = {1024, 65536, 16, 8, BMEM_ALGO_FAST, 0};
 
 static void shape_is(const bmem_config *c, size_t size, bmem_dim dim, unsigned p, unsigned q)
 {
@@ -73,7 +73,7 @@ static void test_bad_geometry(void **st)
     assert_int_equal(bmem_dev_create(&c, &d), NM_EINVAL);
     /* the largest row count works: a full 65536-row column, then cells around it */
     for (int algo = 0; algo < 2; algo++) {
-        bmem_config tall = {BMEM_MAX_ROWS, 64, 3, 1, (bmem_algo)algo};
+        bmem_config tall = {BMEM_MAX_ROWS, 64, 3, 1, (bmem_algo)algo, 0};
         assert_int_equal(bmem_dev_create(&tall, &d), NM_OK);
         bmem_ptr col, a, b2;
         bmem_geom g;
@@ -95,7 +95,7 @@ static void test_bad_geometry(void **st)
         bmem_dev_destroy(d);
     }
     /* the smallest device works */
-    bmem_config one = {1, 1, 1, 1, BMEM_ALGO_PAPER};
+    bmem_config one = {1, 1, 1, 1, BMEM_ALGO_PAPER, 0};
     assert_int_equal(bmem_dev_create(&one, &d), NM_OK);
     bmem_ptr p;
     assert_int_equal(bmem_dev_malloc(d, 1, BMEM_VERT, &p), NM_ERANGE); /* 8 bits > 1 bit */
@@ -111,7 +111,7 @@ static void test_bad_requests_keep_state(void **st)
 {
     (void)st;
     for (int algo = 0; algo < 2; algo++) {
-        bmem_config c = {64, 512, 8, 2, (bmem_algo)algo};
+        bmem_config c = {64, 512, 8, 2, (bmem_algo)algo, 0};
         bmem_dev *d;
         assert_int_equal(bmem_dev_create(&c, &d), NM_OK);
         bmem_ptr a, b, x = 123;
@@ -177,7 +177,7 @@ static void test_bad_requests_keep_state(void **st)
 static void test_geometry_and_stats(void **st)
 {
     (void)st;
-    bmem_config c = {128, 1024, 8, 2, BMEM_ALGO_FAST};
+    bmem_config c = {128, 1024, 8, 2, BMEM_ALGO_FAST, 0};
     bmem_dev *d;
     assert_int_equal(bmem_dev_create(&c, &d), NM_OK);
     bmem_ptr h, v, r;
@@ -244,7 +244,7 @@ static void test_colocation(void **st)
 {
     (void)st;
     for (int algo = 0; algo < 2; algo++) {
-        bmem_config c = {256, 8192, 16, 2, (bmem_algo)algo};
+        bmem_config c = {256, 8192, 16, 2, (bmem_algo)algo, 0};
         bmem_dev *d;
         assert_int_equal(bmem_dev_create(&c, &d), NM_OK);
         /* AXPY: R = a*X + Y, all vertical 32-bit elements, same rows */

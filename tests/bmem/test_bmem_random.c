@@ -1,9 +1,20 @@
 /* Randomized tests of both bmem structures against a brute-force reference:
- * a plain 2-D occupancy array per bank. Every returned rectangle must be
- * free, inside its bank and exactly the first fit of the placement contract
- * (column-major, banks from the caller's home bank); NM_ENOMEM only when no
- * bank has a free rectangle of that shape; frees restore exactly; the fast
- * and the paper structure return identical results for the same sequence. */
+ * a plain 2-D occupancy array per bank.
+ *
+ * test_random_sequences (thread cache off on both devices): every returned
+ * rectangle must be free, inside its bank and exactly the first fit of the
+ * placement contract (column-major, banks from the caller's home bank);
+ * NM_ENOMEM only when no bank has a free rectangle of that shape; frees
+ * restore exactly; the fast and the paper structure return identical results
+ * for the same sequence.
+ *
+ * test_random_cached (fast structure, thread cache on, random sizes): the
+ * model learns which freed rectangles sit in the cache from snapshots, and
+ * every allocation must be the most recently cached rectangle of that shape,
+ * else the first fit with cached cells counted as taken, else (after the
+ * cache is flushed) the first fit over live allocations only; NM_ENOMEM only
+ * when no live-only fit exists, and then nothing is left cached; statistics
+ * report live and cached cells apart; flushing restores the device exactly. */
 #include <stdio.h>
 #include <string.h>
 
@@ -94,6 +105,7 @@ static void world_init(world *w, bmem_config cfg, uint64_t seed)
     w->cfg = cfg;
     for (int a = 0; a < 2; a++) {
         cfg.algo = a ? BMEM_ALGO_PAPER : BMEM_ALGO_FAST;
+        cfg.cache = BMEM_CACHE_OFF; /* exact first fit, identical results */
         assert_int_equal(bmem_dev_create(&cfg, &w->d[a]), NM_OK);
     }
     w->m.R = cfg.rows;
@@ -284,6 +296,7 @@ static void test_random_sequences(void **st)
         c.banks = 1 + (unsigned)nm_rng_below(&g, 3);
         c.columns = 8 * (1 + (unsigned)nm_rng_below(&g, 64));
         c.algo = BMEM_ALGO_FAST;
+        c.cache = BMEM_CACHE_OFF;
         world *w = malloc(sizeof *w);
         world_init(w, c, seed + (uint64_t)round);
         for (int op = 0; op < 1000; op++) {
@@ -333,6 +346,22 @@ static void fill_with(bmem_algo algo, bmem_config c, size_t size, bmem_dim dim, 
     for (uint64_t i = 0; i < n; i++) assert_int_equal(bmem_dev_free(d, hs[i]), NM_OK);
     assert_int_equal(bmem_dev_stats(d, &s, NULL), NM_OK);
     assert_int_equal(s.cells_allocated, 0);
+    /* frees are reusable: the same fill again, without an explicit flush (the
+     * thread cache, on by default for the fast structure, is flushed by the
+     * request that would fail) */
+    uint64_t n2 = 0;
+    while ((e = (dim == BMEM_RAW ? bmem_dev_malloc_raw(d, 1, 1, &h) : bmem_dev_malloc(d, size, dim, &h))) == NM_OK) {
+        assert_true(n2 < expect_allocs);
+        hs[n2++] = h;
+    }
+    assert_int_equal(e, NM_ENOMEM);
+    assert_int_equal(n2, expect_allocs);
+    for (uint64_t i = 0; i < n2; i++) assert_int_equal(bmem_dev_free(d, hs[i]), NM_OK);
+    assert_int_equal(bmem_dev_flush_thread_cache(d), NM_OK);
+    assert_int_equal(bmem_dev_stats(d, &s, NULL), NM_OK);
+    assert_int_equal(s.cells_allocated, 0);
+    assert_int_equal(s.cells_cached, 0);
+    assert_int_equal(s.cells_free, s.cells_total);
     free(hs);
     bmem_dev_destroy(d);
 }
@@ -341,7 +370,7 @@ static void test_fill_to_full(void **st)
 {
     (void)st;
     /* the paper's Table 3 device at 1/4 rows: 256 x 65536 x 16 x 8 */
-    bmem_config c = {256, 65536, 16, 8, BMEM_ALGO_FAST};
+    bmem_config c = {256, 65536, 16, 8, BMEM_ALGO_FAST, 0};
     for (int a = 0; a < 2; a++) {
         bmem_algo algo = a ? BMEM_ALGO_PAPER : BMEM_ALGO_FAST;
         fill_with(algo, c, 1 << 20, BMEM_HORIZ, 8 * 256 / 8);       /* Table 1: 8 bank rows each */
@@ -351,7 +380,7 @@ static void test_fill_to_full(void **st)
     }
     /* random big shapes, then single cells fill every gap */
     for (int a = 0; a < 2; a++) {
-        bmem_config r = {100, 64, 13, 2, a ? BMEM_ALGO_PAPER : BMEM_ALGO_FAST};
+        bmem_config r = {100, 64, 13, 2, a ? BMEM_ALGO_PAPER : BMEM_ALGO_FAST, 0};
         bmem_dev *d;
         assert_int_equal(bmem_dev_create(&r, &d), NM_OK);
         nm_rng g;
@@ -371,10 +400,367 @@ static void test_fill_to_full(void **st)
     }
 }
 
+/* ---- thread cache on: a model that learns the cache from snapshots ---- */
+typedef struct cworld {
+    bmem_config cfg;
+    bmem_dev *d;
+    ref m;     /* live allocations only */
+    uint8_t *snap; /* [B][R][S] after the last refresh */
+    live lv[MAX_LIVE];
+    unsigned n;
+    bmem_geom cached[256]; /* freed rectangles the snapshot shows as cached */
+    uint64_t cseq[256], seq;
+    unsigned nc;
+    uint32_t next_id;
+    int home;
+    nm_rng rng;
+} cworld;
+
+static unsigned long g_c_pop, g_c_fit, g_c_flushfit, g_c_nomem, g_c_cached_max;
+
+static bool snap_cached(cworld *w, unsigned b, unsigned r, unsigned s)
+{
+    return w->snap[((size_t)b * w->cfg.rows + r) * w->cfg.subarrays + s] == BMEM_SNAP_CACHED;
+}
+
+/* Re-read the device: snapshots of every bank; drop model entries no longer
+ * cached; check the statistics against the model. */
+static void csnap(cworld *w)
+{
+    const size_t per = (size_t)w->cfg.rows * w->cfg.subarrays;
+    for (unsigned b = 0; b < w->cfg.banks; b++)
+        assert_int_equal(bmem_dev_snapshot(w->d, b, w->snap + b * per, per), NM_OK);
+}
+
+static void crefresh(cworld *w)
+{
+    const size_t per = (size_t)w->cfg.rows * w->cfg.subarrays;
+    uint64_t ncached = 0;
+    csnap(w);
+    for (unsigned b = 0; b < w->cfg.banks; b++) {
+        for (size_t i = 0; i < per; i++) {
+            uint8_t v = w->snap[b * per + i];
+            unsigned r = (unsigned)(i / w->cfg.subarrays), sub = (unsigned)(i % w->cfg.subarrays);
+            /* live cells are labelled, cached are 255, free 0: agree with the model */
+            if (*cell(&w->m, b, r, sub)) assert_true(v != 0 && v != BMEM_SNAP_CACHED);
+            else assert_true(v == 0 || v == BMEM_SNAP_CACHED);
+            ncached += v == BMEM_SNAP_CACHED;
+        }
+    }
+    unsigned k = 0;
+    uint64_t model_cached = 0;
+    for (unsigned i = 0; i < w->nc; i++) {
+        const bmem_geom *g = &w->cached[i];
+        if (snap_cached(w, g->bank, g->row, g->sub)) {
+            for (unsigned r = g->row; r < g->row + g->nrows; r++)
+                for (unsigned sub = g->sub; sub < g->sub + g->nsubs; sub++) assert_true(snap_cached(w, g->bank, r, sub));
+            model_cached += (uint64_t)g->nrows * g->nsubs;
+            w->cseq[k] = w->cseq[i];
+            w->cached[k++] = *g;
+        }
+    }
+    w->nc = k;
+    assert_int_equal(model_cached, ncached); /* every cached cell belongs to a known freed rectangle */
+    bmem_stats st;
+    assert_int_equal(bmem_dev_stats(w->d, &st, NULL), NM_OK);
+    assert_int_equal(st.cells_allocated, ref_used(&w->m));
+    assert_int_equal(st.cells_cached, ncached);
+    assert_int_equal(st.cells_free, st.cells_total - st.cells_allocated - st.cells_cached);
+    assert_int_equal(st.allocations, w->n);
+    assert_int_equal(st.cached, w->nc);
+    assert_int_equal(st.cache_conflicts, 0);
+    /* the bound: 1/16 of one bank's cells (at least one cell) */
+    uint64_t budget = NM_MAX((uint64_t)1, per / 16);
+    assert_true(ncached <= budget);
+    if (ncached > g_c_cached_max) g_c_cached_max = ncached;
+}
+
+/* First fit over live + cached cells (what the device sees before a flush). */
+static bool cfirst_fit_claimed_from(cworld *w, unsigned start, unsigned p, unsigned q, unsigned *bank, unsigned *r,
+                                    unsigned *s)
+{
+    for (unsigned i = 0; i < w->cfg.banks; i++) {
+        unsigned b = (start + i) % w->cfg.banks;
+        for (unsigned j = 0; j + p <= w->cfg.subarrays; j++)
+            for (unsigned rr = 0; rr + q <= w->cfg.rows; rr++) {
+                bool ok = true;
+                for (unsigned a = rr; a < rr + q && ok; a++)
+                    for (unsigned c = j; c < j + p && ok; c++) ok = !*cell(&w->m, b, a, c) && !snap_cached(w, b, a, c);
+                if (ok) {
+                    *bank = b;
+                    *r = rr;
+                    *s = j;
+                    return true;
+                }
+            }
+    }
+    return false;
+}
+
+static bool cfirst_fit_live_from(cworld *w, unsigned start, unsigned p, unsigned q, unsigned *bank, unsigned *r,
+                                 unsigned *s)
+{
+    for (unsigned i = 0; i < w->cfg.banks; i++) {
+        unsigned b = (start + i) % w->cfg.banks;
+        if (ref_first_fit(&w->m, b, p, q, r, s)) {
+            *bank = b;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Remember a new live allocation in the model. */
+static void clive_add(cworld *w, bmem_ptr h, const bmem_geom *g)
+{
+    assert_true(w->n < MAX_LIVE);
+    live *l = &w->lv[w->n++];
+    l->h[0] = h;
+    l->g = *g;
+    l->id = w->next_id++;
+    ref_set(&w->m, g, l->id);
+}
+
+static bool cfirst_fit_claimed(cworld *w, unsigned p, unsigned q, unsigned *bank, unsigned *r, unsigned *s)
+{
+    return cfirst_fit_claimed_from(w, (unsigned)w->home, p, q, bank, r, s);
+}
+static bool cfirst_fit_live(cworld *w, unsigned p, unsigned q, unsigned *bank, unsigned *r, unsigned *s)
+{
+    return cfirst_fit_live_from(w, (unsigned)w->home, p, q, bank, r, s);
+}
+
+static unsigned long g_c_near_co, g_c_near_fallback;
+
+/* Co-location with the cache on: never from the cache; the caller's cached
+ * cells in near's bank are returned first, so the co-located search sees the
+ * live allocations only there; the fallback is first fit from near's bank. */
+static void cnear_op(cworld *w)
+{
+    const bmem_config *c = &w->cfg;
+    if (!w->n) return;
+    const live *nl = &w->lv[nm_rng_below(&w->rng, w->n)];
+    const bmem_geom ng = nl->g;
+    unsigned p = 1 + (unsigned)nm_rng_below(&w->rng, NM_MIN(c->subarrays, 2));
+    unsigned q = 1 + (unsigned)nm_rng_below(&w->rng, NM_MIN(c->rows, 4));
+    bool strict = nm_rng_below(&w->rng, 2) != 0;
+    /* the co-located candidates free in the live model, nearest first */
+    int best = -1;
+    unsigned best_sub = 0;
+    if (ng.row + q <= c->rows)
+        for (unsigned dist = 0; dist < c->subarrays && best < 0; dist++) {
+            unsigned right = ng.sub + ng.nsubs + dist;
+            if (right + p <= c->subarrays && ref_free_rect(&w->m, ng.bank, ng.row, right, p, q)) best = 0, best_sub = right;
+            else if (ng.sub >= p + dist && ref_free_rect(&w->m, ng.bank, ng.row, ng.sub - p - dist, p, q))
+                best = 0, best_sub = ng.sub - p - dist;
+        }
+    bmem_ptr h = 5;
+    nm_err e = bmem_dev_malloc_near(w->d, 0, BMEM_RAW, p, q, nl->h[0], strict ? BMEM_NEAR_STRICT : 0, &h);
+    unsigned eb = 0, er = 0, es = 0;
+    if (best >= 0) {
+        assert_int_equal(e, NM_OK);
+        g_c_near_co++;
+        bmem_geom g;
+        assert_int_equal(bmem_dev_geom(w->d, h, &g), NM_OK);
+        assert_int_equal(g.bank, ng.bank);
+        assert_int_equal(g.row, ng.row);
+        assert_int_equal(g.sub, best_sub);
+        clive_add(w, h, &g);
+    } else if (strict) {
+        assert_int_equal(e, NM_ENOMEM);
+        assert_int_equal(h, BMEM_NULL);
+    } else {
+        /* first fit from near's bank: cached cells in other banks count as
+         * taken until the caller's cache is flushed by a failing request */
+        csnap(w);
+        bool claimed = cfirst_fit_claimed_from(w, ng.bank, p, q, &eb, &er, &es);
+        bool livefit = claimed || cfirst_fit_live_from(w, ng.bank, p, q, &eb, &er, &es);
+        if (!livefit) {
+            assert_int_equal(e, NM_ENOMEM);
+        } else {
+            assert_int_equal(e, NM_OK);
+            g_c_near_fallback++;
+            bmem_geom g;
+            assert_int_equal(bmem_dev_geom(w->d, h, &g), NM_OK);
+            assert_int_equal(g.bank, eb);
+            assert_int_equal(g.row, er);
+            assert_int_equal(g.sub, es);
+            clive_add(w, h, &g);
+        }
+    }
+    crefresh(w);
+}
+
+static void calloc_op(cworld *w)
+{
+    const bmem_config *c = &w->cfg;
+    unsigned p, q;
+    bmem_dim dim;
+    bmem_ptr h = 7;
+    nm_err e;
+    uint64_t k = nm_rng_below(&w->rng, 3);
+    if (k < 2) {
+        dim = k ? BMEM_VERT : BMEM_HORIZ;
+        /* a few distinct small sizes, so that shapes repeat and hit the cache */
+        size_t bank_bytes = (size_t)c->rows * c->subarrays * c->columns / 8;
+        size_t small = dim == BMEM_HORIZ ? 2 * c->columns / 8 : 2;
+        size_t size = nm_rng_below(&w->rng, 8) ? 1 + nm_rng_below(&w->rng, NM_MIN(bank_bytes, small))
+                                               : 1 + nm_rng_below(&w->rng, bank_bytes);
+        if (bmem_size_to_shape(c, size, dim, &p, &q) != NM_OK) return;
+        e = bmem_dev_malloc(w->d, size, dim, &h);
+    } else {
+        dim = BMEM_RAW;
+        p = 1 + (unsigned)nm_rng_below(&w->rng, NM_MIN(c->subarrays, 2));
+        q = 1 + (unsigned)nm_rng_below(&w->rng, NM_MIN(c->rows, 4));
+        e = bmem_dev_malloc_raw(w->d, p, q, &h);
+    }
+    /* what the model expects */
+    int pick = -1;
+    for (unsigned i = 0; i < w->nc; i++)
+        if (w->cached[i].dim == dim && w->cached[i].nsubs == p && w->cached[i].nrows == q &&
+            (pick < 0 || w->cseq[i] > w->cseq[pick]))
+            pick = (int)i;
+    unsigned eb = 0, er = 0, es = 0;
+    bool claimed_fit = pick < 0 && cfirst_fit_claimed(w, p, q, &eb, &er, &es);
+    bool live_fit = pick < 0 && !claimed_fit && cfirst_fit_live(w, p, q, &eb, &er, &es);
+    if (e == NM_ENOMEM) {
+        assert_int_equal(h, BMEM_NULL);
+        assert_true(pick < 0 && !claimed_fit && !live_fit);
+        g_c_nomem++;
+        crefresh(w);
+        assert_int_equal(w->nc, 0); /* the failing request flushed the cache */
+        return;
+    }
+    assert_int_equal(e, NM_OK);
+    bmem_geom g;
+    assert_int_equal(bmem_dev_geom(w->d, h, &g), NM_OK);
+    assert_int_equal(g.nsubs, p);
+    assert_int_equal(g.nrows, q);
+    assert_int_equal(g.dim, dim);
+    assert_true(g.bank < c->banks && g.row + q <= c->rows && g.sub + p <= c->subarrays);
+    assert_true(ref_free_rect(&w->m, g.bank, g.row, g.sub, p, q));
+    if (w->home < 0) {
+        w->home = (int)g.bank;
+        eb = g.bank;
+    }
+    if (pick >= 0) {
+        g_c_pop++;
+        const bmem_geom *cg = &w->cached[pick];
+        assert_int_equal(g.bank, cg->bank);
+        assert_int_equal(g.row, cg->row);
+        assert_int_equal(g.sub, cg->sub);
+    } else {
+        assert_true(claimed_fit || live_fit);
+        if (claimed_fit) g_c_fit++;
+        else g_c_flushfit++;
+        assert_int_equal(g.bank, eb);
+        assert_int_equal(g.row, er);
+        assert_int_equal(g.sub, es);
+    }
+    clive_add(w, h, &g);
+    crefresh(w);
+    if (live_fit) assert_int_equal(w->nc, 0);
+}
+
+static void cfree_op(cworld *w)
+{
+    if (!w->n) return;
+    unsigned i = (unsigned)nm_rng_below(&w->rng, w->n);
+    live l = w->lv[i];
+    bmem_stats s0, s1;
+    assert_int_equal(bmem_dev_free(w->d, l.h[0]), NM_OK);
+    assert_int_equal(bmem_dev_stats(w->d, &s0, NULL), NM_OK);
+    /* double free, geometry of and co-location next to a freed handle: clear
+     * errors, nothing changes (the handle may sit in the cache) */
+    assert_int_equal(bmem_dev_free(w->d, l.h[0]), NM_EDOUBLEFREE);
+    bmem_geom g;
+    assert_int_equal(bmem_dev_geom(w->d, l.h[0], &g), NM_EDOUBLEFREE);
+    bmem_ptr z;
+    assert_int_equal(bmem_dev_malloc_near(w->d, 0, BMEM_RAW, 1, 1, l.h[0], 0, &z), NM_EINVAL);
+    assert_int_equal(bmem_dev_stats(w->d, &s1, NULL), NM_OK);
+    assert_memory_equal(&s0, &s1, sizeof s0);
+    ref_set(&w->m, &l.g, 0);
+    w->lv[i] = w->lv[--w->n];
+    csnap(w);
+    if (snap_cached(w, l.g.bank, l.g.row, l.g.sub)) {
+        assert_true(w->nc < 256);
+        w->cseq[w->nc] = ++w->seq;
+        w->cached[w->nc++] = l.g;
+    }
+    crefresh(w);
+}
+
+static void test_random_cached(void **st)
+{
+    (void)st;
+    uint64_t seed = nm_test_seed(0xcac4e);
+    nm_rng g;
+    nm_rng_seed(&g, seed);
+    for (int round = 0; round < 40; round++) {
+        bmem_config c;
+        /* mostly 16..64 rows x 4..16 subarrays (a cache budget of 4..64 cells),
+         * sometimes tiny */
+        bool tiny = round % 8 == 7;
+        c.rows = tiny ? 1 + (unsigned)nm_rng_below(&g, 8) : 16 + (unsigned)nm_rng_below(&g, 49);
+        c.subarrays = tiny ? 1 + (unsigned)nm_rng_below(&g, 4) : 4 + (unsigned)nm_rng_below(&g, 13);
+        c.banks = 1 + (unsigned)nm_rng_below(&g, 3);
+        c.columns = 8 * (1 + (unsigned)nm_rng_below(&g, 16));
+        c.algo = BMEM_ALGO_FAST;
+        c.cache = round % 3 == 0 ? 0 : 1 + (int)nm_rng_below(&g, 4); /* default, or small bins */
+        cworld *w = calloc(1, sizeof *w);
+        w->cfg = c;
+        assert_int_equal(bmem_dev_create(&c, &w->d), NM_OK);
+        w->m.R = c.rows;
+        w->m.S = c.subarrays;
+        w->m.B = c.banks;
+        w->m.own = calloc((size_t)c.banks * c.rows * c.subarrays, sizeof(uint32_t));
+        w->snap = calloc((size_t)c.banks * c.rows * c.subarrays, 1);
+        w->home = -1;
+        w->next_id = 1;
+        nm_rng_seed(&w->rng, seed + 1000 + (uint64_t)round);
+        for (int op = 0; op < 600; op++) {
+            uint64_t k = nm_rng_below(&w->rng, 20);
+            if (k < 9 && w->n < MAX_LIVE - 8)
+                calloc_op(w);
+            else if (k < 10 && w->n < MAX_LIVE - 8)
+                cnear_op(w);
+            else if (k < 19)
+                cfree_op(w);
+            else {
+                assert_int_equal(bmem_dev_flush_thread_cache(w->d), NM_OK);
+                crefresh(w);
+                assert_int_equal(w->nc, 0);
+            }
+        }
+        while (w->n) cfree_op(w);
+        assert_int_equal(bmem_dev_flush_thread_cache(w->d), NM_OK);
+        crefresh(w);
+        bmem_stats s;
+        assert_int_equal(bmem_dev_stats(w->d, &s, NULL), NM_OK);
+        assert_int_equal(s.cells_free, s.cells_total);
+        assert_int_equal(s.cells_cached, 0);
+        /* everything restored: each bank takes one whole-bank rectangle */
+        for (unsigned b = 0; b < c.banks; b++) {
+            bmem_ptr h;
+            assert_int_equal(bmem_dev_malloc_raw(w->d, c.subarrays, c.rows, &h), NM_OK);
+        }
+        bmem_dev_destroy(w->d);
+        free(w->m.own);
+        free(w->snap);
+        free(w);
+    }
+    print_message("cached model: %lu pops, %lu first fits, %lu fits after a flush, %lu NM_ENOMEM, max %lu cells "
+                  "cached, %lu co-located, %lu hint fallbacks\n",
+                  g_c_pop, g_c_fit, g_c_flushfit, g_c_nomem, g_c_cached_max, g_c_near_co, g_c_near_fallback);
+    assert_true(g_c_pop > 500 && g_c_fit > 500 && g_c_flushfit > 10 && g_c_nomem > 10);
+    assert_true(g_c_near_co > 100 && g_c_near_fallback > 10);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_random_sequences),
+        cmocka_unit_test(test_random_cached),
         cmocka_unit_test(test_fill_to_full),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

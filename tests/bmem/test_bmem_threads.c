@@ -1,9 +1,13 @@
 /* Multi-threaded stress of bmem (label `threads`, run under TSan by `make
  * tsan`): 8 threads (oversubscribed on small machines) allocate and free
  * random shapes on a device with fewer banks than threads, so banks are
- * shared. A shared occupancy map, claimed cell by cell with compare-and-swap,
- * proves that no two live allocations ever overlap; racing double frees must
- * resolve to exactly one success. */
+ * shared, with the thread cache on (default) and off. A shared occupancy map,
+ * claimed cell by cell with compare-and-swap, proves that no two live
+ * allocations ever overlap; handles also pass between threads (frees land in
+ * other threads' caches; stale handles freed by other threads are double
+ * frees); after the threads exit (their caches flushed) the device is empty.
+ * Racing double frees of one handle resolve to exactly one success with the
+ * cache off (with it on they are the caller's data race: bmem.h). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -19,12 +23,23 @@
 #define OPS 20000
 #endif
 
+#define POOL 64
+
 typedef struct shared {
     bmem_dev *d;
     bmem_config cfg;
     _Atomic uint32_t *own; /* [bank][row][sub] */
     _Atomic int errors;
     uint64_t seed;
+    /* handles passed between threads, so that frees land in other threads'
+     * caches (and stale handles are freed by threads that never held them) */
+    pthread_mutex_t mu;
+    bmem_ptr pool[POOL];
+    bmem_geom pgeo[POOL];
+    uint32_t ptag[POOL];
+    unsigned npool;
+    bmem_ptr stale[POOL]; /* freed handles: any later free is a double free */
+    unsigned nstale;
 } shared;
 
 typedef struct targ {
@@ -91,6 +106,39 @@ static void *worker(void *arg)
                 continue;
             }
             mine[n++] = h;
+        } else if (nm_rng_below(&rng, 4) == 0) {
+            /* hand one of mine to the pool, or free one from the pool (which
+             * another thread allocated), or free a stale handle */
+            unsigned i = (unsigned)nm_rng_below(&rng, n);
+            pthread_mutex_lock(&sh->mu);
+            if (sh->npool < POOL && nm_rng_below(&rng, 2)) {
+                sh->pool[sh->npool] = mine[i];
+                sh->pgeo[sh->npool] = geo[i];
+                sh->ptag[sh->npool++] = tag;
+                mine[i] = mine[--n];
+                geo[i] = geo[n];
+                pthread_mutex_unlock(&sh->mu);
+            } else if (sh->npool) {
+                unsigned k = (unsigned)nm_rng_below(&rng, sh->npool);
+                bmem_ptr h = sh->pool[k];
+                bmem_geom g = sh->pgeo[k];
+                uint32_t t = sh->ptag[k];
+                sh->pool[k] = sh->pool[--sh->npool];
+                sh->pgeo[k] = sh->pgeo[sh->npool];
+                sh->ptag[k] = sh->ptag[sh->npool];
+                pthread_mutex_unlock(&sh->mu);
+                if (!release(sh, &g, t)) atomic_fetch_add(&sh->errors, 1);
+                if (bmem_dev_free(sh->d, h) != NM_OK) atomic_fetch_add(&sh->errors, 1);
+                pthread_mutex_lock(&sh->mu);
+                sh->stale[sh->nstale++ % POOL] = h;
+                pthread_mutex_unlock(&sh->mu);
+            } else if (sh->nstale) {
+                bmem_ptr h = sh->stale[nm_rng_below(&rng, NM_MIN(sh->nstale, POOL))];
+                pthread_mutex_unlock(&sh->mu);
+                if (bmem_dev_free(sh->d, h) != NM_EDOUBLEFREE) atomic_fetch_add(&sh->errors, 1);
+            } else {
+                pthread_mutex_unlock(&sh->mu);
+            }
         } else {
             unsigned i = (unsigned)nm_rng_below(&rng, n);
             /* give the cells back before the allocator can hand them out again */
@@ -108,12 +156,13 @@ static void *worker(void *arg)
     return NULL;
 }
 
-static void run_stress(bmem_algo algo, unsigned banks)
+static void run_stress(bmem_algo algo, unsigned banks, int cache)
 {
     shared sh;
     memset(&sh, 0, sizeof sh);
-    sh.cfg = (bmem_config){128, 4096, 16, banks, algo};
+    sh.cfg = (bmem_config){128, 4096, 16, banks, algo, cache};
     sh.seed = nm_test_seed(99) + banks;
+    pthread_mutex_init(&sh.mu, NULL);
     assert_int_equal(bmem_dev_create(&sh.cfg, &sh.d), NM_OK);
     size_t cells = (size_t)banks * 128 * 16;
     sh.own = calloc(cells, sizeof *sh.own);
@@ -127,24 +176,37 @@ static void run_stress(bmem_algo algo, unsigned banks)
     assert_int_equal(atomic_load(&sh.errors), 0);
     bmem_stats s;
     assert_int_equal(bmem_dev_stats(sh.d, &s, NULL), NM_OK);
+    assert_int_equal(s.allocations, sh.npool);
+    for (unsigned i = 0; i < sh.npool; i++) {
+        release(&sh, &sh.pgeo[i], sh.ptag[i]);
+        assert_int_equal(bmem_dev_free(sh.d, sh.pool[i]), NM_OK);
+    }
+    /* the workers' caches were flushed when they exited; this thread's by hand */
+    assert_int_equal(bmem_dev_flush_thread_cache(sh.d), NM_OK);
+    assert_int_equal(bmem_dev_stats(sh.d, &s, NULL), NM_OK);
     assert_int_equal(s.cells_allocated, 0);
     assert_int_equal(s.allocations, 0);
+    assert_int_equal(s.cells_cached, 0);
+    assert_int_equal(s.cells_free, s.cells_total);
+    assert_int_equal(s.cache_conflicts, 0);
     for (size_t i = 0; i < cells; i++) assert_int_equal(atomic_load(&sh.own[i]), 0);
     free(sh.own);
+    pthread_mutex_destroy(&sh.mu);
     bmem_dev_destroy(sh.d);
 }
 
 static void test_stress_fast(void **st)
 {
     (void)st;
-    run_stress(BMEM_ALGO_FAST, 3);
-    run_stress(BMEM_ALGO_FAST, 1);
+    run_stress(BMEM_ALGO_FAST, 3, 0); /* default: thread caches on */
+    run_stress(BMEM_ALGO_FAST, 1, 0);
+    run_stress(BMEM_ALGO_FAST, 3, BMEM_CACHE_OFF);
 }
 
 static void test_stress_paper(void **st)
 {
     (void)st;
-    run_stress(BMEM_ALGO_PAPER, 3);
+    run_stress(BMEM_ALGO_PAPER, 3, 0); /* the paper baseline: no cache by default */
 }
 
 /* Racing frees of the same handles: exactly one wins each time. */
@@ -175,7 +237,7 @@ static void *racer(void *arg)
 static void test_racing_double_free(void **st)
 {
     (void)st;
-    bmem_config c = {64, 1024, 8, 2, BMEM_ALGO_FAST};
+    bmem_config c = {64, 1024, 8, 2, BMEM_ALGO_FAST, BMEM_CACHE_OFF}; /* exactly one racing free wins: needs the cache off */
     race rc;
     memset(&rc, 0, sizeof rc);
     assert_int_equal(bmem_dev_create(&c, &rc.d), NM_OK);

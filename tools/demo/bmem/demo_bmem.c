@@ -9,7 +9,7 @@
 int nm_demo_bmem(nm_demo *d)
 {
     /* 64 rows x 8192 columns x 16 subarrays x 2 banks (2 MiB) */
-    bmem_config c = {64, 8192, 16, 2, BMEM_ALGO_FAST};
+    bmem_config c = {64, 8192, 16, 2, BMEM_ALGO_FAST, 0};
     bmem_dev *dev;
     nm_err e = bmem_dev_create(&c, &dev);
     if (e) return e;
@@ -44,9 +44,13 @@ int nm_demo_bmem(nm_demo *d)
     bmem_stats st;
     bmem_bank_stats bs[2];
     if ((e = bmem_dev_stats(dev, &st, bs))) goto out;
-    nm_demo_say(d, "%llu allocations, %llu of %llu cells used; largest free rectangle in bank %u: %u rows x %u subarrays",
+    nm_demo_say(d, "%llu allocations, %llu of %llu cells used, %llu cached (the freed block, parked in this thread's "
+                   "cache for the next request of its shape)",
                 (unsigned long long)st.allocations, (unsigned long long)st.cells_allocated,
-                (unsigned long long)st.cells_total, g[0].bank, bs[g[0].bank].largest_free_rows,
+                (unsigned long long)st.cells_total, (unsigned long long)st.cells_cached);
+    if ((e = bmem_dev_flush_thread_cache(dev)) || (e = bmem_dev_stats(dev, &st, bs))) goto out;
+    nm_demo_say(d, "after bmem_dev_flush_thread_cache: %llu cached; largest free rectangle in bank %u: %u rows x %u subarrays",
+                (unsigned long long)st.cells_cached, g[0].bank, bs[g[0].bank].largest_free_rows,
                 bs[g[0].bank].largest_free_subs);
     char map[16 * 17 + 1];
     if ((e = bmem_dev_text_map(dev, g[0].bank, 8, map, sizeof map))) goto out;
