@@ -41,6 +41,7 @@ typedef struct pmc_config {
     unsigned list_lo, list_n; /* lists this worker owns; list_n 0 = all */
     pthread_mutex_t *locks;   /* [PMC_NLISTS]: workers share the lists (a block
                                  allocated by one thread is freed by another) */
+    unsigned vnodes;      /* > 1: before 1 step in 4, move the thread to a random node (remote frees) */
 } pmc_config;
 
 /* One random operation; returns the pmalloc error of a failed call (NM_ENOMEM is
@@ -69,11 +70,16 @@ typedef struct pmc_run {
     unsigned log_chunks;         /* small bookkeeping log, so its GC runs under crashes */
     unsigned evict_pct;          /* SIM: on half the points, unflushed lines persist with this % */
     unsigned threads;            /* process crash: workload threads in the child (own lists each) */
+    unsigned vnodes;             /* > 1: heaps with this many virtual NUMA nodes (16-entry deallocation-log
+                                  * segments), workload threads hop between nodes; 0 = default topology */
     uint64_t seed;
     pmc_config cfg;
     const char *tmpdir;
     uint64_t tried, failures, recovery_tried, flush_points_seen;
     uint64_t log_gcs; /* SIM: runtime bookkeeping-log GCs in the live heaps */
+    uint64_t between_phases;   /* SIM: crash points with remote frees (blocks or extents) recorded, not synchronised */
+    uint64_t replay_points;    /* recoveries checked that replayed deallocation-log entries */
+    uint64_t replayed_entries; /* ... entries they replayed */
     char first_failure[512];
 } pmc_run;
 void pmc_run_defaults(pmc_run *r, pmalloc_model m, const char *tmpdir);

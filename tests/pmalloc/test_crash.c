@@ -55,6 +55,36 @@ static void test_sim_loggc(void **st)
 }
 
 static void test_proc_log_mt(void **s) { (void)s; run_t(PMALLOC_LOG, false, 60, 2); }
+
+/* NUMA (Sec. 6): virtual nodes, the workload hops between them, so frees are
+ * often two-phase remote frees; crashes land between the two phases and the
+ * recoveries replay the deallocation logs. */
+static void run_numa(pmalloc_model m, bool sim, unsigned vnodes, unsigned points, unsigned threads)
+{
+    char dir[256];
+    pmt_tmpdir(dir, sizeof dir, sim ? "nsim" : "nproc");
+    pmc_run r;
+    pmc_run_defaults(&r, m, dir);
+    r.points = points;
+    r.threads = threads;
+    r.vnodes = vnodes;
+    r.seed = nm_test_seed(sim ? 24 : 25) + m + vnodes;
+    int rc = sim ? pmc_run_sim(&r) : pmc_run_proc(&r);
+    print_message("%s %s, %u nodes: %llu crash points, %llu between the two phases, %llu recoveries replayed %llu log entries, %llu failures %s\n",
+                  sim ? "power-failure" : "process", m == PMALLOC_LOG ? "LOG" : "GC", vnodes, (unsigned long long)r.tried,
+                  (unsigned long long)r.between_phases, (unsigned long long)r.replay_points, (unsigned long long)r.replayed_entries,
+                  (unsigned long long)r.failures, r.first_failure);
+    assert_int_equal(rc, 0);
+    assert_int_equal(r.failures, 0);
+    assert_true(r.tried >= points);
+    if (sim) assert_true(r.between_phases > 0);
+    if (sim && m == PMALLOC_LOG) assert_true(r.replay_points > 0);
+    rmdir(dir);
+}
+static void test_numa_sim_log(void **s) { (void)s; run_numa(PMALLOC_LOG, true, 2, 120, 1); }
+static void test_numa_sim_gc(void **s) { (void)s; run_numa(PMALLOC_GC, true, 4, 60, 1); }
+static void test_numa_proc_log(void **s) { (void)s; run_numa(PMALLOC_LOG, false, 3, 40, 2); }
+static void test_numa_proc_gc(void **s) { (void)s; run_numa(PMALLOC_GC, false, 2, 30, 2); }
 static void test_proc_gc_mt(void **s) { (void)s; run_t(PMALLOC_GC, false, 40, 2); }
 
 int main(void)
@@ -66,6 +96,10 @@ int main(void)
         cmocka_unit_test(test_proc_gc),
         cmocka_unit_test(test_sim_loggc),
         cmocka_unit_test(test_proc_log_mt),
+        cmocka_unit_test(test_numa_sim_log),
+        cmocka_unit_test(test_numa_sim_gc),
+        cmocka_unit_test(test_numa_proc_log),
+        cmocka_unit_test(test_numa_proc_gc),
         cmocka_unit_test(test_proc_gc_mt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

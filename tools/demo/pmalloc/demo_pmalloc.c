@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -39,6 +40,50 @@ static pmalloc_options opts(void)
     o.persist = PMALLOC_PERSIST_CPU;
     o.narenas = 1;
     return o;
+}
+
+/* NUMA (Sec. 6) with 2 virtual nodes: node 0 allocates, node 1 frees (two-phase
+ * remote frees), the process "crashes", recovery replays the deallocation log. */
+static nm_err numa_part(nm_demo *d, const char *dir)
+{
+    char sub[600];
+    snprintf(sub, sizeof sub, "%s/numa", dir);
+    mkdir(sub, 0700);
+    pmalloc_options o = opts();
+    o.numa_vnodes = 2;
+    o.numa_sync_ms = PMALLOC_NUMA_SYNC_NEVER;
+    pmalloc_heap *h;
+    nm_err e = pmalloc_open(sub, &o, &h);
+    if (e) return e;
+    pmalloc_ptr *roots = pmalloc_root_slot(h, 0);
+    enum { N = 500 };
+    if ((e = pmalloc_numa_set_node(h, 0))) return e;
+    for (unsigned i = 0; i < N; i++)
+        if ((e = pmalloc_malloc_to(h, 64, &roots[i]))) return e;
+    if ((e = pmalloc_numa_set_node(h, 1))) return e;
+    for (unsigned i = 0; i < N; i++)
+        if ((e = pmalloc_free_from(h, &roots[i]))) return e;
+    pmalloc_numa_stats ns;
+    pmalloc_numa_stats_get(h, &ns);
+    nm_demo_say(d, "NUMA, 2 virtual nodes: node 0 allocated %u blocks, node 1 freed them: %llu two-phase remote frees, "
+                   "%llu logged and not yet applied by node 0", N, (unsigned long long)ns.remote_frees, (unsigned long long)ns.pending);
+    pmalloc_abandon(h); /* crash between the two phases */
+    o.create = false;
+    if ((e = pmalloc_open(sub, &o, &h))) return e;
+    pmalloc_numa_stats_get(h, &ns);
+    pmalloc_stats st;
+    pmalloc_stats_get(h, &st);
+    nm_demo_say(d, "crash, reopen: recovery replayed %llu deallocation-log entries; %llu objects allocated",
+                (unsigned long long)ns.replayed, (unsigned long long)st.objects_live);
+    if (st.objects_live != 0) return nm_fail(NM_ECORRUPT, "%llu objects left after the replay", (unsigned long long)st.objects_live);
+    if ((e = pmalloc_check(h))) return e;
+    e = pmalloc_close(h);
+    size_t len = strlen(sub);
+    snprintf(sub + len, sizeof sub - len, "/%s", PMALLOC_FILE_NAME);
+    unlink(sub);
+    sub[len] = 0;
+    rmdir(sub);
+    return e;
 }
 
 int nm_demo_pmalloc(nm_demo *d)
@@ -107,5 +152,6 @@ int nm_demo_pmalloc(nm_demo *d)
     if ((e = pmalloc_check(h))) return e;
     nm_demo_say(d, "recovered list: %llu nodes with values 0..%llu intact; %llu objects allocated = reachable (no leak)",
                 (unsigned long long)n, (unsigned long long)(n - 1), (unsigned long long)st.objects_live);
-    return pmalloc_close(h);
+    if ((e = pmalloc_close(h))) return e;
+    return numa_part(d, dir);
 }
