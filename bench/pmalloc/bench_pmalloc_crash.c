@@ -4,6 +4,7 @@
 
 #include "nearmem/bench.h"
 #include "nearmem/common.h"
+#include "pm_crashlib.h"
 
 void pm_bench_crash_campaign(nm_bench *b, const char *dir, unsigned points, uint64_t seed, bool add_rows,
                              uint64_t *tried_power, uint64_t *tried_proc, uint64_t *failures, uint64_t *rec);
@@ -32,5 +33,45 @@ int nm_suite_pmalloc_crash(nm_bench *b)
     nm_bench_summary_num(b, "crash_points_process", (double)tq);
     nm_bench_summary_num(b, "crash_points_during_recovery", (double)rec);
     nm_bench_summary_num(b, "crash_failures", (double)fails);
-    return fails ? NM_ECORRUPT : NM_OK;
+    /* NUMA (Sec. 6): both kinds and models on heaps with virtual nodes whose workload threads hop
+     * between nodes, so that frees are often two-phase remote frees (separate keys) */
+    unsigned vn = (unsigned)nm_bench_param_num(b, "vnodes", 2);
+    uint64_t nfail = 0, ntried = 0, between = 0, replays = 0, entries = 0;
+    nm_bench_config_num(b, "numa_vnodes", vn);
+    for (int kind = 0; vn > 1 && kind < 2; kind++)
+        for (int m = 0; m < 2; m++) {
+            pmc_run r;
+            pmc_run_defaults(&r, (pmalloc_model)m, dir);
+            r.points = (points + 1) / 2;
+            r.vnodes = vn;
+            r.threads = kind == 1 ? 2 : 1;
+            r.seed = nm_bench_seed(b) * 13 + (uint64_t)(kind * 2 + m);
+            if (kind == 0) pmc_run_sim(&r);
+            else pmc_run_proc(&r);
+            const char *kn = kind == 0 ? "power_failure_vnodes" : "process_crash_vnodes_2threads", *mn = m ? "GC" : "LOG";
+            nm_bench_progress(b, "%s %s: %llu crash points, %llu between the two phases, %llu recoveries replayed %llu log entries, "
+                                 "%llu failures %s", kn, mn, (unsigned long long)r.tried, (unsigned long long)r.between_phases,
+                              (unsigned long long)r.replay_points, (unsigned long long)r.replayed_entries, (unsigned long long)r.failures,
+                              r.first_failure);
+            nm_bench_row *row = nm_bench_row_new(b);
+            nm_bench_row_str(row, "kind", kn);
+            nm_bench_row_str(row, "model", mn);
+            nm_bench_row_num(row, "crash_points", (double)r.tried);
+            nm_bench_row_num(row, "crash_points_between_phases", (double)r.between_phases);
+            nm_bench_row_num(row, "recoveries_replaying_logs", (double)r.replay_points);
+            nm_bench_row_num(row, "recovery_crash_points", (double)r.recovery_tried);
+            nm_bench_row_num(row, "failures", (double)r.failures);
+            if (r.first_failure[0]) nm_bench_row_str(row, "first_failure", r.first_failure);
+            ntried += r.tried;
+            nfail += r.failures;
+            between += r.between_phases;
+            replays += r.replay_points;
+            entries += r.replayed_entries;
+        }
+    nm_bench_summary_num(b, "crash_points_numa", (double)ntried);
+    nm_bench_summary_num(b, "crash_points_between_phases", (double)between);
+    nm_bench_summary_num(b, "crash_recoveries_replaying_logs", (double)replays);
+    nm_bench_summary_num(b, "crash_log_entries_replayed", (double)entries);
+    nm_bench_summary_num(b, "crash_failures_numa", (double)nfail);
+    return fails || nfail ? NM_ECORRUPT : NM_OK;
 }

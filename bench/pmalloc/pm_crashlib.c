@@ -96,10 +96,11 @@ int pmc_step(pmalloc_heap *h, nm_rng *r, const pmc_config *cfg)
     unsigned lo = cfg->list_n ? cfg->list_lo : 0, nl = cfg->list_n ? cfg->list_n : PMC_NLISTS;
     unsigned i = lo + (unsigned)nm_rng_below(r, nl), len;
     unsigned what = (unsigned)nm_rng_below(r, 100);
+    nm_err e = NM_OK;
+    if (cfg->vnodes > 1 && nm_rng_below(r, 4) == 0 && (e = pmalloc_numa_set_node(h, (int)nm_rng_below(r, cfg->vnodes)))) return (int)e;
     if (cfg->locks) pthread_mutex_lock(&cfg->locks[i]);
     pmalloc_ptr *slot = tail_slot(h, i, &len);
     tl_steps++;
-    nm_err e = NM_OK;
     if (what < 8 && len > 0) { /* move list i to an empty root */
         unsigned j = lo + (unsigned)nm_rng_below(r, nl);
         bool locked = j != i && (!cfg->locks || pthread_mutex_trylock(&cfg->locks[j]) == 0);
@@ -301,6 +302,8 @@ static pmalloc_options run_opts(const pmc_run *r, pmalloc_persist_mode pm, bool 
     o.log_chunks = r->log_chunks;
     o.decay_ms = 1; /* process crashes also hit extents being punched out of the file */
     o.morph_su = r->morph_su;
+    o.numa_vnodes = r->vnodes;
+    if (r->vnodes > 1) o.numa_log_entries = 16; /* segment switches (and their syncs) under crashes */
     return o;
 }
 
@@ -318,6 +321,11 @@ static void verify_dir(pmc_run *r, const char *dir, bool full, const char *what)
     pmalloc_heap *h;
     nm_err e = pmalloc_open(dir, &o, &h);
     if (e) { fail_note(r, "%s: open failed: %s", what, nm_last_errmsg()); return; }
+    pmalloc_numa_stats ns;
+    if (pmalloc_numa_stats_get(h, &ns) == NM_OK && ns.replayed) {
+        r->replay_points++;
+        r->replayed_entries += ns.replayed;
+    }
     pmc_result res;
     if (!pmc_check(h, full, &res)) fail_note(r, "%s: %s", what, res.msg);
     pmalloc_close(h);
@@ -358,6 +366,8 @@ static void live_hook(void *arg, pmalloc_heap *h, uint64_t no)
     if ((k != c->next_point && !target) || r->tried >= r->points) return;
     c->next_point = k + 1 + nm_rng_below(&c->rng, 2 * (uint64_t)r->gap);
     if (ms < 4) r->morph_points[ms]++;
+    pmalloc_numa_stats ns;
+    if (pmalloc_numa_stats_get(h, &ns) == NM_OK && (ns.pending || ns.pending_extents)) r->between_phases++;
     /* half the points also let unflushed lines reach the image early (evictions) */
     unsigned evict = nm_rng_below(&c->rng, 2) ? r->evict_pct : 0;
     if (pmalloc_sim_snapshot(h, c->s1, nm_rng_u64(&c->rng), evict)) { fail_note(r, "snapshot: %s%s", nm_last_errmsg(), ""); return; }
@@ -387,6 +397,7 @@ int pmc_run_sim(pmc_run *r)
     sim_ctx c;
     memset(&c, 0, sizeof c);
     c.r = r;
+    r->cfg.vnodes = r->vnodes;
     nm_rng_seed(&c.rng, r->seed);
     char live[512];
     snprintf(live, sizeof live, "%s/sim-live", r->tmpdir);
@@ -478,6 +489,7 @@ static void child_run(const pmc_run *r, const char *dir, uint64_t seed)
 int pmc_run_proc(pmc_run *r)
 {
     char dir[512];
+    r->cfg.vnodes = r->vnodes;
     snprintf(dir, sizeof dir, "%s/proc", r->tmpdir);
     mkdir(dir, 0700);
     rm_heap(dir);

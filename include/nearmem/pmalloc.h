@@ -91,12 +91,22 @@ typedef struct pmalloc_options {
     unsigned morph_su;            /* slab morphing (Sec. 5.2): a slab whose occupancy is below
                                    * this percentage may change size class when its arena needs
                                    * a new slab; 0 = 20 (the paper's SU), 1..100, or
-                                   * PMALLOC_MORPH_OFF. Per open, not stored in the heap. */
+                                   * PMALLOC_MORPH_OFF. Below 100 the slab a class allocates
+                                   * from next is spared; 100 morphs as often as possible
+                                   * (for tests). Per open, not stored in the heap. */
     /* PMALLOC_PERSIST_SIM only: flush hook installed before recovery runs, so a
      * test can crash the recovery itself (see pmalloc_sim_set_hook). */
     void (*sim_hook)(void *arg, struct pmalloc_heap *h, uint64_t flush_no);
     void *sim_arg;
+    /* NUMA (paper Sec. 6; docs/pmalloc.md "NUMA"). */
+    unsigned numa_vnodes;      /* 0 = environment NEARMEM_PMALLOC_VNODES if set, else libnuma's
+                                * nodes; N >= 1 = split the online CPUs into N virtual nodes */
+    unsigned numa_sync_ms;     /* epoch-synchronisation threads wake this often (0 = 50 ms);
+                                * PMALLOC_NUMA_SYNC_NEVER = no threads (on-demand sync only) */
+    unsigned numa_log_entries; /* entries per deallocation-log segment when creating (0 = auto) */
 } pmalloc_options;
+
+#define PMALLOC_NUMA_SYNC_NEVER 0xffffffffu
 
 /* Defaults: LOG, 6 stripes, eADR auto, persistence auto, create with 64 MiB. */
 void pmalloc_options_default(pmalloc_options *o);
@@ -188,6 +198,46 @@ nm_err pmalloc_walk(pmalloc_heap *h, pmalloc_walk_fn fn, void *arg);
 /* Cross-check volatile and persistent metadata (extents tile the data area,
  * bitmaps match, log replays to the same state). NM_ECORRUPT with a message. */
 nm_err pmalloc_check(pmalloc_heap *h);
+
+/* ---- NUMA (paper Sec. 6) ----
+ * Arenas belong to nodes; a thread cache binds to an arena of the node of the
+ * CPU it runs on and re-checks that node every 64 operations (thread
+ * migration). Small blocks freed by a thread of another node are freed in two
+ * phases: recorded in the freeing node's persistent deallocation log and the
+ * slab's shadow bitmap, then applied by the owner side (allocating threads on
+ * demand, epoch-synchronisation threads, close). */
+typedef struct pmalloc_numa_stats {
+    unsigned nodes;            /* 1 = NUMA logic off */
+    bool virtual_nodes;        /* from numa_vnodes / NEARMEM_PMALLOC_VNODES */
+    bool remote_free_logs;     /* the heap has deallocation logs (created with >= 2 nodes) */
+    unsigned arenas_per_node;
+    uint64_t remote_frees;     /* two-phase frees recorded */
+    uint64_t pending;          /* ... not yet synchronised */
+    uint64_t synced_on_demand; /* blocks applied by allocating threads */
+    uint64_t synced_epoch;     /* ... by the synchronisation threads */
+    uint64_t synced_other;     /* ... at close, log recycling, pmalloc_numa_sync */
+    uint64_t sync_passes;      /* complete epoch passes */
+    uint64_t log_switches;     /* deallocation-log segments closed */
+    uint64_t migrations;       /* thread caches rebound to another node */
+    uint64_t remote_allocs;    /* small blocks served from another node's arena */
+    uint64_t remote_extents;   /* slabs/extents placed outside the requesting node's region */
+    uint64_t replayed;         /* log entries applied by the last open's recovery */
+    uint64_t remote_extent_frees; /* two-phase extent frees recorded (Sec. 6.3) */
+    uint64_t pending_extents;     /* ... whose tombstone the owner side has not appended yet */
+} pmalloc_numa_stats;
+nm_err pmalloc_numa_stats_get(pmalloc_heap *h, pmalloc_numa_stats *st);
+/* Bind the calling thread to `node` (its cache moves to an arena of that node
+ * and the migration check is off); node -1 = follow the CPU again. */
+nm_err pmalloc_numa_set_node(pmalloc_heap *h, int node);
+/* The calling thread's node (binds a cache if it has none). */
+int pmalloc_numa_current_node(pmalloc_heap *h);
+/* The node an allocated object's memory belongs to; -1 if p is not in the data area. */
+int pmalloc_numa_node_of(pmalloc_heap *h, pmalloc_ptr p);
+/* The paper's pmalloc_numa_migrate_check(): re-read the CPU now and rebind if
+ * the thread moved to another node (also done every 64 operations). */
+nm_err pmalloc_numa_migrate_check(pmalloc_heap *h);
+/* Apply every pending remote free now (all nodes; what close does). */
+nm_err pmalloc_numa_sync(pmalloc_heap *h);
 
 /* Power-failure simulation (PMALLOC_PERSIST_SIM only).
  * The hook runs before each cache-line flush is recorded, with the running

@@ -33,7 +33,7 @@ static inline uint32_t bk_slot(const pmalloc_heap *h, uint32_t k)
 
 static void free_list_add(pmalloc_heap *h, pm_veh *v)
 {
-    v->state = PM_VEH_FREE;
+    __atomic_store_n(&v->state, PM_VEH_FREE, __ATOMIC_RELAXED); /* read unlocked by small_lookup */
     if (!v->freed_ns) v->freed_ns = nm_now_ns();
     v->prev = NULL;
     v->next = h->free_head;
@@ -98,7 +98,7 @@ static pm_veh *carve(pmalloc_heap *h, pm_veh *f, uint64_t page, uint64_t npages,
     }
     a->page = page;
     a->npages = npages;
-    a->state = state;
+    __atomic_store_n(&a->state, state, __ATOMIC_RELAXED);
     a->bkpos = -1;
     pmap_mark_alloc(h, a);
     if (state == PM_VEH_SLAB) h->nslabs++;

@@ -6,7 +6,8 @@
  * pm_morph_try, which scans the arena's LRU list of slabs from the least
  * recently allocated-from one and morphs the first candidate:
  *  - another class, no old blocks of an earlier morph still live (a slab_in
- *    cannot morph again, as in the paper), occupancy below SU;
+ *    cannot morph again, as in the paper), occupancy below SU, and not the
+ *    first partial slab of its class (the one that class allocates from next);
  *  - every taken block is durably allocated: none sits in a tcache or a
  *    remote-free buffer, none is in flight (the calling thread's own cached
  *    blocks of the slab are returned first); frees that locate blocks without
@@ -217,6 +218,13 @@ static bool morph(pmalloc_heap *h, pm_arena *a, pm_vslab *s, unsigned cls)
 {
     __atomic_store_n(&s->morphing, 1, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&s->busy, __ATOMIC_SEQ_CST)) goto abort; /* a free or lookup is on it */
+    pm_rslab *rs = __atomic_load_n(&s->rs, __ATOMIC_ACQUIRE);
+    if (rs) { /* NUMA: remote frees recorded and not yet synchronised name blocks of this geometry */
+        pthread_mutex_lock(&rs->lock);
+        bool pend = rs->nshadow || rs->queued;
+        pthread_mutex_unlock(&rs->lock);
+        if (pend) goto abort;
+    }
     pm_geo og, ng;
     geo_of(s, &og);
     uint32_t live = count_bits(s->pbm, og.bm_lines);
@@ -271,6 +279,7 @@ static bool morph(pmalloc_heap *h, pm_arena *a, pm_vslab *s, unsigned cls)
     s->mo = mo;
     free(s->vbm);
     s->vbm = nvbm;
+    pm_numa_rslab_free(s); /* its shadow bitmap has the old geometry's size; made again on demand */
     set_cur(h, s, &ng);
     s->nfree_v = ng.nblocks;
     for (uint32_t i = 0; i < og.nblocks && live; i++)
@@ -298,7 +307,11 @@ pm_vslab *pm_morph_try(pmalloc_heap *h, pm_tcache *tc, pm_arena *a, unsigned cls
     for (pm_vslab *s = a->lru_head, *nx; s && scanned < LRU_SCAN; s = nx, scanned++) {
         nx = s->lru_next;
         if (s->cls == cls || (s->mo && __atomic_load_n(&s->mo->nold, __ATOMIC_RELAXED))) continue;
-        if ((uint64_t)(s->nblocks - s->nfree_v) * 100 < (uint64_t)h->morph_su * s->nblocks) {
+        /* the first partial slab of its class is the one that class allocates from next:
+         * morphing it would only make that class take a new slab (thrashing when a
+         * program uses many classes at once, each with one young, sparse slab) */
+        bool current = h->morph_su < 100 && a->partial[s->cls] == s; /* SU 100: anything goes (tests) */
+        if (!current && (uint64_t)(s->nblocks - s->nfree_v) * 100 < (uint64_t)h->morph_su * s->nblocks) {
             if (tc && tc->arena == a) tc_return(h, tc, s);
             if (morph(h, a, s, cls)) return s;
         }
@@ -390,7 +403,7 @@ int pm_morph_walk(pmalloc_heap *h, pm_vslab *s, pmalloc_walk_fn fn, void *arg)
     uint64_t ob = pm_off(h, mo->odata), nb = pm_off(h, s->data);
     for (;;) {
         while (i < on && !pm_pbit(s, i | PM_IDX_OLD)) i++;
-        while (j < s->nblocks && !pm_pbit(s, j)) j++;
+        while (j < s->nblocks && (!pm_pbit(s, j) || pm_numa_shadowed(s, j))) j++; /* shadowed: freed remotely */
         if (i >= on && j >= s->nblocks) return 0;
         uint64_t po = i < on ? ob + (uint64_t)i * mo->obs : UINT64_MAX, pn = j < s->nblocks ? nb + (uint64_t)j * s->block_size : UINT64_MAX;
         int stop = po < pn ? fn(arg, po, mo->obs) : fn(arg, pn, s->block_size);
@@ -526,7 +539,7 @@ nm_err pm_morph_check(pmalloc_heap *h, pm_vslab *s, uint64_t *live, uint64_t *ob
         else if (pb && c) err = nm_fail(NM_ECORRUPT, "pmalloc check: new block %u is allocated over a live old block", j);
         else if ((pb || c) && !vb) err = nm_fail(NM_ECORRUPT, "pmalloc check: new block %u allocated or covered but free in the vslab", j);
         taken += vb;
-        if (pb) { *live += s->block_size; (*objs)++; }
+        if (pb && !pm_numa_shadowed(s, j)) { *live += s->block_size; (*objs)++; }
     }
     if (!err && taken + s->nfree_v != s->nblocks)
         err = nm_fail(NM_ECORRUPT, "pmalloc check: morphed vslab free count %u, bitmap says %u", s->nfree_v, s->nblocks - taken);

@@ -142,6 +142,7 @@ typedef struct pm_vslab {
     struct pm_arena *arena;
     struct pm_vslab *next, *prev;
     bool in_partial;
+    struct pm_rslab *rs; /* NUMA: remote-free state (shadow bitmap), remote.c; NULL until used */
     /* slab morphing (morph.c): old geometry and counters, NULL until the first
      * morph; handshake with lock-free readers; the arena's LRU list */
     struct pm_morph *mo;
@@ -210,6 +211,9 @@ typedef struct pm_tcache {
     pm_tcblk rbuf[PM_RBUF];
     unsigned rn;
     struct pm_tcache *next;
+    unsigned node;    /* NUMA: node the cache is bound to (numa.c) */
+    unsigned nops;    /* NUMA: operations since the last migration check */
+    bool pinned;      /* NUMA: bound by pmalloc_numa_set_node, no migration check */
 } pm_tcache;
 
 typedef struct pm_bkchunk { /* vchunk */
@@ -273,6 +277,7 @@ struct pmalloc_heap {
 
     pmalloc_recovery_info ri;
     int lock_fd; /* holds an flock on the heap file while it is open */
+    struct pm_numa *numa; /* NUMA topology, node regions, two-phase remote free (numa.c, remote.c) */
 
     /* slab morphing (morph.c) */
     unsigned morph_su;       /* occupancy threshold in percent; 0 = morphing off */
@@ -456,6 +461,164 @@ static inline bool pm_pbit(const pm_vslab *s, uint32_t idx)
     return (__atomic_load_n(w, __ATOMIC_RELAXED) & m) != 0;
 }
 void pm_slab_layout(unsigned block_size, unsigned stripes, uint32_t *nblocks, uint32_t *bm_lines, uint32_t *data_off);
+
+/* small.c: entry points for numa.c / remote.c (arena lock held where noted) */
+pm_vslab *pm_small_slab_new(pmalloc_heap *h, pm_arena *a, unsigned cls); /* arena lock held */
+void pm_small_vslab_put(pmalloc_heap *h, pm_vslab *s, uint32_t idx);     /* arena lock held */
+bool pm_small_take_from(pmalloc_heap *h, pm_arena *a, unsigned cls, pm_tcblk *out); /* arena lock held */
+void pm_tc_rebind(pmalloc_heap *h, pm_tcache *tc); /* return cached blocks, move to an arena of the thread's node */
+
+/* ==== NUMA (paper Sec. 6): numa.c (topology, node regions, local-first
+ * allocation, migration check, sync threads) and remote.c (two-phase remote
+ * free of small blocks: shadow bitmaps, deallocation logs, synchronisation,
+ * recovery replay). See docs/pmalloc.md, "NUMA". ==== */
+#define PM_NUMA_MAX_NODES 64u
+#define PM_NUMA_CHECK_EVERY 64u /* operations between two migration checks */
+#define PM_NUMA_MAGIC 0x414d554e4d4e4e4eull /* "NNNMNUMA" */
+#define PM_DLOG_MAGIC 0x474f4c44u           /* "DLOG" */
+#define PM_NUMA_HDR_LINE 5u                 /* superblock line holding pm_numa_hdr */
+
+/* Superblock line 5 (zero in heaps created with one node: no remote-free region). */
+typedef struct pm_numa_hdr {
+    uint64_t magic;
+    uint32_t nlogs;       /* deallocation logs (one per node at create) */
+    uint32_t seg_entries; /* entries per log segment (two segments per log) */
+    uint64_t region_off;  /* log headers, then the slab timestamp table, then the segments */
+    uint64_t region_bytes;
+    uint64_t ts_off;      /* uint64 per data page: the slab's synchronisation timestamp */
+    uint64_t seg_off;
+    uint64_t check;       /* XXH64 of the fields above */
+    uint64_t pad;
+} pm_numa_hdr;
+NM_STATIC_ASSERT(sizeof(pm_numa_hdr) == PM_LINE, "numa header is one line");
+
+/* One line per log segment, in the region's first page(s). */
+typedef struct pm_dlog_hdr {
+    uint32_t magic;
+    uint32_t log;  /* log index */
+    uint32_t seg;  /* 0 or 1 */
+    uint32_t pad0;
+    uint64_t gen;  /* bumped when the segment is recycled: entries of older generations are dead */
+    uint64_t check;
+    uint8_t pad[32];
+} pm_dlog_hdr;
+NM_STATIC_ASSERT(sizeof(pm_dlog_hdr) == PM_LINE, "log segment header is one line");
+
+/* Deallocation-log entry (32 bytes, two per line). */
+#define PM_DLOG_EXTENT 1ull /* low bit of `block`: the entry frees an extent (page-aligned offset) */
+typedef struct pm_dlog_ent {
+    uint64_t block; /* heap offset of the freed block or extent (| PM_DLOG_EXTENT) */
+    uint64_t ts;    /* timestamp of the recording (compared with the slab's) */
+    uint64_t gen;   /* segment generation when written */
+    uint64_t check; /* XXH64 of the three fields and the segment's identity */
+} pm_dlog_ent;
+
+typedef struct pm_numa_layout {
+    uint32_t nlogs, seg_entries;
+    uint64_t region_bytes, ts_rel, seg_rel;
+} pm_numa_layout;
+/* Size of the NUMA region of a new heap (0 when nlogs < 2). */
+void pm_numa_layout_for(uint64_t heap_size, uint32_t nlogs, uint32_t seg_entries, pm_numa_layout *l);
+/* Bytes the superblock's NUMA header reserves (0 if absent); NM_ECORRUPT for a bad header. */
+nm_err pm_numa_region_of(const pm_super *sb, uint64_t *bytes);
+
+nm_err pm_numa_setup(pmalloc_heap *h, const pmalloc_options *o); /* topology */
+unsigned pm_numa_narenas(pmalloc_heap *h, unsigned want);        /* rounded up to a multiple of the nodes */
+uint64_t pm_numa_new_region(pmalloc_heap *h, uint64_t heap_size, const pmalloc_options *o); /* bytes, 0 = none */
+void pm_numa_start(pmalloc_heap *h);                             /* synchronisation threads */
+void pm_numa_lock_arenas(pmalloc_heap *h, bool lock);            /* all arena locks, in order */
+unsigned pm_numa_arena_node(const pmalloc_heap *h, unsigned arena);
+nm_err pm_numa_create(pmalloc_heap *h, uint64_t region_off);     /* new heap: write the region */
+nm_err pm_numa_open(pmalloc_heap *h);                            /* validate, replay the logs (LOG), retire them */
+void pm_numa_close(pmalloc_heap *h);                             /* stop threads, sync everything, retire logs */
+void pm_numa_free(pmalloc_heap *h);                              /* volatile state (threads stopped, no sync) */
+nm_err pm_numa_check(pmalloc_heap *h);                           /* large_lock held */
+pm_arena *pm_numa_pick_arena(pmalloc_heap *h, pm_tcache *tc);    /* tc_lock held */
+void pm_numa_tick(pmalloc_heap *h, pm_tcache *tc);               /* migration check, every N ops */
+nm_err pm_numa_extent_alloc(pmalloc_heap *h, unsigned node, uint64_t npages, int state, bool any, pm_veh **out);
+nm_err pm_numa_take_other(pmalloc_heap *h, pm_tcache *tc, unsigned cls, pm_tcblk *out);
+void pm_numa_slab_created(pmalloc_heap *h, uint64_t page);      /* before the slab's log entry */
+bool pm_numa_is_remote(const pmalloc_heap *h, const pm_tcache *tc, const pm_vslab *s);
+nm_err pm_numa_remote_free(pmalloc_heap *h, pm_tcache *tc, pm_vslab *s, uint32_t idx); /* after *src = 0 */
+unsigned pm_numa_page_node(const pmalloc_heap *h, uint64_t page);
+bool pm_numa_extent_is_remote(const pmalloc_heap *h, const pm_tcache *tc, const pm_veh *v);
+void pm_numa_remote_free_extent(pmalloc_heap *h, pm_tcache *tc, pm_veh *v); /* v->freeing set, after *src = 0 */
+unsigned pm_numa_xsync(pmalloc_heap *h, unsigned node, int why);            /* large_lock held */
+unsigned pm_numa_sync_arena(pmalloc_heap *h, pm_arena *a, int why);                       /* arena lock held */
+void pm_numa_rslab_free(pm_vslab *s);
+
+/* Remote-free state of a slab (Sec. 6.2, Fig. 14): the shadow bitmap holds
+ * blocks freed by threads of other nodes and not yet synchronised into the
+ * regular (vbm) and persistent bitmaps. Such a block stays taken in vbm and
+ * allocated in the persistent bitmap until its owner side synchronises. */
+typedef struct pm_rslab {
+    uint64_t *shadow;       /* atomic words; changed under `lock` */
+    pthread_mutex_t lock;   /* the paper's per-slab mutex: recording vs synchronisation */
+    uint32_t nshadow;       /* bits set in shadow (under lock) */
+    bool queued;            /* on its arena's pending stack (under lock) */
+    pm_vslab *slab;
+    struct pm_rslab *qnext; /* pending stack link */
+} pm_rslab;
+
+/* Volatile state of one deallocation log (two segments, double-buffered:
+ * the paper's "create a new log, recycle the old one after the epoch"). */
+typedef struct pm_dlog {
+    pthread_mutex_t lock;
+    unsigned active;          /* segment appended to */
+    uint32_t cursor;          /* next slot in it */
+    uint64_t closed_epoch[2]; /* epoch at which a segment was closed (0 = reusable) */
+    uint32_t writers[2];      /* appends in progress per segment (atomic) */
+} pm_dlog;
+
+typedef struct pm_pend {
+    pm_rslab *head; /* Treiber stack: push by recorders, take-all by the owner side */
+    char pad[56];
+} pm_pend;
+
+enum { PM_SYNC_DEMAND, PM_SYNC_EPOCH, PM_SYNC_OTHER, PM_NSYNC };
+typedef struct pm_numa {
+    /* topology */
+    unsigned nnodes;
+    bool virt;            /* virtual nodes (option/env), not libnuma's */
+    unsigned ncpu;        /* size of cpu_node */
+    int *cpu_node;        /* CPU number -> node (-1: unknown) */
+    unsigned per_node;    /* arenas per node; arena i belongs to node i / per_node */
+    /* persistent remote-free region (NULL hdr: none, remote frees go the direct way) */
+    pm_numa_hdr *hdr;
+    pm_dlog_hdr *seghdr;  /* [nlogs][2] */
+    uint64_t *ts_table;   /* per data page */
+    pm_dlog_ent *segs;    /* [nlogs][2][seg_entries] */
+    unsigned nlogs;
+    uint32_t seg_entries;
+    pm_dlog *logs;
+    _Alignas(64) uint64_t dts; /* timestamp clock (atomic; own line: recorders and synchronisers) */
+    pm_pend *pend;        /* per arena */
+    pthread_mutex_t xlock; /* remote-released extents, per node (Sec. 6.3) */
+    pm_veh **xpend;        /* [nnodes]: ALLOC + freeing extents, linked through veh->next (unused while allocated) */
+    /* epochs and synchronisation threads */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint64_t epoch;       /* bumped when a log segment is closed (atomic) */
+    uint64_t *done;       /* per node: epoch at the start of its last complete sync pass (atomic) */
+    unsigned *kick;       /* per node: a sync pass was requested (under mu) */
+    bool stop;            /* under mu */
+    pthread_t *threads;
+    unsigned nthreads;
+    uint64_t sync_ns;     /* epoch-sync interval */
+    /* counters (atomic; remote paths only): the freeing side's and the owner side's on separate lines */
+    _Alignas(64) uint64_t c_remote_frees;
+    _Alignas(64) uint64_t c_synced[PM_NSYNC];
+    uint64_t c_remote_xfrees, c_xsynced;
+    uint64_t c_passes, c_switches, c_migrations, c_remote_allocs, c_remote_extents, c_replayed;
+} pm_numa;
+
+static inline bool pm_numa_shadowed(const pm_vslab *s, uint32_t idx)
+{
+    pm_rslab *rs = __atomic_load_n(&((pm_vslab *)s)->rs, __ATOMIC_ACQUIRE);
+    if (NM_LIKELY(rs == NULL)) return false;
+    return (__atomic_load_n(&rs->shadow[idx / 64u], __ATOMIC_RELAXED) >> (idx % 64u)) & 1u;
+}
+/* ==== end NUMA ==== */
 
 static inline void pm_count(uint64_t *c, uint64_t n) { __atomic_fetch_add(c, n, __ATOMIC_RELAXED); }
 static inline uint64_t pm_off(const pmalloc_heap *h, const void *p) { return (uint64_t)((const char *)p - h->base); }

@@ -54,16 +54,18 @@ void pmalloc_options_default(pmalloc_options *o)
 typedef struct layout {
     uint64_t roots_off, wal_off, bk_off, data_off;
     uint32_t nchunks;
+    uint64_t numa_off; /* NUMA region (remote-free logs, numa.c/remote.c); numa_bytes may be 0 */
 } layout;
 
-static void compute_layout(uint64_t size, uint32_t nchunks, layout *l)
+static void compute_layout(uint64_t size, uint32_t nchunks, uint64_t numa_bytes, layout *l)
 {
     l->roots_off = PM_PAGE;
     l->wal_off = l->roots_off + NM_ALIGN_UP((uint64_t)PMALLOC_NROOTS * 8, PM_PAGE);
     l->bk_off = l->wal_off + (uint64_t)PM_NRINGS * PM_RING_BYTES;
     /* one log entry per data page: 4x the most extents+slabs that fit (>= 16 KiB each) */
     l->nchunks = nchunks ? nchunks : (uint32_t)(size / PM_PAGE / PM_CHUNK_ENTRIES + 16);
-    l->data_off = NM_ALIGN_UP(l->bk_off + (uint64_t)l->nchunks * PM_CHUNK_BYTES, PM_PAGE);
+    l->numa_off = NM_ALIGN_UP(l->bk_off + (uint64_t)l->nchunks * PM_CHUNK_BYTES, PM_PAGE);
+    l->data_off = NM_ALIGN_UP(l->numa_off + numa_bytes, PM_PAGE);
 }
 
 static uint64_t super_check(const pm_super *sb) { return XXH64(sb, offsetof(pm_super, check), 0x9e3779b9); }
@@ -192,7 +194,7 @@ static pm_vslab *small_lookup(pmalloc_heap *h, uint64_t off, uint32_t *idx, bool
     if (off < h->sb->data_off || off >= h->size) return NULL;
     uint64_t page = (off - h->sb->data_off) / PM_PAGE;
     pm_veh *v = pm_pmap_get(h, page);
-    if (!v || v->state != PM_VEH_SLAB) return NULL;
+    if (!v || __atomic_load_n(&v->state, __ATOMIC_RELAXED) != PM_VEH_SLAB) return NULL; /* unlocked: an extent may be freed meanwhile */
     pm_vslab *s = v->slab;
     if (!s) return NULL;
     *is_small = true;
@@ -235,7 +237,10 @@ static bool loc_live(pmalloc_heap *h, uint64_t off)
     bool live = false;
     if (NM_UNLIKELY(s->mo != NULL) && pm_morph_loc_live(h, s, off)) live = true;
     uint64_t start = pm_off(h, s->data);
-    if (!live && off >= start && (off - start) / s->block_size < s->nblocks) live = pm_pbit(s, (uint32_t)((off - start) / s->block_size));
+    if (!live && off >= start && (off - start) / s->block_size < s->nblocks) {
+        uint32_t i = (uint32_t)((off - start) / s->block_size);
+        live = pm_pbit(s, i) && !pm_numa_shadowed(s, i);
+    }
     pm_slab_leave(h, s);
     return live;
 }
@@ -261,6 +266,7 @@ nm_err pmalloc_malloc_to(pmalloc_heap *h, size_t size, pmalloc_ptr *dst)
     uint64_t dst_off = pm_off(h, dst);
     pm_tcache *tc = pm_tc_get(h);
     if (!tc) return nm_fail(NM_ENOMEM, "pmalloc: no thread cache: %s", nm_last_errmsg());
+    pm_numa_tick(h, tc);
 
     if (size <= PMALLOC_SMALL_MAX) {
         int cls = nm_sizeclass_lookup(&h->sc, size);
@@ -296,7 +302,7 @@ nm_err pmalloc_malloc_to(pmalloc_heap *h, size_t size, pmalloc_ptr *dst)
     uint64_t npages = (size + PM_PAGE - 1) / PM_PAGE;
     pthread_mutex_lock(&h->large_lock);
     pm_veh *v;
-    err = pm_extent_alloc(h, npages, PM_VEH_ALLOC, &v);
+    err = pm_numa_extent_alloc(h, tc->node, npages, PM_VEH_ALLOC, true, &v);
     pthread_mutex_unlock(&h->large_lock);
     if (err) return err;
     uint64_t e = h->sb->data_off + v->page * PM_PAGE, old = load_ptr(dst);
@@ -330,6 +336,7 @@ nm_err pmalloc_free_from(pmalloc_heap *h, pmalloc_ptr *src)
         return nm_fail(NM_EBADFREE, "pmalloc_free_from: %#llx is outside the heap's data area", (unsigned long long)p);
     pm_tcache *tc = pm_tc_get(h);
     if (!tc) return nm_fail(NM_ENOMEM, "pmalloc: no thread cache: %s", nm_last_errmsg());
+    pm_numa_tick(h, tc);
     uint32_t idx;
     bool is_small;
     pm_veh *hv = pm_pmap_get(h, (p - h->sb->data_off) / PM_PAGE);
@@ -340,38 +347,49 @@ nm_err pmalloc_free_from(pmalloc_heap *h, pmalloc_ptr *src)
     if (!is_small || !s) pm_slab_leave(h, hs);
     if (is_small) {
         if (!s) return nm_fail(NM_EBADFREE, "pmalloc_free_from: %#llx is inside a slab but not at a block start", (unsigned long long)p);
-        if (!pm_pbit(s, idx)) {
+        if (!pm_pbit(s, idx) || (!(idx & PM_IDX_OLD) && pm_numa_shadowed(s, idx))) {
             pm_slab_leave(h, s);
             return nm_fail(NM_EDOUBLEFREE, "pmalloc_free_from: block %#llx is already free", (unsigned long long)p);
         }
         uint64_t *w;
         bool was;
+        /* a block of another node's arena: two-phase remote free (Sec. 6.2, Alg. 2);
+         * once recorded, its owner may release the slab: s is not read after that */
+        bool remote = !(idx & PM_IDX_OLD) && pm_numa_is_remote(h, tc, s); /* old blocks: direct (morph.c) */
+        uint64_t bsize = pm_blk_size(s, idx);
         if (h->model == PMALLOC_LOG) {
             wal_begin(h, tc, PM_OP_FREE_SMALL, p, src_off, 0);
             store_ptr(src, 0);
             pm_flush(h, src, sizeof *src, PM_USER);
             pm_drain(h);
-            was = pbit_update(s, idx, false, &w);
-            pm_flush(h, w, sizeof *w, PM_META);
-            pm_drain(h);
+            if (remote) was = pm_numa_remote_free(h, tc, s, idx) == NM_OK; /* completion record: the log entry */
+            else {
+                was = pbit_update(s, idx, false, &w);
+                pm_flush(h, w, sizeof *w, PM_META);
+                pm_drain(h);
+            }
             wal_end(tc);
         } else {
             store_ptr(src, 0);
             pm_flush(h, src, sizeof *src, PM_USER);
             pm_drain(h);
-            was = pbit_update(s, idx, false, &w);
+            if (remote) was = pm_numa_remote_free(h, tc, s, idx) == NM_OK;
+            else was = pbit_update(s, idx, false, &w);
             if (idx & PM_IDX_OLD) pm_persist(h, w, sizeof *w, PM_META); /* old bits stay exact under GC (morph.c) */
         }
         if (!was) { /* lost a race with another free of the same block */
             pm_slab_leave(h, s);
             return nm_fail(NM_EDOUBLEFREE, "pmalloc_free_from: block %#llx was freed concurrently", (unsigned long long)p);
         }
-        pm_ctr_add(h, PMC_LIVE_BYTES, -(uint64_t)pm_blk_size(s, idx));
+        pm_ctr_add(h, PMC_LIVE_BYTES, -bsize);
         pm_ctr_add(h, PMC_LIVE_OBJS, -(uint64_t)1);
         /* Leave before the put, which may release the slab. No morph can start
          * meanwhile: the block is taken in DRAM but clear in the bitmap (new
-         * block), or still counted among the live old blocks (old block). */
+         * block), or still counted among the live old blocks (old block). A
+         * remote free is recorded already; the owner does not release a slab
+         * while `busy` is set (pm_slab_settle), so leaving here is safe. */
         pm_slab_leave(h, s);
+        if (remote) return NM_OK;
         if (idx & PM_IDX_OLD) pm_morph_put_old(h, s, idx); /* old blocks bypass the tcache (Sec. 5.2) */
         else pm_small_put(h, tc, (pm_tcblk){s, idx});
         return NM_OK;
@@ -394,6 +412,13 @@ nm_err pmalloc_free_from(pmalloc_heap *h, pmalloc_ptr *src)
     pm_flush(h, src, sizeof *src, PM_USER);
     pm_drain(h);
     uint64_t bytes = v->npages * PM_PAGE;
+    if (pm_numa_extent_is_remote(h, tc, v)) { /* two-phase (Sec. 6.3): the owner side appends the tombstone */
+        pm_numa_remote_free_extent(h, tc, v);
+        pm_ctr_add(h, PMC_LIVE_BYTES, -bytes);
+        pm_ctr_add(h, PMC_LIVE_OBJS, -(uint64_t)1);
+        wal_end(tc);
+        return NM_OK;
+    }
     pthread_mutex_lock(&h->large_lock);
     err = pm_bk_tombstone(h, v);
     if (err) {
@@ -434,14 +459,14 @@ size_t pmalloc_usable_size(pmalloc_heap *h, pmalloc_ptr p)
     pm_vslab *hs = hv && hv->state == PM_VEH_SLAB ? hv->slab : NULL;
     pm_slab_enter(h, hs);
     pm_vslab *s = small_lookup(h, p, &idx, &is_small);
-    size_t us = is_small && s && pm_pbit(s, idx) ? pm_blk_size(s, idx) : 0;
+    size_t us = is_small && s && pm_pbit(s, idx) && ((idx & PM_IDX_OLD) || !pm_numa_shadowed(s, idx)) ? pm_blk_size(s, idx) : 0;
     pm_slab_leave(h, hs);
     if (is_small) return us;
     size_t r = 0;
     pthread_mutex_lock(&h->large_lock);
     uint64_t rel = p - h->sb->data_off;
     pm_veh *v = pm_pmap_get(h, rel / PM_PAGE);
-    if (v && v->state == PM_VEH_ALLOC && rel % PM_PAGE == 0 && v->page == rel / PM_PAGE) r = v->npages * PM_PAGE;
+    if (v && v->state == PM_VEH_ALLOC && !v->freeing && rel % PM_PAGE == 0 && v->page == rel / PM_PAGE) r = v->npages * PM_PAGE;
     pthread_mutex_unlock(&h->large_lock);
     return r;
 }
@@ -536,8 +561,8 @@ nm_err pmalloc_walk(pmalloc_heap *h, pmalloc_walk_fn fn, void *arg)
         } else if (v->state == PM_VEH_SLAB && v->slab) {
             pm_vslab *s = v->slab;
             for (uint32_t i = 0; i < s->nblocks && !stop; i++)
-                if (pm_pbit(s, i)) stop = fn(arg, block_off(h, s, i), s->block_size);
-        } else if (v->state == PM_VEH_ALLOC) {
+                if (pm_pbit(s, i) && !pm_numa_shadowed(s, i)) stop = fn(arg, block_off(h, s, i), s->block_size);
+        } else if (v->state == PM_VEH_ALLOC && !v->freeing) { /* freeing: a remote free pending (Sec. 6.3) */
             stop = fn(arg, h->sb->data_off + v->page * PM_PAGE, v->npages * PM_PAGE);
         }
         p += v->npages;
@@ -549,6 +574,7 @@ nm_err pmalloc_walk(pmalloc_heap *h, pmalloc_walk_fn fn, void *arg)
 nm_err pmalloc_check(pmalloc_heap *h)
 {
     if (!h) return nm_fail(NM_EINVAL, "pmalloc_check: NULL heap");
+    pm_numa_lock_arenas(h, true); /* synchronisation threads pause */
     pthread_mutex_lock(&h->large_lock);
     nm_err err = pm_large_check(h);
     uint64_t live = 0, objs = 0;
@@ -563,17 +589,19 @@ nm_err pmalloc_check(pmalloc_heap *h)
                 bool pb = pm_pbit(s, i), vb = nm_bitmap_test(s->vbm, i);
                 if (pb && !vb) { err = nm_fail(NM_ECORRUPT, "pmalloc check: block %u allocated but free in the vslab", i); break; }
                 taken += vb;
-                if (pb) { live += s->block_size; objs++; }
+                if (pb && !pm_numa_shadowed(s, i)) { live += s->block_size; objs++; }
             }
             if (!err && taken + s->nfree_v != s->nblocks)
                 err = nm_fail(NM_ECORRUPT, "pmalloc check: vslab free count %u, bitmap says %u", s->nfree_v, s->nblocks - taken);
-        } else if (v->state == PM_VEH_ALLOC) {
+        } else if (v->state == PM_VEH_ALLOC && !v->freeing) {
             live += v->npages * PM_PAGE;
             objs++;
         }
         p += v->npages;
     }
+    if (!err) err = pm_numa_check(h);
     pthread_mutex_unlock(&h->large_lock);
+    pm_numa_lock_arenas(h, false);
     uint64_t cb = pm_ctr_sum(h, PMC_LIVE_BYTES), co = pm_ctr_sum(h, PMC_LIVE_OBJS);
     if (!err && (live != cb || objs != co))
         err = nm_fail(NM_ECORRUPT, "pmalloc check: %llu live bytes in %llu objects, counters say %llu in %llu",
@@ -794,6 +822,7 @@ static void recount(pmalloc_heap *h)
 static void heap_free(pmalloc_heap *h)
 {
     if (!h) return;
+    pm_numa_free(h); /* stops the synchronisation threads first */
     pm_large_free_all(h);
     if (h->arenas) {
         for (unsigned i = 0; i < h->narenas; i++) pthread_mutex_destroy(&h->arenas[i].lock);
@@ -818,8 +847,11 @@ static nm_err validate_super(const pm_super *sb, size_t len)
     if (sb->version != PM_VERSION)
         return nm_fail(NM_EFORMAT, "pmalloc: heap format version %u, this build reads %u", sb->version, PM_VERSION);
     if (sb->check != super_check(sb)) return nm_fail(NM_ECORRUPT, "pmalloc: superblock checksum mismatch");
+    uint64_t numa_bytes;
+    nm_err e = pm_numa_region_of(sb, &numa_bytes);
+    if (e) return e;
     layout l;
-    compute_layout(sb->heap_size, sb->nchunks, &l);
+    compute_layout(sb->heap_size, sb->nchunks, numa_bytes, &l);
     if (sb->nchunks < 4 || sb->nchunks > PM_MAX_CHUNKS || l.data_off + 64 * PM_PAGE > len || sb->heap_size != len || sb->roots_off != l.roots_off || sb->wal_off != l.wal_off || sb->bk_off != l.bk_off ||
         sb->data_off != l.data_off || sb->nchunks != l.nchunks || sb->nrings != PM_NRINGS || sb->nroots != PMALLOC_NROOTS ||
         sb->model > PMALLOC_GC || sb->stripes == 0 || sb->stripes > PMALLOC_MAX_STRIPES)
@@ -912,13 +944,17 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
         h->sim_arg = o.sim_arg;
     }
 
+    if ((err = pm_numa_setup(h, &o))) { heap_free(h); if (!exists) unlink(path); return err; }
     layout l;
     if (!exists && o.log_chunks && (o.log_chunks < 4 || o.log_chunks > PM_MAX_CHUNKS || (uint64_t)o.log_chunks * PM_CHUNK_BYTES > mapped / 4)) {
         heap_free(h);
         unlink(path);
         return nm_fail(NM_ERANGE, "pmalloc_open: %u log chunks (need 4 .. heap/4 KiB)", o.log_chunks);
     }
-    compute_layout(exists ? h->sb->heap_size : mapped, exists ? h->sb->nchunks : o.log_chunks, &l);
+    uint64_t numa_bytes = 0;
+    if (exists) pm_numa_region_of(h->sb, &numa_bytes); /* validated above */
+    else numa_bytes = pm_numa_new_region(h, mapped, &o);
+    compute_layout(exists ? h->sb->heap_size : mapped, exists ? h->sb->nchunks : o.log_chunks, numa_bytes, &l);
     if (!exists) {
         pm_super *sb = h->sb;
         sb->version = PM_VERSION;
@@ -934,6 +970,7 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
         sb->data_off = l.data_off;
         sb->state = PM_STATE_RUNNING;
         sb->wal_retired = 0;
+        if (numa_bytes && (err = pm_numa_create(h, l.numa_off))) { heap_free(h); unlink(path); return err; }
     }
     h->model = (pmalloc_model)h->sb->model;
     h->morph_su = o.morph_su == PMALLOC_MORPH_OFF ? 0 : o.morph_su ? o.morph_su : PM_MORPH_DEFAULT_SU;
@@ -942,8 +979,7 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
     h->nchunks = h->sb->nchunks;
     h->data = h->base + h->sb->data_off;
     h->data_pages = (h->size - h->sb->data_off) / PM_PAGE;
-    h->narenas = o.narenas ? o.narenas : nm_nproc();
-    if (h->narenas == 0) h->narenas = 1;
+    h->narenas = pm_numa_narenas(h, o.narenas ? o.narenas : nm_nproc()); /* a multiple of the nodes */
     h->wclk = aligned_alloc(_Alignof(pm_wclk), PM_WCLK_N * sizeof(pm_wclk));
     if (h->wclk) memset(h->wclk, 0, PM_WCLK_N * sizeof(pm_wclk));
     h->arenas = h->wclk ? calloc(h->narenas, sizeof *h->arenas) : NULL;
@@ -951,7 +987,7 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
     for (unsigned i = 0; i < h->narenas; i++) {
         pthread_mutex_init(&h->arenas[i].lock, NULL);
         h->arenas[i].id = i;
-        h->arenas[i].node = 0; /* NUMA placement: issue 7 */
+        h->arenas[i].node = pm_numa_arena_node(h, i);
     }
     if ((err = pm_small_init(h)) || (err = pm_large_init(h, !exists))) { heap_free(h); if (!exists) unlink(path); return err; }
     if (!exists) {
@@ -970,6 +1006,7 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
         if (v->state == PM_VEH_SLAB) err = pm_slab_adopt(h, v);
         p += v->npages;
     }
+    if (!err) err = pm_numa_open(h); /* validate the deallocation logs; replay them (LOG) */
     if (err) { heap_free(h); if (!exists) unlink(path); return err; }
     wal_clocks_raise(h, (h->sb->wal_retired >> 8) + 1);
     if (exists) {
@@ -988,6 +1025,7 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
         heap_free(h);
         return nm_fail(NM_EBUSY, "pmalloc_open: no thread-specific key left");
     }
+    pm_numa_start(h);
     *out = h;
     return NM_OK;
 }
@@ -996,6 +1034,7 @@ nm_err pmalloc_close(pmalloc_heap *h)
 {
     if (!h) return nm_fail(NM_EINVAL, "pmalloc_close: NULL heap");
     pm_tc_destroy_all(h);
+    pm_numa_close(h); /* apply every pending remote free (Sec. 7: epoch sync at normal shutdown) */
     pthread_key_delete(h->tc_key);
     if (h->model == PMALLOC_GC) { /* the bitmaps were left volatile at run time */
         for (uint64_t p = 0; p < h->data_pages;) {

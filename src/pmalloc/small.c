@@ -70,6 +70,7 @@ void pm_slab_free_vol(pm_vslab *s)
 {
     if (!s) return;
     pm_morph_free(s);
+    pm_numa_rslab_free(s);
     free(s->vbm);
     free(s);
 }
@@ -126,7 +127,7 @@ static pm_vslab *slab_new(pmalloc_heap *h, pm_arena *a, unsigned cls)
 {
     pm_veh *v;
     pthread_mutex_lock(&h->large_lock);
-    if (pm_extent_alloc(h, PM_SLAB_PAGES, PM_VEH_SLAB, &v)) {
+    if (pm_numa_extent_alloc(h, a->node, PM_SLAB_PAGES, PM_VEH_SLAB, false, &v)) {
         pthread_mutex_unlock(&h->large_lock);
         return NULL;
     }
@@ -148,6 +149,7 @@ static pm_vslab *slab_new(pmalloc_heap *h, pm_arena *a, unsigned cls)
     hd->node = a->node;
     hd->check = slab_hdr_check(hd);
     pm_persist(h, hd, hbytes, PM_META);
+    pm_numa_slab_created(h, v->page);
     pm_vslab *s = vslab_new(h, v, hd);
     if (!s || pm_bk_record(h, v)) {
         if (s) { v->slab = NULL; pm_slab_free_vol(s); }
@@ -192,7 +194,9 @@ static void vslab_put(pmalloc_heap *h, pm_vslab *s, uint32_t idx)
 
 void pm_slab_settle(pmalloc_heap *h, pm_vslab *s)
 {
-    if (s->nfree_v == s->nblocks && !(s->mo && s->mo->nold)) { /* old blocks pin a morphed slab */
+    /* old blocks pin a morphed slab; a reader inside (busy: a remote free that
+     * has recorded its block, a lookup) keeps it until a later put */
+    if (s->nfree_v == s->nblocks && !(s->mo && s->mo->nold) && !__atomic_load_n(&s->busy, __ATOMIC_SEQ_CST)) {
         /* keep one empty slab per class in the arena; release the others */
         pm_arena *a = s->arena;
         bool other = a->partial[s->cls] && (a->partial[s->cls] != s || s->next);
@@ -282,10 +286,8 @@ pm_tcache *pm_tc_get(pmalloc_heap *h)
         nm_fail(NM_EBUSY, "pmalloc: more than %u threads use the heap at once", PM_NRINGS);
         return NULL;
     }
-    /* each thread goes to the arena with the fewest threads (paper Sec. 4.2) */
-    pm_arena *best = &h->arenas[h->next_arena++ % h->narenas];
-    for (unsigned i = 0; i < h->narenas; i++)
-        if (h->arenas[i].nthreads < best->nthreads) best = &h->arenas[i];
+    /* each thread goes to the arena with the fewest threads (paper Sec. 4.2) of its node */
+    pm_arena *best = pm_numa_pick_arena(h, tc);
     best->nthreads++;
     tc->arena = best;
     tc->next = h->tcaches;
@@ -320,6 +322,7 @@ static bool tc_fill(pmalloc_heap *h, pm_tcache *tc, unsigned cls)
     bool got = false;
     for (;;) {
         pm_vslab *s = a->partial[cls];
+        if (!s && pm_numa_sync_arena(h, a, PM_SYNC_DEMAND)) continue; /* on-demand sync (Sec. 6.2) */
         if (!s) s = pm_morph_try(h, tc, a, cls); /* Sec. 5.2: an under-occupied slab of another class first */
         if (!s) s = slab_new(h, a, cls);
         if (!s) return got;
@@ -374,22 +377,20 @@ nm_err pm_small_take(pmalloc_heap *h, pm_tcache *tc, unsigned cls, pm_tcblk *out
         return pm_small_take(h, tc, cls, out);
     }
     /* our arena is exhausted: try the others directly (paper Alg. 1, lines 4-14) */
-    for (unsigned i = 0; i < h->narenas; i++) {
-        pm_arena *a = &h->arenas[i];
-        if (a == tc->arena) continue;
-        pthread_mutex_lock(&a->lock);
-        pm_vslab *s = a->partial[cls];
-        if (s && s->nfree_v) {
-            uint32_t idx = (uint32_t)nm_bitmap_find_first_clear(s->vbm, s->nblocks, 0);
-            nm_bitmap_set(s->vbm, idx);
-            if (--s->nfree_v == 0) partial_del(a, s);
-            pthread_mutex_unlock(&a->lock);
-            *out = (pm_tcblk){s, idx};
-            return NM_OK;
-        }
-        pthread_mutex_unlock(&a->lock);
-    }
-    return nm_fail(NM_ENOMEM, "pmalloc: heap exhausted for a %zu-byte block", h->sc.size[cls]);
+    return pm_numa_take_other(h, tc, cls, out);
+}
+
+/* One block of class cls straight from arena a's partial slabs (lock held). */
+bool pm_small_take_from(pmalloc_heap *h, pm_arena *a, unsigned cls, pm_tcblk *out)
+{
+    NM_UNUSED(h);
+    pm_vslab *s = a->partial[cls];
+    if (!s || !s->nfree_v) return false;
+    uint32_t idx = (uint32_t)nm_bitmap_find_first_clear(s->vbm, s->nblocks, 0);
+    nm_bitmap_set(s->vbm, idx);
+    if (--s->nfree_v == 0) partial_del(a, s);
+    *out = (pm_tcblk){s, idx};
+    return true;
 }
 
 void pm_small_put(pmalloc_heap *h, pm_tcache *tc, pm_tcblk k)
@@ -427,4 +428,21 @@ void pm_slab_fix_lists(pmalloc_heap *h, pm_vslab *s)
     NM_UNUSED(h);
     if (s->nfree_v == 0) partial_del(s->arena, s);
     else partial_add(s->arena, s);
+}
+
+/* ---- entry points for numa.c / remote.c ---- */
+
+pm_vslab *pm_small_slab_new(pmalloc_heap *h, pm_arena *a, unsigned cls) { return slab_new(h, a, cls); }
+
+void pm_small_vslab_put(pmalloc_heap *h, pm_vslab *s, uint32_t idx) { vslab_put(h, s, idx); }
+
+void pm_tc_rebind(pmalloc_heap *h, pm_tcache *tc)
+{
+    tc_drain(h, tc);
+    pthread_mutex_lock(&h->tc_lock);
+    tc->arena->nthreads--;
+    pm_arena *a = pm_numa_pick_arena(h, tc);
+    a->nthreads++;
+    tc->arena = a;
+    pthread_mutex_unlock(&h->tc_lock);
 }

@@ -153,6 +153,7 @@ static void test_stress_gc(void **s) { (void)s; stress_one(PMALLOC_GC, 40000, nm
 #define NLOCKS 16
 typedef struct shared {
     pmalloc_heap *h;
+    unsigned vnodes; /* > 1: threads hop between virtual NUMA nodes (two-phase remote frees) */
     pthread_mutex_t lock[NLOCKS];
     model m;
     int errors;
@@ -166,6 +167,7 @@ static void *worker(void *p)
     nm_rng r;
     nm_rng_seed(&r, a->seed);
     for (unsigned it = 0; it < 20000; it++) {
+        if (s->vnodes > 1 && it % 64 == 0 && pmalloc_numa_set_node(s->h, (int)nm_rng_below(&r, s->vnodes)) != NM_OK) s->errors++;
         unsigned i = (unsigned)nm_rng_below(&r, NSLOTS);
         pthread_mutex_t *l = &s->lock[i % NLOCKS];
         pthread_mutex_lock(l);
@@ -190,14 +192,16 @@ static void *worker(void *p)
     return NULL;
 }
 
-static void mt_one(pmalloc_model md)
+static void mt_one(pmalloc_model md, unsigned vnodes)
 {
     char dir[256];
     pmt_tmpdir(dir, sizeof dir, "morphmt");
     pmalloc_options o = pmt_opts(16u << 20, md, PMALLOC_PERSIST_CPU);
     o.morph_su = 100;
+    o.numa_vnodes = vnodes;
     static shared s;
     memset(&s, 0, sizeof s);
+    s.vnodes = vnodes;
     for (int i = 0; i < NLOCKS; i++) pthread_mutex_init(&s.lock[i], NULL);
     assert_int_equal(pmalloc_open(dir, &o, &s.h), NM_OK);
     pthread_t t[3];
@@ -210,8 +214,14 @@ static void mt_one(pmalloc_model md)
     assert_int_equal(s.errors, 0);
     pmalloc_stats st;
     pmalloc_stats_get(s.h, &st);
-    print_message("3 threads %s: %llu morphs, %llu old blocks live at the end\n", md == PMALLOC_LOG ? "LOG" : "GC", (unsigned long long)st.morphs,
-                  (unsigned long long)st.morph_old_live);
+    print_message("3 threads %s, %u node(s): %llu morphs, %llu old blocks live at the end\n", md == PMALLOC_LOG ? "LOG" : "GC",
+                  vnodes ? vnodes : 1, (unsigned long long)st.morphs, (unsigned long long)st.morph_old_live);
+    if (vnodes > 1) {
+        pmalloc_numa_stats ns;
+        assert_int_equal(pmalloc_numa_stats_get(s.h, &ns), NM_OK);
+        print_message("  %llu two-phase remote frees\n", (unsigned long long)ns.remote_frees);
+        assert_true(ns.remote_frees > 0);
+    }
     assert_true(st.morphs > 0);
     assert_int_equal(pmalloc_check(s.h), NM_OK);
     check_walk(s.h, &s.m);
@@ -227,8 +237,10 @@ static void mt_one(pmalloc_model md)
     pmt_rmdir(dir);
 }
 
-static void test_mt_log(void **st) { (void)st; mt_one(PMALLOC_LOG); }
-static void test_mt_gc(void **st) { (void)st; mt_one(PMALLOC_GC); }
+static void test_mt_log(void **st) { (void)st; mt_one(PMALLOC_LOG, 0); }
+static void test_mt_gc(void **st) { (void)st; mt_one(PMALLOC_GC, 0); }
+static void test_mt_numa_log(void **st) { (void)st; mt_one(PMALLOC_LOG, 2); }
+static void test_mt_numa_gc(void **st) { (void)st; mt_one(PMALLOC_GC, 2); }
 
 /* ---- the paper's scenario (Fragbench W1 in miniature), with and without morphing ---- */
 
@@ -403,6 +415,8 @@ int main(void)
         cmocka_unit_test(test_stress_gc),
         cmocka_unit_test(test_mt_log),
         cmocka_unit_test(test_mt_gc),
+        cmocka_unit_test(test_mt_numa_log),
+        cmocka_unit_test(test_mt_numa_gc),
         cmocka_unit_test(test_w1_mini),
         cmocka_unit_test(test_bad_option),
         cmocka_unit_test(test_corrupt_header),

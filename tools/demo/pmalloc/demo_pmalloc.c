@@ -70,6 +70,50 @@ static nm_err morph_demo(nm_demo *d, const char *dir, bool morph, uint64_t *slab
     return e;
 }
 
+/* NUMA (Sec. 6) with 2 virtual nodes: node 0 allocates, node 1 frees (two-phase
+ * remote frees), the process "crashes", recovery replays the deallocation log. */
+static nm_err numa_part(nm_demo *d, const char *dir)
+{
+    char sub[600];
+    snprintf(sub, sizeof sub, "%s/numa", dir);
+    mkdir(sub, 0700);
+    pmalloc_options o = opts();
+    o.numa_vnodes = 2;
+    o.numa_sync_ms = PMALLOC_NUMA_SYNC_NEVER;
+    pmalloc_heap *h;
+    nm_err e = pmalloc_open(sub, &o, &h);
+    if (e) return e;
+    pmalloc_ptr *roots = pmalloc_root_slot(h, 0);
+    enum { N = 500 };
+    if ((e = pmalloc_numa_set_node(h, 0))) return e;
+    for (unsigned i = 0; i < N; i++)
+        if ((e = pmalloc_malloc_to(h, 64, &roots[i]))) return e;
+    if ((e = pmalloc_numa_set_node(h, 1))) return e;
+    for (unsigned i = 0; i < N; i++)
+        if ((e = pmalloc_free_from(h, &roots[i]))) return e;
+    pmalloc_numa_stats ns;
+    pmalloc_numa_stats_get(h, &ns);
+    nm_demo_say(d, "NUMA, 2 virtual nodes: node 0 allocated %u blocks, node 1 freed them: %llu two-phase remote frees, "
+                   "%llu logged and not yet applied by node 0", N, (unsigned long long)ns.remote_frees, (unsigned long long)ns.pending);
+    pmalloc_abandon(h); /* crash between the two phases */
+    o.create = false;
+    if ((e = pmalloc_open(sub, &o, &h))) return e;
+    pmalloc_numa_stats_get(h, &ns);
+    pmalloc_stats st;
+    pmalloc_stats_get(h, &st);
+    nm_demo_say(d, "crash, reopen: recovery replayed %llu deallocation-log entries; %llu objects allocated",
+                (unsigned long long)ns.replayed, (unsigned long long)st.objects_live);
+    if (st.objects_live != 0) return nm_fail(NM_ECORRUPT, "%llu objects left after the replay", (unsigned long long)st.objects_live);
+    if ((e = pmalloc_check(h))) return e;
+    e = pmalloc_close(h);
+    size_t len = strlen(sub);
+    snprintf(sub + len, sizeof sub - len, "/%s", PMALLOC_FILE_NAME);
+    unlink(sub);
+    sub[len] = 0;
+    rmdir(sub);
+    return e;
+}
+
 int nm_demo_pmalloc(nm_demo *d)
 {
     const char *dir = nm_demo_tmpdir(d);
@@ -147,5 +191,5 @@ int nm_demo_pmalloc(nm_demo *d)
     }
     nm_demo_say(d, "slab morphing: 8000 x 100 B, 90%% freed, then 130 B objects: %llu slabs with morphing (%llu morphs), %llu without",
                 (unsigned long long)slabs[0], (unsigned long long)morphs[0], (unsigned long long)slabs[1]);
-    return NM_OK;
+    return numa_part(d, dir);
 }

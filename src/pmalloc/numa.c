@@ -1,0 +1,330 @@
+/* NUMA-aware allocation (paper Sec. 6.1, 6.3, 6.4): topology, arenas
+ * affiliated with nodes, node regions of the data area, local-first
+ * allocation (Algorithm 1) and the thread-migration check.
+ *
+ * Topology comes from libnuma when the machine has more than one node. The
+ * option numa_vnodes (or the environment variable NEARMEM_PMALLOC_VNODES)
+ * splits the CPUs this process may run on into N virtual nodes instead, so
+ * the logic runs, and is tested, on a one-node machine. With one node every
+ * function here reduces to part 1's behaviour.
+ *
+ * Arena i belongs to node i / per_node (the arena count is rounded up to a
+ * multiple of the node count). The data area is split into one contiguous
+ * page range per node, the stand-in for the paper's heap file per node (see
+ * docs/pmalloc.md, "One heap file per node"): slabs of a node's arenas and
+ * extents requested by its threads come from its range first. */
+#include <numa.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "nearmem/common/bitmap.h"
+#include "pm_internal.h"
+
+static unsigned parse_vnodes(const pmalloc_options *o, nm_err *err)
+{
+    *err = NM_OK;
+    if (o->numa_vnodes) return o->numa_vnodes;
+    const char *env = getenv("NEARMEM_PMALLOC_VNODES");
+    if (!env || !*env) return 0;
+    char *end;
+    unsigned long v = strtoul(env, &end, 10);
+    if (*end || v == 0 || v > PM_NUMA_MAX_NODES) {
+        *err = nm_fail(NM_EINVAL, "pmalloc: NEARMEM_PMALLOC_VNODES=%s is not a node count 1..%u", env, PM_NUMA_MAX_NODES);
+        return 0;
+    }
+    return (unsigned)v;
+}
+
+nm_err pm_numa_setup(pmalloc_heap *h, const pmalloc_options *o)
+{
+    nm_err err;
+    unsigned vn = parse_vnodes(o, &err);
+    if (err) return err;
+    if (vn > PM_NUMA_MAX_NODES) return nm_fail(NM_EINVAL, "pmalloc_open: %u virtual nodes > %u", vn, PM_NUMA_MAX_NODES);
+    pm_numa *n = aligned_alloc(_Alignof(pm_numa), NM_ALIGN_UP(sizeof *n, _Alignof(pm_numa)));
+    if (!n) return nm_fail(NM_ENOMEM, "pmalloc_open: no host memory for NUMA state");
+    memset(n, 0, sizeof *n);
+    h->numa = n;
+    pthread_mutex_init(&n->mu, NULL);
+    pthread_cond_init(&n->cv, NULL);
+    long nc = sysconf(_SC_NPROCESSORS_CONF);
+    n->ncpu = nc > 0 ? (unsigned)nc : 1;
+    n->cpu_node = malloc(n->ncpu * sizeof *n->cpu_node);
+    if (!n->cpu_node) return nm_fail(NM_ENOMEM, "pmalloc_open: no host memory for NUMA state");
+    for (unsigned c = 0; c < n->ncpu; c++) n->cpu_node[c] = 0;
+    n->nnodes = 1;
+    if (vn) {
+        /* virtual nodes: the i-th CPU we may run on goes to node i * N / ncpus */
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        unsigned k = 0, total = 0;
+        if (sched_getaffinity(0, sizeof set, &set) == 0) total = (unsigned)CPU_COUNT(&set);
+        for (unsigned c = 0; c < n->ncpu; c++) {
+            if (total && c < CPU_SETSIZE && CPU_ISSET(c, &set)) n->cpu_node[c] = (int)(k++ * vn / total);
+            else n->cpu_node[c] = (int)(c % vn);
+        }
+        n->nnodes = vn;
+        n->virt = vn > 1;
+    } else if (numa_available() >= 0 && numa_num_configured_nodes() > 1) {
+        int maxn = numa_max_node();
+        n->nnodes = (unsigned)NM_MIN(maxn + 1, (int)PM_NUMA_MAX_NODES);
+        for (unsigned c = 0; c < n->ncpu; c++) {
+            int nd = numa_node_of_cpu((int)c);
+            n->cpu_node[c] = nd >= 0 && (unsigned)nd < n->nnodes ? nd : 0;
+        }
+    }
+    n->sync_ns = o->numa_sync_ms == PMALLOC_NUMA_SYNC_NEVER ? 0 : (uint64_t)(o->numa_sync_ms ? o->numa_sync_ms : 50) * 1000000ull;
+    return NM_OK;
+}
+
+/* Arena count for `want` requested arenas: a multiple of the node count. */
+unsigned pm_numa_narenas(pmalloc_heap *h, unsigned want)
+{
+    pm_numa *n = h->numa;
+    if (want == 0) want = 1;
+    if (n->nnodes <= 1) { n->per_node = want; return want; }
+    n->per_node = (want + n->nnodes - 1) / n->nnodes;
+    return n->per_node * n->nnodes;
+}
+
+unsigned pm_numa_arena_node(const pmalloc_heap *h, unsigned arena)
+{
+    const pm_numa *n = h->numa;
+    return n->nnodes > 1 ? arena / n->per_node : 0;
+}
+
+static unsigned cpu_node_now(const pmalloc_heap *h)
+{
+    const pm_numa *n = h->numa;
+    if (n->nnodes <= 1) return 0;
+    int cpu = sched_getcpu();
+    if (cpu < 0 || (unsigned)cpu >= n->ncpu) return 0;
+    return (unsigned)n->cpu_node[cpu];
+}
+
+/* The arena with the fewest threads among the node's (paper Sec. 4.2), caller holds tc_lock. */
+pm_arena *pm_numa_pick_arena(pmalloc_heap *h, pm_tcache *tc)
+{
+    pm_numa *n = h->numa;
+    if (!tc->pinned) tc->node = cpu_node_now(h);
+    unsigned first = n->nnodes > 1 ? tc->node * n->per_node : 0, cnt = n->nnodes > 1 ? n->per_node : h->narenas;
+    pm_arena *best = &h->arenas[first + h->next_arena++ % cnt];
+    for (unsigned i = 0; i < cnt; i++)
+        if (h->arenas[first + i].nthreads < best->nthreads) best = &h->arenas[first + i];
+    return best;
+}
+
+/* Thread migration (Sec. 6.4): a cache whose thread now runs on another node
+ * returns its blocks and moves to an arena of the new node. */
+static void migrate(pmalloc_heap *h, pm_tcache *tc)
+{
+    unsigned node = cpu_node_now(h);
+    if (node == tc->node) return;
+    pm_tc_rebind(h, tc);
+    pm_count(&h->numa->c_migrations, 1);
+}
+
+void pm_numa_tick(pmalloc_heap *h, pm_tcache *tc)
+{
+    if (NM_LIKELY(h->numa->nnodes <= 1) || tc->pinned) return;
+    if (++tc->nops < PM_NUMA_CHECK_EVERY) return;
+    tc->nops = 0;
+    migrate(h, tc);
+}
+
+nm_err pmalloc_numa_migrate_check(pmalloc_heap *h)
+{
+    if (!h) return nm_fail(NM_EINVAL, "pmalloc_numa_migrate_check: NULL heap");
+    pm_tcache *tc = pm_tc_get(h);
+    if (!tc) return nm_fail(NM_ENOMEM, "pmalloc: no thread cache: %s", nm_last_errmsg());
+    if (h->numa->nnodes > 1 && !tc->pinned) migrate(h, tc);
+    return NM_OK;
+}
+
+nm_err pmalloc_numa_set_node(pmalloc_heap *h, int node)
+{
+    if (!h) return nm_fail(NM_EINVAL, "pmalloc_numa_set_node: NULL heap");
+    if (node < -1 || node >= (int)h->numa->nnodes)
+        return nm_fail(NM_EINVAL, "pmalloc_numa_set_node: node %d, the heap has %u", node, h->numa->nnodes);
+    pm_tcache *tc = pm_tc_get(h);
+    if (!tc) return nm_fail(NM_ENOMEM, "pmalloc: no thread cache: %s", nm_last_errmsg());
+    tc->pinned = node >= 0;
+    tc->node = node >= 0 ? (unsigned)node : cpu_node_now(h);
+    if (tc->arena->node != tc->node) pm_tc_rebind(h, tc); /* its cache holds only the new node's blocks */
+    return NM_OK;
+}
+
+int pmalloc_numa_current_node(pmalloc_heap *h)
+{
+    if (!h) return -1;
+    pm_tcache *tc = pm_tc_get(h);
+    return tc ? (int)tc->node : -1;
+}
+
+/* ---- node regions of the data area ---- */
+
+static void node_range(const pmalloc_heap *h, unsigned node, uint64_t *lo, uint64_t *hi)
+{
+    unsigned nn = h->numa->nnodes;
+    *lo = h->data_pages * node / nn;
+    *hi = h->data_pages * (node + 1) / nn;
+}
+
+unsigned pm_numa_page_node(const pmalloc_heap *h, uint64_t page)
+{
+    unsigned nn = h->numa->nnodes;
+    if (nn <= 1) return 0;
+    unsigned k = (unsigned)NM_MIN(page * nn / h->data_pages, (uint64_t)nn - 1);
+    uint64_t lo, hi;
+    for (;;) {
+        node_range(h, k, &lo, &hi);
+        if (page < lo) k--;
+        else if (page >= hi) k++;
+        else return k;
+    }
+}
+
+int pmalloc_numa_node_of(pmalloc_heap *h, pmalloc_ptr p)
+{
+    if (!h || p < h->sb->data_off || p >= h->size) return -1;
+    return (int)pm_numa_page_node(h, (p - h->sb->data_off) / PM_PAGE);
+}
+
+/* Nodes in the order to try from `node`: itself, then nearest first (libnuma's
+ * distance table; ring order for virtual nodes, which have no distances). */
+static void node_order(const pmalloc_heap *h, unsigned node, unsigned *order)
+{
+    unsigned nn = h->numa->nnodes;
+    for (unsigned d = 0; d < nn; d++) order[d] = (node + d) % nn;
+    if (h->numa->virt || nn <= 2) return;
+    for (unsigned i = 2; i < nn; i++) /* insertion sort of order[1..] by distance */
+        for (unsigned j = i; j > 1 && numa_distance((int)node, (int)order[j]) < numa_distance((int)node, (int)order[j - 1]); j--) {
+            unsigned t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+}
+
+/* Best fit among the free space inside [lo, hi) (caller holds large_lock). */
+static bool fit_in(pmalloc_heap *h, uint64_t lo, uint64_t hi, uint64_t npages, uint64_t *at)
+{
+    uint64_t best = 0, bestlen = 0;
+    for (pm_veh *v = h->free_head; v; v = v->next) { /* not in address order */
+        uint64_t s = NM_MAX(v->page, lo), e = NM_MIN(v->page + v->npages, hi);
+        if (e <= s || e - s < npages) continue;
+        if (!bestlen || e - s < bestlen) { best = s; bestlen = e - s; }
+        if (bestlen == npages) break;
+    }
+    *at = best;
+    return bestlen != 0;
+}
+
+/* Set by pm_numa_take_other around its last resort: a slab anywhere (node
+ * ranges smaller than a slab, or free space only across range borders). */
+static __thread bool place_anywhere;
+
+/* Algorithm 1 for extents (Sec. 6.3): the node's own range first, then the
+ * others (nearest first for real nodes, in ring order for virtual ones), and
+ * with `any`, finally anywhere (an extent larger than one node's range). */
+nm_err pm_numa_extent_alloc(pmalloc_heap *h, unsigned node, uint64_t npages, int state, bool any, pm_veh **out)
+{
+    pm_numa *n = h->numa;
+    if (n->nnodes <= 1) return pm_extent_alloc(h, npages, state, out);
+    uint64_t lo, hi, at;
+    node_range(h, node, &lo, &hi);
+    if (fit_in(h, lo, hi, npages, &at)) return pm_extent_claim(h, at, npages, state, out);
+    /* on-demand synchronisation: extents of this node freed by other nodes */
+    if (pm_numa_xsync(h, node, PM_SYNC_DEMAND) && fit_in(h, lo, hi, npages, &at)) return pm_extent_claim(h, at, npages, state, out);
+    if (!any && !place_anywhere) return nm_fail(NM_ENOMEM, "pmalloc: node %u's range has no free extent of %llu pages", node, (unsigned long long)npages);
+    unsigned order[PM_NUMA_MAX_NODES];
+    node_order(h, node, order);
+    for (unsigned d = 1; d < n->nnodes; d++) {
+        unsigned k = order[d];
+        node_range(h, k, &lo, &hi);
+        if (fit_in(h, lo, hi, npages, &at) || (pm_numa_xsync(h, k, PM_SYNC_DEMAND) && fit_in(h, lo, hi, npages, &at))) {
+            pm_count(&n->c_remote_extents, 1);
+            return pm_extent_claim(h, at, npages, state, out);
+        }
+    }
+    nm_err e = pm_extent_alloc(h, npages, state, out);
+    if (!e) pm_count(&n->c_remote_extents, 1);
+    return e;
+}
+
+/* Algorithm 1, lines 4-14: our arena could not fill the tcache (its range is
+ * exhausted). Other arenas of our node first, then the arenas of the other
+ * nodes, each after applying its pending remote frees; then a new slab in a
+ * remote node's arena. Blocks from here bypass the tcache (Sec. 6.4), so the
+ * cache only ever holds local blocks. */
+nm_err pm_numa_take_other(pmalloc_heap *h, pm_tcache *tc, unsigned cls, pm_tcblk *out)
+{
+    pm_numa *n = h->numa;
+    unsigned nn = n->nnodes > 1 ? n->nnodes : 1, per = n->nnodes > 1 ? n->per_node : h->narenas;
+    unsigned order[PM_NUMA_MAX_NODES];
+    order[0] = 0;
+    if (nn > 1) node_order(h, tc->node, order);
+    for (unsigned d = 0; d < nn; d++) {
+        unsigned node = order[d];
+        for (unsigned i = 0; i < per; i++) {
+            pm_arena *a = &h->arenas[node * per + i];
+            if (a == tc->arena) continue;
+            pthread_mutex_lock(&a->lock);
+            pm_numa_sync_arena(h, a, PM_SYNC_DEMAND);
+            bool ok = pm_small_take_from(h, a, cls, out);
+            pthread_mutex_unlock(&a->lock);
+            if (ok) {
+                if (d) pm_count(&n->c_remote_allocs, 1);
+                return NM_OK;
+            }
+        }
+    }
+    for (unsigned d = 1; d < nn; d++) {
+        pm_arena *a = &h->arenas[order[d] * per];
+        pthread_mutex_lock(&a->lock);
+        bool ok = pm_small_slab_new(h, a, cls) != NULL && pm_small_take_from(h, a, cls, out);
+        pthread_mutex_unlock(&a->lock);
+        if (ok) {
+            pm_count(&n->c_remote_allocs, 1);
+            return NM_OK;
+        }
+    }
+    if (nn > 1) { /* no node range has room for a slab: a slab for our arena wherever it fits */
+        pm_arena *a = tc->arena;
+        pthread_mutex_lock(&a->lock);
+        place_anywhere = true;
+        bool ok = pm_small_slab_new(h, a, cls) != NULL && pm_small_take_from(h, a, cls, out);
+        place_anywhere = false;
+        pthread_mutex_unlock(&a->lock);
+        if (ok) return NM_OK;
+    }
+    return nm_fail(NM_ENOMEM, "pmalloc: heap exhausted for a %zu-byte block", h->sc.size[cls]);
+}
+
+nm_err pmalloc_numa_stats_get(pmalloc_heap *h, pmalloc_numa_stats *st)
+{
+    if (!h || !st) return nm_fail(NM_EINVAL, "pmalloc_numa_stats_get: NULL argument");
+    pm_numa *n = h->numa;
+    memset(st, 0, sizeof *st);
+    st->nodes = n->nnodes;
+    st->virtual_nodes = n->virt;
+    st->remote_free_logs = n->hdr != NULL;
+    st->arenas_per_node = n->nnodes > 1 ? n->per_node : h->narenas;
+#define LD(x) __atomic_load_n(&n->x, __ATOMIC_RELAXED)
+    st->remote_frees = LD(c_remote_frees);
+    st->synced_on_demand = LD(c_synced[PM_SYNC_DEMAND]);
+    st->synced_epoch = LD(c_synced[PM_SYNC_EPOCH]);
+    st->synced_other = LD(c_synced[PM_SYNC_OTHER]);
+    st->pending = st->remote_frees - st->synced_on_demand - st->synced_epoch - st->synced_other;
+    st->sync_passes = LD(c_passes);
+    st->log_switches = LD(c_switches);
+    st->migrations = LD(c_migrations);
+    st->remote_allocs = LD(c_remote_allocs);
+    st->remote_extents = LD(c_remote_extents);
+    st->replayed = LD(c_replayed);
+    st->remote_extent_frees = LD(c_remote_xfrees);
+    st->pending_extents = st->remote_extent_frees - LD(c_xsynced);
+#undef LD
+    return NM_OK;
+}
