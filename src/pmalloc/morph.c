@@ -234,10 +234,12 @@ static bool morph(pmalloc_heap *h, pm_arena *a, pm_vslab *s, unsigned cls)
         if (pm_pbit(s, i)) goto abort; /* the new header would cover a live block */
     uint64_t *nvbm = calloc(nm_bitmap_words(ng.nblocks), sizeof(uint64_t));
     uint16_t *cnt = live ? calloc(ng.nblocks, sizeof(uint16_t)) : NULL;
+    uint64_t *nshadow = rs ? calloc(nm_bitmap_words(ng.nblocks), sizeof(uint64_t)) : NULL; /* NUMA shadow bitmap, new size */
     pm_morph *mo = s->mo ? s->mo : calloc(1, sizeof *mo);
-    if (!nvbm || (live && !cnt) || !mo) {
+    if (!nvbm || (live && !cnt) || (rs && !nshadow) || !mo) {
         free(nvbm);
         free(cnt);
+        free(nshadow);
         if (mo != s->mo) free(mo);
         goto abort;
     }
@@ -279,7 +281,13 @@ static bool morph(pmalloc_heap *h, pm_arena *a, pm_vslab *s, unsigned cls)
     s->mo = mo;
     free(s->vbm);
     s->vbm = nvbm;
-    pm_numa_rslab_free(s); /* its shadow bitmap has the old geometry's size; made again on demand */
+    if (rs) { /* its shadow bitmap (all clear: nothing pending) takes the new geometry's size */
+        pthread_mutex_lock(&rs->lock);
+        uint64_t *old = rs->shadow;
+        rs->shadow = nshadow;
+        pthread_mutex_unlock(&rs->lock);
+        free(old);
+    }
     set_cur(h, s, &ng);
     s->nfree_v = ng.nblocks;
     for (uint32_t i = 0; i < og.nblocks && live; i++)

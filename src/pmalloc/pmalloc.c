@@ -207,6 +207,13 @@ static pm_vslab *small_lookup(pmalloc_heap *h, uint64_t off, uint32_t *idx, bool
     return s;
 }
 
+/* The vslab whose pages hold heap offset `off` (in the data area), or NULL: for the morphing handshake. */
+static pm_vslab *slab_at(pmalloc_heap *h, uint64_t off)
+{
+    pm_veh *v = pm_pmap_get(h, (off - h->sb->data_off) / PM_PAGE);
+    return v && __atomic_load_n(&v->state, __ATOMIC_RELAXED) == PM_VEH_SLAB ? v->slab : NULL;
+}
+
 static inline uint64_t block_off(pmalloc_heap *h, const pm_vslab *s, uint32_t idx)
 {
     return pm_off(h, s->data) + (uint64_t)idx * s->block_size;
@@ -339,8 +346,7 @@ nm_err pmalloc_free_from(pmalloc_heap *h, pmalloc_ptr *src)
     pm_numa_tick(h, tc);
     uint32_t idx;
     bool is_small;
-    pm_veh *hv = pm_pmap_get(h, (p - h->sb->data_off) / PM_PAGE);
-    pm_vslab *hs = hv && hv->state == PM_VEH_SLAB ? hv->slab : NULL;
+    pm_vslab *hs = slab_at(h, p);
     pm_slab_enter(h, hs); /* until the block is back: no morph of its slab */
     pm_vslab *s = small_lookup(h, p, &idx, &is_small);
     if (is_small && s != hs) { pm_slab_leave(h, hs); hs = s; pm_slab_enter(h, hs); s = small_lookup(h, p, &idx, &is_small); }
@@ -455,8 +461,7 @@ size_t pmalloc_usable_size(pmalloc_heap *h, pmalloc_ptr p)
     if (!h || p < h->sb->data_off || p >= h->size) return 0;
     uint32_t idx;
     bool is_small;
-    pm_veh *hv = pm_pmap_get(h, (p - h->sb->data_off) / PM_PAGE);
-    pm_vslab *hs = hv && hv->state == PM_VEH_SLAB ? hv->slab : NULL;
+    pm_vslab *hs = slab_at(h, p);
     pm_slab_enter(h, hs);
     pm_vslab *s = small_lookup(h, p, &idx, &is_small);
     size_t us = is_small && s && pm_pbit(s, idx) && ((idx & PM_IDX_OLD) || !pm_numa_shadowed(s, idx)) ? pm_blk_size(s, idx) : 0;
