@@ -192,7 +192,9 @@ static void cover(pm_vslab *s, uint32_t i, bool add)
 static uint32_t count_bits(const uint64_t *bm, uint32_t lines)
 {
     uint32_t n = 0;
-    for (uint32_t k = 0; k < lines * 8u; k++) n += (uint32_t)__builtin_popcountll(__atomic_load_n(&bm[k], __ATOMIC_RELAXED));
+    /* acquire: pairs with the release in pbit_update, so a malloc that set its
+     * bit has finished reading the geometry before a morph changes it */
+    for (uint32_t k = 0; k < lines * 8u; k++) n += (uint32_t)__builtin_popcountll(__atomic_load_n(&bm[k], __ATOMIC_ACQUIRE));
     return n;
 }
 
@@ -229,6 +231,8 @@ static bool morph(pmalloc_heap *h, pm_arena *a, pm_vslab *s, unsigned cls)
     geo_of(s, &og);
     uint32_t live = count_bits(s->pbm, og.bm_lines);
     if (live != s->nblocks - s->nfree_v) goto abort; /* blocks cached, buffered or in flight */
+    for (uint32_t i = 0; i < s->nblocks; i++) /* and block by block (cheap next to a morph) */
+        if (nm_bitmap_test(s->vbm, i) != pm_pbit(s, i)) goto abort;
     if (!place(h, &og, s->mo ? &s->mo->old : NULL, cls, &ng)) goto abort;
     for (uint32_t i = 0; i < s->nblocks && og.data_off + (uint64_t)i * s->block_size < ng.data_off; i++)
         if (pm_pbit(s, i)) goto abort; /* the new header would cover a live block */

@@ -223,7 +223,8 @@ static inline uint64_t block_off(pmalloc_heap *h, const pm_vslab *s, uint32_t id
 static bool pbit_update(pm_vslab *s, uint32_t idx, bool set, uint64_t **word)
 {
     uint64_t m, *w = pm_pbm_word(s, idx, &m);
-    uint64_t old = set ? __atomic_fetch_or(w, m, __ATOMIC_RELAXED) : __atomic_fetch_and(w, ~m, __ATOMIC_RELAXED);
+    /* release: a slab morph reads the bits with acquire (morph.c) */
+    uint64_t old = set ? __atomic_fetch_or(w, m, __ATOMIC_RELEASE) : __atomic_fetch_and(w, ~m, __ATOMIC_RELEASE);
     *word = w;
     return (old & m) != 0;
 }
