@@ -202,8 +202,10 @@ void pm_bench_crash_campaign(nm_bench *b, const char *dir, unsigned points, uint
                            uint64_t *tried_power, uint64_t *tried_proc, uint64_t *failures, uint64_t *rec)
 {
     /* kind 0: power failure; 1 and 2: process crash with 1 and 2 workload threads (half the points each);
-     * 3: power failure under extent churn on 3 short lists, which runs the log's fast and slow GCs */
-    for (int kind = 0; kind < 4; kind++)
+     * 3: power failure under extent churn on 3 short lists, which runs the log's fast and slow GCs;
+     * 4, 5: power failure and process crash (2 threads) with slab morphing forced often (SU 100%,
+     * size classes shifting every 40 steps; half the flushes inside a morph are crash points) */
+    for (int kind = 0; kind < 6; kind++)
         for (int m = 0; m < 2; m++) {
             pmc_run r;
             pmc_run_defaults(&r, (pmalloc_model)m, dir);
@@ -215,16 +217,26 @@ void pm_bench_crash_campaign(nm_bench *b, const char *dir, unsigned points, uint
                 r.cfg.list_n = 3;
                 r.gap = 25;
             }
+            if (kind >= 4) {
+                r.morph_su = 100;
+                r.morph_target_pct = 50;
+                r.cfg.large_pct = 5;
+                r.cfg.size_phase = 40;
+                r.threads = kind == 5 ? 2 : 1;
+            }
             r.seed = seed * 7 + (uint64_t)(kind * 2 + m);
             uint64_t t0 = nm_now_ns();
-            if (kind == 0 || kind == 3) pmc_run_sim(&r);
+            bool sim = kind == 0 || kind == 3 || kind == 4;
+            if (sim) pmc_run_sim(&r);
             else pmc_run_proc(&r);
             double s = (double)(nm_now_ns() - t0) / 1e9;
-            const char *kn = kind == 0 ? "power_failure" : kind == 1 ? "process_crash" : kind == 2 ? "process_crash_2threads"
-                                                                                                     : "power_failure_log_churn";
+            static const char *const kns[] = {"power_failure", "process_crash", "process_crash_2threads", "power_failure_log_churn",
+                                              "power_failure_morphing", "process_crash_morphing_2threads"};
+            const char *kn = kns[kind];
+            uint64_t in_morph = r.morph_points[1] + r.morph_points[2] + r.morph_points[3];
             const char *mn = m == PMALLOC_LOG ? "LOG" : "GC";
-            nm_bench_progress(b, "%s %s: %llu crash points (%llu inside recovery), %llu failures %s", kn, mn,
-                              (unsigned long long)r.tried, (unsigned long long)r.recovery_tried,
+            nm_bench_progress(b, "%s %s: %llu crash points (%llu inside recovery, %llu inside a slab morph), %llu failures %s", kn, mn,
+                              (unsigned long long)r.tried, (unsigned long long)r.recovery_tried, (unsigned long long)in_morph,
                               (unsigned long long)r.failures, r.first_failure);
             if (add_rows) {
                 nm_bench_row *row = nm_bench_row_new(b);
@@ -234,10 +246,12 @@ void pm_bench_crash_campaign(nm_bench *b, const char *dir, unsigned points, uint
                 nm_bench_row_num(row, "recovery_crash_points", (double)r.recovery_tried);
                 nm_bench_row_num(row, "failures", (double)r.failures);
                 nm_bench_row_num(row, "log_gcs_under_crash", (double)r.log_gcs);
+                nm_bench_row_num(row, "morph_crash_points", (double)in_morph);
+                nm_bench_row_num(row, "morphs_under_crash", (double)r.morphs);
                 nm_bench_row_num(row, "seconds", s);
                 if (r.first_failure[0]) nm_bench_row_str(row, "first_failure", r.first_failure);
             }
-            if (kind == 0 || kind == 3) *tried_power += r.tried;
+            if (sim) *tried_power += r.tried;
             else *tried_proc += r.tried;
             *failures += r.failures;
             *rec += r.recovery_tried;

@@ -21,6 +21,9 @@ int nm_suite_pmalloc_crash(nm_bench *b)
                                             "half the points with 2 workload threads in the child");
     nm_bench_config_str(b, "log_churn", "extra power-failure runs (half the points) on 3 short lists of extents: "
                                         "bookkeeping-log fast and slow GCs under crashes");
+    nm_bench_config_str(b, "morphing", "extra runs (power failure; process crash with 2 threads, half the points) with slab "
+                                       "morphing forced (SU 100%, size classes shifting every 40 steps); half the flushes inside "
+                                       "a morph become power-failure crash points (row column morph_crash_points)");
     nm_bench_config_str(b, "evictions", "half the power-failure points also persist 10% of the stored-but-unflushed lines");
     nm_bench_plot_spec(b, "[{\"title\":\"crash points tested\",\"x\":\"kind\",\"y\":\"crash_points\",\"series\":\"model\",\"kind\":\"bar\"}]");
     uint64_t tp = 0, tq = 0, fails = 0, rec = 0;
@@ -35,7 +38,8 @@ int nm_suite_pmalloc_crash(nm_bench *b)
     unsigned vn = (unsigned)nm_bench_param_num(b, "vnodes", 2);
     uint64_t nfail = 0, ntried = 0, between = 0, replays = 0, entries = 0;
     nm_bench_config_num(b, "numa_vnodes", vn);
-    for (int kind = 0; vn > 1 && kind < 2; kind++)
+    /* kind 2: power failure with virtual nodes and slab morphing forced (Sec. 5.2 x Sec. 6) */
+    for (int kind = 0; vn > 1 && kind < 3; kind++)
         for (int m = 0; m < 2; m++) {
             pmc_run r;
             pmc_run_defaults(&r, (pmalloc_model)m, dir);
@@ -43,9 +47,16 @@ int nm_suite_pmalloc_crash(nm_bench *b)
             r.vnodes = vn;
             r.threads = kind == 1 ? 2 : 1;
             r.seed = nm_bench_seed(b) * 13 + (uint64_t)(kind * 2 + m);
-            if (kind == 0) pmc_run_sim(&r);
+            if (kind == 2) {
+                r.morph_su = 100;
+                r.morph_target_pct = 50;
+                r.cfg.large_pct = 5;
+                r.cfg.size_phase = 40;
+            }
+            if (kind != 1) pmc_run_sim(&r);
             else pmc_run_proc(&r);
-            const char *kn = kind == 0 ? "power_failure_vnodes" : "process_crash_vnodes_2threads", *mn = m ? "GC" : "LOG";
+            const char *kn = kind == 0 ? "power_failure_vnodes" : kind == 1 ? "process_crash_vnodes_2threads" : "power_failure_vnodes_morphing";
+            const char *mn = m ? "GC" : "LOG";
             nm_bench_progress(b, "%s %s: %llu crash points, %llu between the two phases, %llu recoveries replayed %llu log entries, "
                                  "%llu failures %s", kn, mn, (unsigned long long)r.tried, (unsigned long long)r.between_phases,
                               (unsigned long long)r.replay_points, (unsigned long long)r.replayed_entries, (unsigned long long)r.failures,
@@ -58,6 +69,7 @@ int nm_suite_pmalloc_crash(nm_bench *b)
             nm_bench_row_num(row, "recoveries_replaying_logs", (double)r.replay_points);
             nm_bench_row_num(row, "recovery_crash_points", (double)r.recovery_tried);
             nm_bench_row_num(row, "failures", (double)r.failures);
+            nm_bench_row_num(row, "morph_crash_points", (double)(r.morph_points[1] + r.morph_points[2] + r.morph_points[3]));
             if (r.first_failure[0]) nm_bench_row_str(row, "first_failure", r.first_failure);
             ntried += r.tried;
             nfail += r.failures;

@@ -23,9 +23,16 @@ static uint64_t obj_check(const pmc_obj *o) { return mix(o->self ^ mix(o->sizex 
 
 static pmalloc_ptr *root(pmalloc_heap *h, unsigned i) { return pmalloc_root_slot(h, PMC_ROOT0 + i); }
 
+static __thread uint64_t tl_steps; /* this thread's workload steps (size phases) */
+
 static size_t pick_size(nm_rng *r, const pmc_config *cfg)
 {
     if (nm_rng_below(r, 100) < cfg->large_pct) return (size_t)nm_rng_range(r, PMALLOC_SMALL_MAX + 1, cfg->large_max);
+    if (cfg->size_phase) { /* one band of classes at a time */
+        static const unsigned lo[] = {56, 100, 200, 400, 64, 300}, hi[] = {64, 128, 256, 600, 96, 400};
+        unsigned b = (unsigned)(tl_steps / cfg->size_phase % 6);
+        return (size_t)nm_rng_range(r, lo[b], hi[b]);
+    }
     return (size_t)nm_rng_range(r, sizeof(pmc_obj) + 8, 600);
 }
 
@@ -93,6 +100,7 @@ int pmc_step(pmalloc_heap *h, nm_rng *r, const pmc_config *cfg)
     if (cfg->vnodes > 1 && nm_rng_below(r, 4) == 0 && (e = pmalloc_numa_set_node(h, (int)nm_rng_below(r, cfg->vnodes)))) return (int)e;
     if (cfg->locks) pthread_mutex_lock(&cfg->locks[i]);
     pmalloc_ptr *slot = tail_slot(h, i, &len);
+    tl_steps++;
     if (what < 8 && len > 0) { /* move list i to an empty root */
         unsigned j = lo + (unsigned)nm_rng_below(r, nl);
         bool locked = j != i && (!cfg->locks || pthread_mutex_trylock(&cfg->locks[j]) == 0);
@@ -293,6 +301,7 @@ static pmalloc_options run_opts(const pmc_run *r, pmalloc_persist_mode pm, bool 
     o.create = create;
     o.log_chunks = r->log_chunks;
     o.decay_ms = 1; /* process crashes also hit extents being punched out of the file */
+    o.morph_su = r->morph_su;
     o.numa_vnodes = r->vnodes;
     if (r->vnodes > 1) o.numa_log_entries = 16; /* segment switches (and their syncs) under crashes */
     return o;
@@ -351,8 +360,12 @@ static void live_hook(void *arg, pmalloc_heap *h, uint64_t no)
     if (!c->ready || g_user_persist) return; /* only allocator flushes are crash points */
     uint64_t k = ++c->alloc_flushes;
     r->flush_points_seen = k;
-    if (k != c->next_point || r->tried >= r->points) return;
+    /* a flush inside a slab morph may be taken as a crash point out of turn */
+    unsigned ms = pmalloc_morph_step(h);
+    bool target = ms && r->morph_target_pct && nm_rng_below(&c->rng, 100) < r->morph_target_pct;
+    if ((k != c->next_point && !target) || r->tried >= r->points) return;
     c->next_point = k + 1 + nm_rng_below(&c->rng, 2 * (uint64_t)r->gap);
+    if (ms < 4) r->morph_points[ms]++;
     pmalloc_numa_stats ns;
     if (pmalloc_numa_stats_get(h, &ns) == NM_OK && (ns.pending || ns.pending_extents)) r->between_phases++;
     /* half the points also let unflushed lines reach the image early (evictions) */
@@ -415,6 +428,7 @@ int pmc_run_sim(pmc_run *r)
         pmalloc_stats st;
         pmalloc_stats_get(h, &st);
         r->log_gcs += st.bklog_gcs + st.bklog_fast_gcs;
+        r->morphs += st.morphs;
         if (getenv("PMC_DEBUG")) fprintf(stderr, "round %u: %llu log appends, %llu gcs, %llu flushes\n", rounds, (unsigned long long)st.bklog_appends, (unsigned long long)st.bklog_gcs, (unsigned long long)st.flushes);
         pmalloc_abandon(h);
         c.ready = false;

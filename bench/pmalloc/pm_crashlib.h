@@ -39,6 +39,8 @@ typedef struct pmc_config {
     unsigned large_pct;   /* % of allocations that are large (> 14 KiB) */
     size_t large_max;     /* largest large request */
     unsigned list_lo, list_n; /* lists this worker owns; list_n 0 = all */
+    unsigned size_phase;  /* > 0: small sizes come from a band of classes that shifts every
+                           * size_phase steps, so slabs go sparse and morph (Sec. 5.2) */
     pthread_mutex_t *locks;   /* [PMC_NLISTS]: workers share the lists (a block
                                  allocated by one thread is freed by another) */
     unsigned vnodes;      /* > 1: before 1 step in 4, move the thread to a random node (remote frees) */
@@ -70,6 +72,8 @@ typedef struct pmc_run {
     unsigned log_chunks;         /* small bookkeeping log, so its GC runs under crashes */
     unsigned evict_pct;          /* SIM: on half the points, unflushed lines persist with this % */
     unsigned threads;            /* process crash: workload threads in the child (own lists each) */
+    unsigned morph_su;           /* pmalloc_options.morph_su of every open (0 = default 20%) */
+    unsigned morph_target_pct;   /* SIM: % of the flushes inside a slab morph that become crash points */
     unsigned vnodes;             /* > 1: heaps with this many virtual NUMA nodes (16-entry deallocation-log
                                   * segments), workload threads hop between nodes; 0 = default topology */
     uint64_t seed;
@@ -77,6 +81,8 @@ typedef struct pmc_run {
     const char *tmpdir;
     uint64_t tried, failures, recovery_tried, flush_points_seen;
     uint64_t log_gcs; /* SIM: runtime bookkeeping-log GCs in the live heaps */
+    uint64_t morphs;  /* SIM: slab morphs in the live heaps */
+    uint64_t morph_points[4]; /* SIM: crash points inside a morph, by step (1 bitmap, 2 image, 3 commit) */
     uint64_t between_phases;   /* SIM: crash points with remote frees (blocks or extents) recorded, not synchronised */
     uint64_t replay_points;    /* recoveries checked that replayed deallocation-log entries */
     uint64_t replayed_entries; /* ... entries they replayed */

@@ -99,6 +99,7 @@ static int pe_open(pe_heap *e, const pe_params *p, uint64_t nslots, bool create,
     o.model = p->kind == PE_GC ? PMALLOC_GC : PMALLOC_LOG;
     o.persist = PMALLOC_PERSIST_CPU;
     o.eadr = p->eadr ? PMALLOC_EADR_ON : PMALLOC_EADR_OFF;
+    if (p->no_morph) o.morph_su = PMALLOC_MORPH_OFF;
     if (pmalloc_open(p->dir, &o, &e->h)) return pe_fail(r, "pmalloc_open");
     r->is_pmem = 1;
     if (nslots) {
@@ -570,6 +571,11 @@ static int pe_child(const pe_params *p, pe_result *r)
         rc = pe_open(&e, p, pe_nslots(p), true, r);
         if (!rc && p->prefault) pe_prefault(&e, p->pool_size);
         if (!rc) rc = pe_run_threads(&e, p, r);
+        if (!rc && e.h) {
+            pmalloc_stats st;
+            pmalloc_stats_get(e.h, &st);
+            r->aux = (double)st.morphs;
+        }
         if (!rc) pe_close(&e);
     }
     size_t pk = nm_peak_rss_hwm_bytes();
@@ -619,13 +625,14 @@ int pe_run(const pe_params *p, pe_result *r)
 
 double pe_measure(nm_bench *b, const char *bench_name, pe_params *p, unsigned reps, double *peak_mib)
 {
-    double mops[16], peak = 0, pmem = 0;
+    double mops[16], peak = 0, pmem = 0, morphs = 0;
+    const char *label = p->eadr ? "PMAlloc-LOG-eADR" : p->no_morph ? (p->kind == PE_GC ? "PMAlloc-GC-noSM" : "PMAlloc-LOG-noSM") : pe_kind_name(p->kind);
     if (reps > 16) reps = 16;
     const char *tmp = nm_bench_tmpdir(b);
     /* run 0 is not prefaulted and gives the peak memory (pages touched + DRAM);
      * runs 1..reps are prefaulted and give the throughput */
     for (unsigned k = 0; k <= reps; k++) {
-        snprintf(p->dir, sizeof p->dir, "%s/eval-%s-%d%s-%u", tmp, bench_name, (int)p->kind, p->eadr ? "e" : "", p->threads);
+        snprintf(p->dir, sizeof p->dir, "%s/eval-%s-%d%s%s-%u", tmp, bench_name, (int)p->kind, p->eadr ? "e" : "", p->no_morph ? "n" : "", p->threads);
         pe_cleanup(p->dir);
         pe_result r;
         p->seed = nm_bench_seed(b) * 1000003u + k;
@@ -636,21 +643,25 @@ double pe_measure(nm_bench *b, const char *bench_name, pe_params *p, unsigned re
             nm_bench_progress(b, "%s %s threads %u: FAILED: %s", bench_name, pe_kind_name(p->kind), p->threads, r.msg);
             return NAN;
         }
-        if (k == 0) peak = r.peak_bytes / (1024.0 * 1024.0);
+        if (k == 0) {
+            peak = r.peak_bytes / (1024.0 * 1024.0);
+            morphs = r.aux;
+        }
         else mops[k - 1] = r.ops / r.seconds / 1e6;
         pmem = r.is_pmem;
     }
     double m = nm_stats_median(mops, reps), pm = peak;
     nm_bench_row *row = nm_bench_row_new(b);
     nm_bench_row_str(row, "bench", bench_name);
-    nm_bench_row_str(row, "allocator", p->eadr ? "PMAlloc-LOG-eADR" : pe_kind_name(p->kind));
+    nm_bench_row_str(row, "allocator", label);
     nm_bench_row_num(row, "threads", p->threads);
     nm_bench_row_num(row, "mops", m);
     nm_bench_row_num(row, "peak_mib", pm);
     nm_bench_row_num(row, "cpu_flush", pmem);
     nm_bench_row_num(row, "repetitions", reps);
+    if (p->work == PE_FRAG && p->kind != PE_PMDK) nm_bench_row_num(row, "slab_morphs", morphs);
     nm_bench_progress(b, "%-13s %-12s threads %u: %8.3f Mops/s (median of %u), peak %.1f MiB touched", bench_name,
-                      p->eadr ? "LOG-eADR" : pe_kind_name(p->kind), p->threads, m, reps, pm);
+                      label, p->threads, m, reps, pm);
     if (peak_mib) *peak_mib = pm;
     return m;
 }

@@ -38,6 +38,7 @@ typedef struct pe_params {
     size_t pool_size;
     int prefault;    /* touch every pool page before the timed phase */
     int eadr;        /* PMAlloc only: PMALLOC_EADR_ON (no flushes, no interleaving, Sec. 8.9) */
+    int no_morph;    /* PMAlloc only: slab morphing off (PMALLOC_MORPH_OFF, the paper's "w/o SM") */
     char dir[512];   /* pool directory (created by the driver) */
 } pe_params;
 
@@ -47,7 +48,7 @@ typedef struct pe_result {
     double seconds;      /* timed phase */
     double ops;          /* allocator operations (allocs + frees) in the timed phase */
     double peak_bytes;   /* peak RSS growth of the measuring process (DRAM + touched pool pages) */
-    double aux;          /* workload specific: list nodes found after recovery */
+    double aux;          /* workload specific: list nodes found after recovery; slab morphs (PMAlloc runs) */
     double is_pmem;      /* PMDK: pmem_is_pmem on the pool (1 = CPU flushes) */
 } pe_result;
 

@@ -46,6 +46,7 @@ typedef uint64_t pmalloc_ptr;
 #define PMALLOC_MAX_STRIPES 16u
 #define PMALLOC_FILE_NAME "pmalloc.heap"
 #define PMALLOC_DECAY_NEVER 0xffffffffu
+#define PMALLOC_MORPH_OFF 0xffffffffu   /* pmalloc_options.morph_su: no slab morphing */
 
 typedef enum pmalloc_model {
     PMALLOC_LOG = 0, /* write-ahead log with the user pointer */
@@ -87,6 +88,12 @@ typedef struct pmalloc_options {
     unsigned log_chunks;          /* bookkeeping-log size in 1 KiB chunks when creating
                                    * (>= 4); 0 = one 8-byte entry per data page + 16 chunks */
     bool create;                  /* create the heap when the file does not exist */
+    unsigned morph_su;            /* slab morphing (Sec. 5.2): a slab whose occupancy is below
+                                   * this percentage may change size class when its arena needs
+                                   * a new slab; 0 = 20 (the paper's SU), 1..100, or
+                                   * PMALLOC_MORPH_OFF. Below 100 the slab a class allocates
+                                   * from next is spared; 100 morphs as often as possible
+                                   * (for tests). Per open, not stored in the heap. */
     /* PMALLOC_PERSIST_SIM only: flush hook installed before recovery runs, so a
      * test can crash the recovery itself (see pmalloc_sim_set_hook). */
     void (*sim_hook)(void *arg, struct pmalloc_heap *h, uint64_t flush_no);
@@ -158,6 +165,9 @@ typedef struct pmalloc_stats {
     uint64_t bklog_appends;
     uint64_t bklog_gcs;      /* slow GCs (compactions) of the bookkeeping log */
     uint64_t bklog_fast_gcs; /* fast GCs: chunks with nothing live unlinked in place */
+    uint64_t morphs;         /* slab morphs since open (Sec. 5.2) */
+    uint64_t morph_slabs_in; /* morphed slabs that still hold old blocks (the paper's slab_in) */
+    uint64_t morph_old_live; /* old blocks still allocated in them */
     unsigned stripes;        /* effective stripes (1 under eADR) */
     bool eadr;
     pmalloc_model model;
@@ -240,6 +250,9 @@ nm_err pmalloc_sim_set_hook(pmalloc_heap *h, pmalloc_sim_hook fn, void *arg);
  * With evict_pct > 0, each line stored but never flushed also reaches the
  * image with that probability (a cache eviction wrote it back early). */
 nm_err pmalloc_sim_snapshot(pmalloc_heap *h, const char *dir, uint64_t seed, unsigned evict_pct);
+/* Testing aid: the step (1-3) of a slab morph in progress, 0 outside a morph
+ * (read from a simulation hook, which runs in the thread that flushes). */
+unsigned pmalloc_morph_step(const pmalloc_heap *h);
 /* Drop the heap without a clean shutdown (a crash): unmap, free, write nothing. */
 void pmalloc_abandon(pmalloc_heap *h);
 

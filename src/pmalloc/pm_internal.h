@@ -4,6 +4,7 @@
 #define PMALLOC_INTERNAL_H
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -142,6 +143,12 @@ typedef struct pm_vslab {
     struct pm_vslab *next, *prev;
     bool in_partial;
     struct pm_rslab *rs; /* NUMA: remote-free state (shadow bitmap), remote.c; NULL until used */
+    /* slab morphing (morph.c): old geometry and counters, NULL until the first
+     * morph; handshake with lock-free readers; the arena's LRU list */
+    struct pm_morph *mo;
+    uint32_t busy, morphing; /* atomic */
+    struct pm_vslab *lru_next, *lru_prev;
+    bool in_lru;
 } pm_vslab;
 
 #define PM_VEH_FREE 0
@@ -177,6 +184,7 @@ typedef struct pm_arena {
     pm_vslab *partial[PM_NCLS_MAX];
     unsigned id, node;
     unsigned nthreads; /* thread caches attached (under tc_lock) */
+    struct pm_vslab *lru_head, *lru_tail; /* slab morphing: least recently allocated from first */
 } pm_arena;
 
 typedef struct pm_tcblk {
@@ -270,7 +278,100 @@ struct pmalloc_heap {
     pmalloc_recovery_info ri;
     int lock_fd; /* holds an flock on the heap file while it is open */
     struct pm_numa *numa; /* NUMA topology, node regions, two-phase remote free (numa.c, remote.c) */
+
+    /* slab morphing (morph.c) */
+    unsigned morph_su;       /* occupancy threshold in percent; 0 = morphing off */
+    uint64_t c_morphs, morph_slabs_in, morph_old_live; /* atomic */
+    uint32_t morph_step;     /* step of the morph in progress (testing aid), atomic */
 };
+
+/* ==== slab morphing (paper Sec. 5.2; morph.c, docs/pmalloc.md "Slab morphing") ====
+ *
+ * A morphed slab keeps line 0 as written at creation; the 8-byte morph word in
+ * its reserved bytes names the line of the active header image (pm_morph_img),
+ * which holds the current geometry and the geometry of the old blocks. A morph
+ * writes the new bitmap (zeroed) and the new image into free lines, then
+ * switches the morph word with one atomic 8-byte store: the commit. */
+#define PM_IDX_OLD 0x80000000u /* block index flag: an old block of a morphed slab */
+#define PM_MORPH_MAGIC 0x50524f4du /* "MORP" */
+#define PM_MORPH_WORD(hd) ((uint64_t *)(void *)(hd)->reserved) /* 0 = regular slab */
+#define PM_MORPH_DEFAULT_SU 20u
+#define PM_MORPH_MAX_HDR 8192u /* a slab whose header would grow beyond this does not morph */
+
+typedef struct pm_geo { /* a slab geometry; lines and offsets within the 64 KiB slab */
+    uint16_t cls, stripes, nblocks, data_off, bm_line, bm_lines, img_line; /* img_line 0 = line 0 (regular) */
+} pm_geo;
+
+typedef struct pm_morph_img { /* one line */
+    uint32_t magic, gen;
+    pm_geo cur, old;
+    uint8_t pad[4];
+    uint64_t slab_off; /* heap offset of the slab: an image copied elsewhere is refused */
+    uint64_t check;    /* XXH64 of the fields above */
+    uint8_t pad2[8];
+} pm_morph_img;
+NM_STATIC_ASSERT(sizeof(pm_morph_img) == PM_LINE, "morph image is one line");
+
+typedef struct pm_morph {
+    pm_geo cur, old;
+    uint32_t obs;      /* old block size */
+    char *odata;       /* first old block */
+    uint64_t *opbm;    /* old bitmap (persistent, the old geometry's lines) */
+    uint32_t nold;     /* live old blocks (the paper's cnt_slab); atomic reads */
+    uint16_t *cnt;     /* per new block: live old blocks overlapping it (cnt_block); NULL when nold == 0 */
+    uint32_t gen;
+    uint64_t *gcold;   /* GC recovery: old bits before the mark */
+} pm_morph;
+
+static inline void pm_morph_old_bm(const pm_vslab *s, uint32_t *idx, uint64_t **pbm, uint32_t *st)
+{
+    *idx &= ~PM_IDX_OLD;
+    *pbm = s->mo->opbm;
+    *st = s->mo->old.stripes;
+}
+static inline uint32_t pm_blk_size(const pm_vslab *s, uint32_t idx) { return idx & PM_IDX_OLD ? s->mo->obs : s->block_size; }
+static inline uint32_t pm_bm_lines(const pm_vslab *s) { return s->mo ? s->mo->cur.bm_lines : s->hdr->bm_lines; }
+
+/* Handshake with a morph for code that reads a slab's geometry without its
+ * arena lock (free_from, usable_size, destination checks): a morph sets
+ * `morphing` and proceeds only if `busy` is 0 (seq_cst on both sides). */
+static inline void pm_slab_enter(pmalloc_heap *h, pm_vslab *s)
+{
+    if (!h->morph_su || !s) return;
+    for (;;) {
+        __atomic_fetch_add(&s->busy, 1, __ATOMIC_SEQ_CST);
+        if (!__atomic_load_n(&s->morphing, __ATOMIC_SEQ_CST)) return;
+        __atomic_fetch_sub(&s->busy, 1, __ATOMIC_SEQ_CST);
+        while (__atomic_load_n(&s->morphing, __ATOMIC_ACQUIRE)) sched_yield();
+    }
+}
+static inline void pm_slab_leave(pmalloc_heap *h, pm_vslab *s)
+{
+    if (h->morph_su && s) __atomic_fetch_sub(&s->busy, 1, __ATOMIC_SEQ_CST);
+}
+
+/* morph.c */
+pm_vslab *pm_morph_try(pmalloc_heap *h, pm_tcache *tc, pm_arena *a, unsigned cls); /* arena lock held */
+void pm_morph_put_old(pmalloc_heap *h, pm_vslab *s, uint32_t idx);  /* release an old block (bypasses the tcache) */
+bool pm_morph_lookup_old(pmalloc_heap *h, pm_vslab *s, uint64_t off, uint32_t *idx);
+bool pm_morph_loc_live(pmalloc_heap *h, pm_vslab *s, uint64_t off);
+void pm_morph_lru_add(pm_arena *a, pm_vslab *s);
+void pm_morph_lru_del(pm_arena *a, pm_vslab *s);
+void pm_morph_touch(pm_arena *a, pm_vslab *s);
+nm_err pm_morph_adopt(pmalloc_heap *h, pm_veh *v, pm_vslab *s); /* open: a slab whose morph word is set */
+void pm_morph_free(pm_vslab *s);
+nm_err pm_morph_check(pmalloc_heap *h, pm_vslab *s, uint64_t *live, uint64_t *objs);
+void pm_morph_count(const pm_vslab *s, uint64_t *live, uint64_t *objs);
+int pm_morph_walk(pmalloc_heap *h, pm_vslab *s, pmalloc_walk_fn fn, void *arg);
+void pm_morph_recover_free_old(pmalloc_heap *h, pm_vslab *s, uint32_t idx); /* WAL redo of an old-block free */
+nm_err pm_morph_gc_begin(pmalloc_heap *h, pm_vslab *s, uint64_t *before);
+bool pm_morph_gc_mark(pmalloc_heap *h, pm_vslab *s, uint64_t w, const uint64_t **push, size_t *words, uint64_t *marked);
+void pm_morph_gc_end(pmalloc_heap *h, pm_vslab *s);
+/* small.c, for morph.c */
+void pm_slab_settle(pmalloc_heap *h, pm_vslab *s); /* partial list / release after blocks came back */
+void pm_slab_partial_del(pm_arena *a, pm_vslab *s);
+pm_vslab *pm_slab_vol_new(pmalloc_heap *h, pm_veh *v, pm_slab_hdr *hd);
+/* ==== end of slab morphing ==== */
 
 /* persist.c: counters. Each thread adds to its own block (plain loads and
  * stores, no shared cache line between threads); readers sum the blocks. */
@@ -346,10 +447,13 @@ nm_err pm_slab_adopt(pmalloc_heap *h, pm_veh *v); /* build the vslab of a logged
 void pm_slab_free_vol(pm_vslab *s);
 static inline uint64_t *pm_pbm_word(const pm_vslab *s, uint32_t idx, uint64_t *mask)
 {
-    uint32_t st = s->stripes, stripe = idx % st, j = idx / st;
+    uint64_t *pbm = s->pbm;
+    uint32_t st = s->stripes;
+    if (NM_UNLIKELY(idx & PM_IDX_OLD)) pm_morph_old_bm(s, &idx, &pbm, &st); /* an old block of a morphed slab */
+    uint32_t stripe = idx % st, j = idx / st;
     uint32_t line = stripe + st * (j / 512u), bit = j % 512u;
     *mask = 1ull << (bit % 64u);
-    return s->pbm + line * 8u + bit / 64u;
+    return pbm + line * 8u + bit / 64u;
 }
 static inline bool pm_pbit(const pm_vslab *s, uint32_t idx)
 {

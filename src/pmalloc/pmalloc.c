@@ -198,12 +198,20 @@ static pm_vslab *small_lookup(pmalloc_heap *h, uint64_t off, uint32_t *idx, bool
     pm_vslab *s = v->slab;
     if (!s) return NULL;
     *is_small = true;
+    if (NM_UNLIKELY(s->mo != NULL) && pm_morph_lookup_old(h, s, off, idx)) return s; /* a live old block */
     uint64_t start = pm_off(h, s->data);
     if (off < start) return NULL;
     uint64_t rel = off - start;
     if (rel % s->block_size || rel / s->block_size >= s->nblocks) return NULL;
     *idx = (uint32_t)(rel / s->block_size);
     return s;
+}
+
+/* The vslab whose pages hold heap offset `off` (in the data area), or NULL: for the morphing handshake. */
+static pm_vslab *slab_at(pmalloc_heap *h, uint64_t off)
+{
+    pm_veh *v = pm_pmap_get(h, (off - h->sb->data_off) / PM_PAGE);
+    return v && __atomic_load_n(&v->state, __ATOMIC_RELAXED) == PM_VEH_SLAB ? v->slab : NULL;
 }
 
 static inline uint64_t block_off(pmalloc_heap *h, const pm_vslab *s, uint32_t idx)
@@ -215,7 +223,8 @@ static inline uint64_t block_off(pmalloc_heap *h, const pm_vslab *s, uint32_t id
 static bool pbit_update(pm_vslab *s, uint32_t idx, bool set, uint64_t **word)
 {
     uint64_t m, *w = pm_pbm_word(s, idx, &m);
-    uint64_t old = set ? __atomic_fetch_or(w, m, __ATOMIC_RELAXED) : __atomic_fetch_and(w, ~m, __ATOMIC_RELAXED);
+    /* release: a slab morph reads the bits with acquire (morph.c) */
+    uint64_t old = set ? __atomic_fetch_or(w, m, __ATOMIC_RELEASE) : __atomic_fetch_and(w, ~m, __ATOMIC_RELEASE);
     *word = w;
     return (old & m) != 0;
 }
@@ -232,9 +241,16 @@ static bool loc_live(pmalloc_heap *h, uint64_t off)
     if (v->state == PM_VEH_ALLOC) return true;
     if (v->state != PM_VEH_SLAB || !v->slab) return false;
     pm_vslab *s = v->slab;
+    pm_slab_enter(h, s); /* a morph may change the geometry */
+    bool live = false;
+    if (NM_UNLIKELY(s->mo != NULL) && pm_morph_loc_live(h, s, off)) live = true;
     uint64_t start = pm_off(h, s->data);
-    if (off < start || (off - start) / s->block_size >= s->nblocks) return false;
-    return pm_pbit(s, (uint32_t)((off - start) / s->block_size)) && !pm_numa_shadowed(s, (uint32_t)((off - start) / s->block_size));
+    if (!live && off >= start && (off - start) / s->block_size < s->nblocks) {
+        uint32_t i = (uint32_t)((off - start) / s->block_size);
+        live = pm_pbit(s, i) && !pm_numa_shadowed(s, i);
+    }
+    pm_slab_leave(h, s);
+    return live;
 }
 
 static nm_err check_loc(pmalloc_heap *h, const pmalloc_ptr *loc, const char *what)
@@ -265,7 +281,7 @@ nm_err pmalloc_malloc_to(pmalloc_heap *h, size_t size, pmalloc_ptr *dst)
         pm_tcblk k;
         err = pm_small_take(h, tc, (unsigned)cls, &k);
         if (err) return err;
-        uint64_t b = block_off(h, k.s, k.idx), *w;
+        uint64_t b = block_off(h, k.s, k.idx), *w, bsize = k.s->block_size; /* once the bit is set, a morph may start */
         if (h->model == PMALLOC_LOG) {
             wal_begin(h, tc, PM_OP_ALLOC_SMALL, b, dst_off, 0);
             store_ptr(dst, b);
@@ -282,7 +298,7 @@ nm_err pmalloc_malloc_to(pmalloc_heap *h, size_t size, pmalloc_ptr *dst)
             pm_drain(h);
             pbit_update(k.s, k.idx, true, &w);
         }
-        pm_ctr_add(h, PMC_LIVE_BYTES, k.s->block_size);
+        pm_ctr_add(h, PMC_LIVE_BYTES, bsize);
         pm_ctr_add(h, PMC_LIVE_OBJS, 1);
         return NM_OK;
     }
@@ -331,17 +347,23 @@ nm_err pmalloc_free_from(pmalloc_heap *h, pmalloc_ptr *src)
     pm_numa_tick(h, tc);
     uint32_t idx;
     bool is_small;
+    pm_vslab *hs = slab_at(h, p);
+    pm_slab_enter(h, hs); /* until the block is back: no morph of its slab */
     pm_vslab *s = small_lookup(h, p, &idx, &is_small);
+    if (is_small && s != hs) { pm_slab_leave(h, hs); hs = s; pm_slab_enter(h, hs); s = small_lookup(h, p, &idx, &is_small); }
+    if (!is_small || !s) pm_slab_leave(h, hs);
     if (is_small) {
         if (!s) return nm_fail(NM_EBADFREE, "pmalloc_free_from: %#llx is inside a slab but not at a block start", (unsigned long long)p);
-        if (!pm_pbit(s, idx) || pm_numa_shadowed(s, idx))
+        if (!pm_pbit(s, idx) || (!(idx & PM_IDX_OLD) && pm_numa_shadowed(s, idx))) {
+            pm_slab_leave(h, s);
             return nm_fail(NM_EDOUBLEFREE, "pmalloc_free_from: block %#llx is already free", (unsigned long long)p);
+        }
         uint64_t *w;
         bool was;
         /* a block of another node's arena: two-phase remote free (Sec. 6.2, Alg. 2);
          * once recorded, its owner may release the slab: s is not read after that */
-        bool remote = pm_numa_is_remote(h, tc, s);
-        uint64_t bsize = s->block_size;
+        bool remote = !(idx & PM_IDX_OLD) && pm_numa_is_remote(h, tc, s); /* old blocks: direct (morph.c) */
+        uint64_t bsize = pm_blk_size(s, idx);
         if (h->model == PMALLOC_LOG) {
             wal_begin(h, tc, PM_OP_FREE_SMALL, p, src_off, 0);
             store_ptr(src, 0);
@@ -360,12 +382,23 @@ nm_err pmalloc_free_from(pmalloc_heap *h, pmalloc_ptr *src)
             pm_drain(h);
             if (remote) was = pm_numa_remote_free(h, tc, s, idx) == NM_OK;
             else was = pbit_update(s, idx, false, &w);
+            if (idx & PM_IDX_OLD) pm_persist(h, w, sizeof *w, PM_META); /* old bits stay exact under GC (morph.c) */
         }
-        if (!was) /* lost a race with another free of the same block */
+        if (!was) { /* lost a race with another free of the same block */
+            pm_slab_leave(h, s);
             return nm_fail(NM_EDOUBLEFREE, "pmalloc_free_from: block %#llx was freed concurrently", (unsigned long long)p);
+        }
         pm_ctr_add(h, PMC_LIVE_BYTES, -bsize);
         pm_ctr_add(h, PMC_LIVE_OBJS, -(uint64_t)1);
-        if (!remote) pm_small_put(h, tc, (pm_tcblk){s, idx});
+        /* Leave before the put, which may release the slab. No morph can start
+         * meanwhile: the block is taken in DRAM but clear in the bitmap (new
+         * block), or still counted among the live old blocks (old block). A
+         * remote free is recorded already; the owner does not release a slab
+         * while `busy` is set (pm_slab_settle), so leaving here is safe. */
+        pm_slab_leave(h, s);
+        if (remote) return NM_OK;
+        if (idx & PM_IDX_OLD) pm_morph_put_old(h, s, idx); /* old blocks bypass the tcache (Sec. 5.2) */
+        else pm_small_put(h, tc, (pm_tcblk){s, idx});
         return NM_OK;
     }
     uint64_t rel = p - h->sb->data_off, page = rel / PM_PAGE;
@@ -429,8 +462,12 @@ size_t pmalloc_usable_size(pmalloc_heap *h, pmalloc_ptr p)
     if (!h || p < h->sb->data_off || p >= h->size) return 0;
     uint32_t idx;
     bool is_small;
+    pm_vslab *hs = slab_at(h, p);
+    pm_slab_enter(h, hs);
     pm_vslab *s = small_lookup(h, p, &idx, &is_small);
-    if (is_small) return s && pm_pbit(s, idx) && !pm_numa_shadowed(s, idx) ? s->block_size : 0;
+    size_t us = is_small && s && pm_pbit(s, idx) && ((idx & PM_IDX_OLD) || !pm_numa_shadowed(s, idx)) ? pm_blk_size(s, idx) : 0;
+    pm_slab_leave(h, hs);
+    if (is_small) return us;
     size_t r = 0;
     pthread_mutex_lock(&h->large_lock);
     uint64_t rel = p - h->sb->data_off;
@@ -488,6 +525,9 @@ nm_err pmalloc_stats_get(pmalloc_heap *h, pmalloc_stats *st)
     st->bklog_gcs = __atomic_load_n(&h->c_bkgc, __ATOMIC_RELAXED);
     st->bklog_fast_gcs = __atomic_load_n(&h->c_bkfast, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&h->large_lock);
+    st->morphs = __atomic_load_n(&h->c_morphs, __ATOMIC_RELAXED);
+    st->morph_slabs_in = __atomic_load_n(&h->morph_slabs_in, __ATOMIC_RELAXED);
+    st->morph_old_live = __atomic_load_n(&h->morph_old_live, __ATOMIC_RELAXED);
     st->data_bytes = h->data_pages * PM_PAGE;
     st->flushes = pm_ctr_sum(h, PMC_FLUSH);
     st->meta_flushes = pm_ctr_sum(h, PMC_META);
@@ -522,7 +562,9 @@ nm_err pmalloc_walk(pmalloc_heap *h, pmalloc_walk_fn fn, void *arg)
     for (uint64_t p = 0; p < h->data_pages && !stop;) {
         pm_veh *v = pm_pmap_get(h, p);
         if (!v || v->page != p) { p++; continue; }
-        if (v->state == PM_VEH_SLAB && v->slab) {
+        if (v->state == PM_VEH_SLAB && v->slab && v->slab->mo) {
+            stop = pm_morph_walk(h, v->slab, fn, arg); /* old and new blocks, in address order */
+        } else if (v->state == PM_VEH_SLAB && v->slab) {
             pm_vslab *s = v->slab;
             for (uint32_t i = 0; i < s->nblocks && !stop; i++)
                 if (pm_pbit(s, i) && !pm_numa_shadowed(s, i)) stop = fn(arg, block_off(h, s, i), s->block_size);
@@ -547,6 +589,7 @@ nm_err pmalloc_check(pmalloc_heap *h)
         if (v->state == PM_VEH_SLAB) {
             pm_vslab *s = v->slab;
             if (!s) { err = nm_fail(NM_ECORRUPT, "pmalloc check: slab without vslab"); break; }
+            if (s->mo) { err = pm_morph_check(h, s, &live, &objs); p += v->npages; continue; }
             uint32_t taken = 0;
             for (uint32_t i = 0; i < s->nblocks; i++) {
                 bool pb = pm_pbit(s, i), vb = nm_bitmap_test(s->vbm, i);
@@ -588,6 +631,7 @@ static int cmp_rec(const void *a, const void *b)
 
 static void small_set(pmalloc_heap *h, pm_vslab *s, uint32_t idx, bool alloc)
 {
+    if (idx & PM_IDX_OLD) { pm_morph_recover_free_old(h, s, idx); return; } /* old blocks are only freed */
     uint64_t *w;
     pbit_update(s, idx, alloc, &w);
     pm_flush(h, w, sizeof *w, PM_META);
@@ -691,9 +735,13 @@ static nm_err gc_recover(pmalloc_heap *h)
             pm_vslab *s = v->slab;
             for (uint32_t i = 0; i < s->nblocks; i++)
                 if (pm_pbit(s, i)) before++;
-            memset(s->pbm, 0, (size_t)s->hdr->bm_lines * PM_LINE);
+            memset(s->pbm, 0, (size_t)pm_bm_lines(s) * PM_LINE);
             nm_bitmap_zero(s->vbm, s->nblocks);
             s->nfree_v = s->nblocks;
+            if (s->mo) {
+                nm_err e = pm_morph_gc_begin(h, s, &before); /* old bits: candidates for the mark */
+                if (e) return e;
+            }
         }
         v->mark = false;
         p += v->npages;
@@ -712,6 +760,7 @@ static nm_err gc_recover(pmalloc_heap *h)
             struct rg push = {NULL, 0};
             if (v && v->state == PM_VEH_SLAB) {
                 pm_vslab *s = v->slab;
+                if (s->mo && pm_morph_gc_mark(h, s, w, &push.p, &push.words, &marked)) goto pushit; /* an old block */
                 uint64_t start = pm_off(h, s->data);
                 if (w < start || (w - start) / s->block_size >= s->nblocks) continue;
                 uint32_t idx = (uint32_t)((w - start) / s->block_size);
@@ -726,6 +775,7 @@ static nm_err gc_recover(pmalloc_heap *h)
                 v->mark = true;
                 push = (struct rg){(const uint64_t *)(h->data + v->page * PM_PAGE), v->npages * PM_PAGE / 8};
             }
+        pushit:
             if (push.p) {
                 if (n == cap) {
                     cap *= 2;
@@ -741,7 +791,8 @@ static nm_err gc_recover(pmalloc_heap *h)
     for (uint64_t p = 0; p < h->data_pages;) {
         pm_veh *v = h->pmap[p];
         if (v->state == PM_VEH_SLAB) {
-            pm_flush(h, v->slab->pbm, (size_t)v->slab->hdr->bm_lines * PM_LINE, PM_META);
+            if (v->slab->mo) pm_morph_gc_end(h, v->slab); /* rewrites the old bitmap, unblocks new blocks */
+            pm_flush(h, v->slab->pbm, (size_t)pm_bm_lines(v->slab) * PM_LINE, PM_META);
             pm_slab_fix_lists(h, v->slab);
         }
         v->mark = false;
@@ -761,6 +812,7 @@ static void recount(pmalloc_heap *h)
         if (v->state == PM_VEH_SLAB) {
             for (uint32_t i = 0; i < v->slab->nblocks; i++)
                 if (pm_pbit(v->slab, i)) { live += v->slab->block_size; objs++; }
+            if (v->slab->mo) pm_morph_count(v->slab, &live, &objs);
         } else if (v->state == PM_VEH_ALLOC) {
             live += v->npages * PM_PAGE;
             objs++;
@@ -827,6 +879,8 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
     if (o.stripes > PMALLOC_MAX_STRIPES) return nm_fail(NM_EINVAL, "pmalloc_open: %u stripes > %u", o.stripes, PMALLOC_MAX_STRIPES);
     if (o.model > PMALLOC_GC || o.persist > PMALLOC_PERSIST_SIM || o.eadr > PMALLOC_EADR_ON)
         return nm_fail(NM_EINVAL, "pmalloc_open: bad option value");
+    if (o.morph_su > 100 && o.morph_su != PMALLOC_MORPH_OFF)
+        return nm_fail(NM_EINVAL, "pmalloc_open: morph_su %u is not a percentage (or PMALLOC_MORPH_OFF)", o.morph_su);
     char path[4096];
     if (snprintf(path, sizeof path, "%s/%s", dir, PMALLOC_FILE_NAME) >= (int)sizeof path)
         return nm_fail(NM_EINVAL, "pmalloc_open: directory name too long");
@@ -925,6 +979,7 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
         if (numa_bytes && (err = pm_numa_create(h, l.numa_off))) { heap_free(h); unlink(path); return err; }
     }
     h->model = (pmalloc_model)h->sb->model;
+    h->morph_su = o.morph_su == PMALLOC_MORPH_OFF ? 0 : o.morph_su ? o.morph_su : PM_MORPH_DEFAULT_SU;
     h->decay_ns = o.decay_ms == PMALLOC_DECAY_NEVER ? UINT64_MAX : (uint64_t)(o.decay_ms ? o.decay_ms : 10000) * 1000000ull;
     if (h->persist == PMALLOC_PERSIST_SIM) h->decay_ns = UINT64_MAX; /* the image is compared line by line */
     h->nchunks = h->sb->nchunks;
@@ -990,7 +1045,7 @@ nm_err pmalloc_close(pmalloc_heap *h)
     if (h->model == PMALLOC_GC) { /* the bitmaps were left volatile at run time */
         for (uint64_t p = 0; p < h->data_pages;) {
             pm_veh *v = h->pmap[p];
-            if (v->state == PM_VEH_SLAB) pm_flush(h, v->slab->pbm, (size_t)v->slab->hdr->bm_lines * PM_LINE, PM_META);
+            if (v->state == PM_VEH_SLAB) pm_flush(h, v->slab->pbm, (size_t)pm_bm_lines(v->slab) * PM_LINE, PM_META);
             p += v->npages;
         }
         pm_drain(h);

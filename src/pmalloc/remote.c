@@ -412,7 +412,7 @@ static void dlog_append(pmalloc_heap *h, unsigned li, uint64_t block, uint64_t t
 nm_err pm_numa_remote_free(pmalloc_heap *h, pm_tcache *tc, pm_vslab *s, uint32_t idx)
 {
     pm_numa *n = h->numa;
-    pm_rslab *rs = s->rs; /* allocated by pm_numa_is_remote */
+    pm_rslab *rs = __atomic_load_n(&s->rs, __ATOMIC_ACQUIRE); /* allocated by pm_numa_is_remote; atomic: a losing get_rs CAS may run concurrently */
     uint64_t m = 1ull << (idx % 64u);
     /* once the shadow bit is set and the lock dropped, the owner may apply it
      * and release the slab: nothing of s is read after the unlock */
@@ -672,7 +672,7 @@ nm_err pm_numa_check(pmalloc_heap *h)
         if (v->state == PM_VEH_SLAB && v->slab) {
             pm_vslab *s = v->slab;
             if (n->ts_table[v->page] >= dts) err = nm_fail(NM_ECORRUPT, "pmalloc check: slab timestamp ahead of the clock");
-            pm_rslab *rs = s->rs;
+            pm_rslab *rs = __atomic_load_n(&s->rs, __ATOMIC_ACQUIRE);
             if (rs && !err) {
                 pthread_mutex_lock(&rs->lock);
                 uint32_t cnt = 0;

@@ -31,6 +31,7 @@ void pm_slab_layout(unsigned block_size, unsigned stripes, uint32_t *nblocks, ui
     }
 }
 
+static pm_vslab *vslab_new(pmalloc_heap *h, pm_veh *v, pm_slab_hdr *hd);
 static uint32_t slab_hdr_check(const pm_slab_hdr *hd) { return (uint32_t)XXH64(hd, offsetof(pm_slab_hdr, check), 0x51ab); }
 
 nm_err pm_small_init(pmalloc_heap *h)
@@ -43,6 +44,8 @@ nm_err pm_small_init(pmalloc_heap *h)
         pm_slab_layout((unsigned)h->sc.size[c], h->stripes, &h->slab_nblocks[c], &h->slab_bm_lines[c], &h->slab_data_off[c]);
     return NM_OK;
 }
+
+pm_vslab *pm_slab_vol_new(pmalloc_heap *h, pm_veh *v, pm_slab_hdr *hd) { return vslab_new(h, v, hd); }
 
 static pm_vslab *vslab_new(pmalloc_heap *h, pm_veh *v, pm_slab_hdr *hd)
 {
@@ -66,6 +69,7 @@ static pm_vslab *vslab_new(pmalloc_heap *h, pm_veh *v, pm_slab_hdr *hd)
 void pm_slab_free_vol(pm_vslab *s)
 {
     if (!s) return;
+    pm_morph_free(s);
     pm_numa_rslab_free(s);
     free(s->vbm);
     free(s);
@@ -102,6 +106,7 @@ nm_err pm_slab_adopt(pmalloc_heap *h, pm_veh *v)
     pm_slab_layout(hd->block_size, hd->stripes, &nb, &bl, &doff);
     if (hd->nblocks != nb || hd->bm_lines != bl || hd->data_off != doff)
         return nm_fail(NM_ECORRUPT, "pmalloc: slab at data page %llu has an inconsistent geometry", (unsigned long long)v->page);
+    if (*PM_MORPH_WORD(hd)) return pm_morph_adopt(h, v, NULL); /* morphed: geometry from its header image */
     pm_vslab *s = vslab_new(h, v, hd);
     if (!s) return nm_fail(NM_ENOMEM, "pmalloc: no host memory for a vslab");
     s->nfree_v = s->nblocks;
@@ -112,6 +117,7 @@ nm_err pm_slab_adopt(pmalloc_heap *h, pm_veh *v)
         }
     /* bits beyond nblocks must be clear */
     if (s->nfree_v) partial_add(s->arena, s);
+    pm_morph_lru_add(s->arena, s);
     return NM_OK;
 }
 
@@ -155,6 +161,7 @@ static pm_vslab *slab_new(pmalloc_heap *h, pm_arena *a, unsigned cls)
     s->nfree_v = s->nblocks;
     s->arena = a;
     partial_add(a, s);
+    pm_morph_lru_add(a, s);
     return s;
 }
 
@@ -167,6 +174,7 @@ static void slab_release(pmalloc_heap *h, pm_vslab *s)
     pm_wclk_raise(h, PM_WCLK_LARGE, pm_wclk_get(h, pm_arena_dom(s->arena))); /* see slab_new */
     pm_veh *v = s->veh;
     if (pm_bk_tombstone(h, v) == NM_OK) {
+        pm_morph_lru_del(s->arena, s);
         v->slab = NULL;
         pm_extent_release(h, v);
         pm_slab_free_vol(s);
@@ -181,14 +189,23 @@ static void vslab_put(pmalloc_heap *h, pm_vslab *s, uint32_t idx)
 {
     nm_bitmap_clear(s->vbm, idx);
     s->nfree_v++;
-    if (s->nfree_v == s->nblocks) {
+    pm_slab_settle(h, s);
+}
+
+void pm_slab_settle(pmalloc_heap *h, pm_vslab *s)
+{
+    /* old blocks pin a morphed slab; a reader inside (busy: a remote free that
+     * has recorded its block, a lookup) keeps it until a later put */
+    if (s->nfree_v == s->nblocks && !(s->mo && s->mo->nold) && !__atomic_load_n(&s->busy, __ATOMIC_SEQ_CST)) {
         /* keep one empty slab per class in the arena; release the others */
         pm_arena *a = s->arena;
         bool other = a->partial[s->cls] && (a->partial[s->cls] != s || s->next);
         if (other) { slab_release(h, s); return; }
     }
-    partial_add(s->arena, s);
+    if (s->nfree_v) partial_add(s->arena, s);
 }
+
+void pm_slab_partial_del(pm_arena *a, pm_vslab *s) { partial_del(a, s); }
 
 /* ---- thread caches ---- */
 
@@ -306,12 +323,14 @@ static bool tc_fill(pmalloc_heap *h, pm_tcache *tc, unsigned cls)
     for (;;) {
         pm_vslab *s = a->partial[cls];
         if (!s && pm_numa_sync_arena(h, a, PM_SYNC_DEMAND)) continue; /* on-demand sync (Sec. 6.2) */
+        if (!s) s = pm_morph_try(h, tc, a, cls); /* Sec. 5.2: an under-occupied slab of another class first */
         if (!s) s = slab_new(h, a, cls);
         if (!s) return got;
+        pm_morph_touch(a, s);
         uint32_t i = s->hint < s->nblocks ? s->hint : 0;
         for (uint32_t step = 0; step < s->nblocks && s->nfree_v > 0; step++, i = i + 1 == s->nblocks ? 0 : i + 1) {
             if (nm_bitmap_test(s->vbm, i)) continue;
-            unsigned st = S > 1 ? (i % s->stripes) % S : 0;
+            unsigned st = S > 1 ? (i % (s->stripes > 1 ? s->stripes : S)) % S : 0; /* 1-stripe (morphed) slabs: spread */
             if (b->n[st] >= cap) continue;
             nm_bitmap_set(s->vbm, i);
             s->nfree_v--;
@@ -378,7 +397,7 @@ void pm_small_put(pmalloc_heap *h, pm_tcache *tc, pm_tcblk k)
 {
     pm_tcbin *b = &tc->bins[k.s->cls];
     unsigned S = h->interleave ? h->stripes : 1;
-    unsigned st = S > 1 ? (k.idx % k.s->stripes) % S : 0;
+    unsigned st = S > 1 ? (k.idx % (k.s->stripes > 1 ? k.s->stripes : S)) % S : 0;
     if (b->slot && k.s->arena == tc->arena && b->n[st] < tc_cap(h, k.s->cls)) {
         b->slot[st * PM_TC_PER_STRIPE + b->n[st]++] = k;
         return;

@@ -54,6 +54,52 @@ static void test_sim_loggc(void **st)
     rmdir(dir);
 }
 
+/* Slab morphing under crashes (Sec. 5.2): SU = 100% and size classes that
+ * shift every 40 steps make morphs frequent; under power failure, half the
+ * flushes inside a morph are crash points, so every step is hit. */
+static void morph_run(pmalloc_model m, bool sim, unsigned points, unsigned threads, unsigned vnodes)
+{
+    char dir[256];
+    pmt_tmpdir(dir, sizeof dir, sim ? "msim" : "mproc");
+    pmc_run r;
+    pmc_run_defaults(&r, m, dir);
+    r.points = points;
+    r.threads = threads;
+    r.seed = nm_test_seed(sim ? 24 : 25) + m;
+    r.morph_su = 100;
+    r.morph_target_pct = 50;
+    r.cfg.large_pct = 5;
+    r.cfg.size_phase = 40;
+    r.vnodes = vnodes; /* > 1: remote frees go two-phase, interleaved with morphs */
+    int rc = sim ? pmc_run_sim(&r) : pmc_run_proc(&r);
+    if (sim)
+        print_message("morphing, power failure %s, %u node(s): %llu crash points (%llu during recovery), %llu morphs, crash points inside a morph: "
+                      "%llu at step 1 (new bitmap), %llu at step 2 (image), %llu at step 3 (commit); %llu failures %s\n",
+                      m == PMALLOC_LOG ? "LOG" : "GC", vnodes ? vnodes : 1, (unsigned long long)r.tried, (unsigned long long)r.recovery_tried,
+                      (unsigned long long)r.morphs, (unsigned long long)r.morph_points[1], (unsigned long long)r.morph_points[2],
+                      (unsigned long long)r.morph_points[3], (unsigned long long)r.failures, r.first_failure);
+    else /* where a kill lands is not observable; the workload is the one that morphs above */
+        print_message("morphing, process kill%s %s, %u node(s): %llu kills, %llu failures %s\n", threads > 1 ? " (2 threads)" : "",
+                      m == PMALLOC_LOG ? "LOG" : "GC", vnodes ? vnodes : 1, (unsigned long long)r.tried, (unsigned long long)r.failures, r.first_failure);
+    assert_int_equal(rc, 0);
+    assert_int_equal(r.failures, 0);
+    assert_true(r.tried >= points);
+    if (sim) {
+        assert_true(r.morphs > 0);
+        for (int k = 1; k <= 3; k++) assert_true(r.morph_points[k] > 0);
+    }
+    rmdir(dir);
+}
+
+static void test_sim_morph_log(void **s) { (void)s; morph_run(PMALLOC_LOG, true, 160, 1, 0); }
+static void test_sim_morph_gc(void **s) { (void)s; morph_run(PMALLOC_GC, true, 160, 1, 0); }
+static void test_proc_morph_log(void **s) { (void)s; morph_run(PMALLOC_LOG, false, 30, 2, 0); }
+static void test_proc_morph_gc(void **s) { (void)s; morph_run(PMALLOC_GC, false, 24, 1, 0); }
+/* morphing with 2 virtual nodes: two-phase remote frees pending while slabs morph */
+static void test_sim_morph_numa_log(void **s) { (void)s; morph_run(PMALLOC_LOG, true, 100, 1, 2); }
+static void test_sim_morph_numa_gc(void **s) { (void)s; morph_run(PMALLOC_GC, true, 100, 1, 2); }
+static void test_proc_morph_numa_log(void **s) { (void)s; morph_run(PMALLOC_LOG, false, 24, 2, 2); }
+
 static void test_proc_log_mt(void **s) { (void)s; run_t(PMALLOC_LOG, false, 60, 2); }
 
 /* NUMA (Sec. 6): virtual nodes, the workload hops between them, so frees are
@@ -101,6 +147,13 @@ int main(void)
         cmocka_unit_test(test_numa_proc_log),
         cmocka_unit_test(test_numa_proc_gc),
         cmocka_unit_test(test_proc_gc_mt),
+        cmocka_unit_test(test_sim_morph_log),
+        cmocka_unit_test(test_sim_morph_gc),
+        cmocka_unit_test(test_proc_morph_log),
+        cmocka_unit_test(test_proc_morph_gc),
+        cmocka_unit_test(test_sim_morph_numa_log),
+        cmocka_unit_test(test_sim_morph_numa_gc),
+        cmocka_unit_test(test_proc_morph_numa_log),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -42,6 +42,34 @@ static pmalloc_options opts(void)
     return o;
 }
 
+/* Slab morphing (Sec. 5.2) in miniature: 8000 objects of 100 B, 90% freed,
+ * then 130 B objects; slabs in use with and without morphing. */
+static nm_err morph_demo(nm_demo *d, const char *dir, bool morph, uint64_t *slabs, uint64_t *morphs)
+{
+    pmalloc_options o = opts();
+    o.morph_su = morph ? 0 : PMALLOC_MORPH_OFF;
+    pmalloc_heap *h;
+    nm_err e = pmalloc_open(dir, &o, &h);
+    if (e) return e;
+    enum { N = 8000 };
+    if ((e = pmalloc_malloc_to(h, N * sizeof(pmalloc_ptr), pmalloc_root_slot(h, 0)))) return e;
+    pmalloc_ptr *slot = pmalloc_direct(h, pmalloc_get_root(h, 0));
+    memset(slot, 0, N * sizeof *slot);
+    for (unsigned i = 0; i < N && !e; i++) e = pmalloc_malloc_to(h, 100, &slot[i]);
+    for (unsigned i = 0; i < N && !e; i++)
+        if (i % 10) e = pmalloc_free_from(h, &slot[i]);
+    for (unsigned i = 0; i < N && !e; i++)
+        if (!slot[i]) e = pmalloc_malloc_to(h, 130, &slot[i]);
+    if (!e) e = pmalloc_check(h);
+    pmalloc_stats st;
+    pmalloc_stats_get(h, &st);
+    *slabs = st.slabs;
+    *morphs = st.morphs;
+    NM_UNUSED(d);
+    pmalloc_close(h);
+    return e;
+}
+
 /* NUMA (Sec. 6) with 2 virtual nodes: node 0 allocates, node 1 frees (two-phase
  * remote frees), the process "crashes", recovery replays the deallocation log. */
 static nm_err numa_part(nm_demo *d, const char *dir)
@@ -153,5 +181,15 @@ int nm_demo_pmalloc(nm_demo *d)
     nm_demo_say(d, "recovered list: %llu nodes with values 0..%llu intact; %llu objects allocated = reachable (no leak)",
                 (unsigned long long)n, (unsigned long long)(n - 1), (unsigned long long)st.objects_live);
     if ((e = pmalloc_close(h))) return e;
+
+    char mdir[2][600];
+    uint64_t slabs[2], morphs[2];
+    for (int k = 0; k < 2; k++) {
+        snprintf(mdir[k], sizeof mdir[k], "%s/morph%d", dir, k);
+        mkdir(mdir[k], 0700);
+        if ((e = morph_demo(d, mdir[k], k == 0, &slabs[k], &morphs[k]))) return e;
+    }
+    nm_demo_say(d, "slab morphing: 8000 x 100 B, 90%% freed, then 130 B objects: %llu slabs with morphing (%llu morphs), %llu without",
+                (unsigned long long)slabs[0], (unsigned long long)morphs[0], (unsigned long long)slabs[1]);
     return numa_part(d, dir);
 }
