@@ -894,7 +894,14 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
 
     pmalloc_heap *h = calloc(1, sizeof *h);
     if (!h) return nm_fail(NM_ENOMEM, "pmalloc_open: no host memory");
-    pthread_mutex_init(&h->large_lock, NULL);
+    /* adaptive: spin briefly before sleeping; the extent lock is held for a
+     * search and one log append, and a futex sleep/wake per handoff made two
+     * threads slower than one (pmalloc-large) */
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
+    pthread_mutex_init(&h->large_lock, &ma);
+    pthread_mutexattr_destroy(&ma);
     pthread_mutex_init(&h->tc_lock, NULL);
     pthread_mutex_init(&h->sim_lock, NULL);
     h->lock_fd = -1;
