@@ -152,15 +152,10 @@ static void wal_retire(pmalloc_heap *h, uint64_t x)
     }
 }
 
-/* The clock of the block an operation works on (the caller has validated it). */
-static unsigned wal_domain(pmalloc_heap *h, unsigned op, uint64_t block)
-{
-    if (op != PM_OP_ALLOC_SMALL && op != PM_OP_FREE_SMALL) return PM_WCLK_LARGE;
-    pm_veh *v = pm_pmap_get(h, (block - h->sb->data_off) / PM_PAGE);
-    return pm_arena_dom(v->slab->arena);
-}
-
-static void wal_begin(pmalloc_heap *h, pm_tcache *tc, unsigned op, uint64_t block, uint64_t loc, uint64_t npages)
+/* `dom` is the clock of the block's domain: its slab's arena (pm_arena_dom)
+ * for small blocks, PM_WCLK_LARGE for extents. */
+static void wal_begin(pmalloc_heap *h, pm_tcache *tc, unsigned dom, unsigned op, uint64_t block, uint64_t loc,
+                      uint64_t npages)
 {
     pm_wal_ent *ring = ring_base(h, (unsigned)tc->ring);
     uint32_t k = tc->ring_next++;
@@ -169,7 +164,6 @@ static void wal_begin(pmalloc_heap *h, pm_tcache *tc, unsigned op, uint64_t bloc
     pm_wal_ent *e = &ring[slot];
     uint64_t old = e->seq_op >> 8;
     if (old && old > __atomic_load_n(&h->sb->wal_retired, __ATOMIC_RELAXED)) wal_retire(h, old);
-    unsigned dom = wal_domain(h, op, block);
     __atomic_store_n(&tc->inflight, 1, __ATOMIC_SEQ_CST);
     uint64_t seq = __atomic_fetch_add(&h->wclk[dom].c, 1, __ATOMIC_SEQ_CST) << 8 | dom;
     __atomic_store_n(&tc->inflight, seq, __ATOMIC_RELEASE); /* a retirer that still sees 1 waits */
@@ -283,7 +277,7 @@ nm_err pmalloc_malloc_to(pmalloc_heap *h, size_t size, pmalloc_ptr *dst)
         if (err) return err;
         uint64_t b = block_off(h, k.s, k.idx), *w, bsize = k.s->block_size; /* once the bit is set, a morph may start */
         if (h->model == PMALLOC_LOG) {
-            wal_begin(h, tc, PM_OP_ALLOC_SMALL, b, dst_off, 0);
+            wal_begin(h, tc, pm_arena_dom(k.s->arena), PM_OP_ALLOC_SMALL, b, dst_off, 0);
             store_ptr(dst, b);
             pm_flush(h, dst, sizeof *dst, PM_USER);
             pm_drain(h);
@@ -314,7 +308,7 @@ nm_err pmalloc_malloc_to(pmalloc_heap *h, size_t size, pmalloc_ptr *dst)
     pthread_mutex_unlock(&h->large_lock);
     if (err) return err;
     uint64_t e = h->sb->data_off + v->page * PM_PAGE, old = load_ptr(dst);
-    wal_begin(h, tc, PM_OP_ALLOC_LARGE, e, dst_off, npages);
+    wal_begin(h, tc, PM_WCLK_LARGE, PM_OP_ALLOC_LARGE, e, dst_off, npages);
     store_ptr(dst, e);
     pm_flush(h, dst, sizeof *dst, PM_USER);
     pm_drain(h);
@@ -365,7 +359,7 @@ nm_err pmalloc_free_from(pmalloc_heap *h, pmalloc_ptr *src)
         bool remote = !(idx & PM_IDX_OLD) && pm_numa_is_remote(h, tc, s); /* old blocks: direct (morph.c) */
         uint64_t bsize = pm_blk_size(s, idx);
         if (h->model == PMALLOC_LOG) {
-            wal_begin(h, tc, PM_OP_FREE_SMALL, p, src_off, 0);
+            wal_begin(h, tc, pm_arena_dom(s->arena), PM_OP_FREE_SMALL, p, src_off, 0);
             store_ptr(src, 0);
             pm_flush(h, src, sizeof *src, PM_USER);
             pm_drain(h);
@@ -414,7 +408,7 @@ nm_err pmalloc_free_from(pmalloc_heap *h, pmalloc_ptr *src)
      * pointer; `freeing` makes a concurrent second free fail meanwhile */
     v->freeing = true;
     pthread_mutex_unlock(&h->large_lock);
-    wal_begin(h, tc, PM_OP_FREE_LARGE, p, src_off, v->npages);
+    wal_begin(h, tc, PM_WCLK_LARGE, PM_OP_FREE_LARGE, p, src_off, v->npages);
     store_ptr(src, 0);
     pm_flush(h, src, sizeof *src, PM_USER);
     pm_drain(h);
