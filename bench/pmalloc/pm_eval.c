@@ -209,6 +209,7 @@ static bool pe_two_phase(const pe_params *p)
 static void pe_timed_start(pe_shared *s)
 {
     pthread_barrier_wait(&s->bar);
+    if (s->p->mark) pthread_barrier_wait(&s->bar); /* the main thread marks in between */
     uint64_t now = nm_now_ns(), cur = __atomic_load_n(&s->t_start, __ATOMIC_RELAXED);
     while (now < cur && !__atomic_compare_exchange_n(&s->t_start, &cur, now, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
     }
@@ -325,7 +326,7 @@ static void *pe_worker(void *arg)
                      absent key, 50% deletes of a present key (Sec. 8.5's FPTree mix) */
         uint64_t K = 2 * n, base = tid * K, npres = 0, nabs = K;
         uint64_t *pres = malloc(K * sizeof *pres), *abs_ = malloc(K * sizeof *abs_);
-        if (!pres || !abs_) { free(pres); free(abs_); err = 1; pthread_barrier_wait(&s->bar); break; }
+        if (!pres || !abs_) { free(pres); free(abs_); err = 1; pe_timed_start(s); break; }
         for (uint64_t i = 0; i < K; i++) abs_[i] = i;
         for (uint64_t q = 0; q < n + p->ops; q++) {
             if (q == n) pe_timed_start(s); /* warm-up done: the timed phase starts */
@@ -449,6 +450,11 @@ static int pe_run_threads(pe_heap *e, const pe_params *p, pe_result *r)
     pthread_barrier_wait(&s->bar);
     bool two_phase = pe_two_phase(p);
     if (two_phase) pthread_barrier_wait(&s->bar);
+    if (p->mark) { /* every worker waits at the second barrier of pe_timed_start */
+        if (e->h) pmalloc_stats_reset_counters(e->h);
+        pe_mark_begin();
+        pthread_barrier_wait(&s->bar);
+    }
     uint64_t t0 = nm_now_ns();
     if (p->work == PE_LARSON_SMALL || p->work == PE_LARSON_LARGE)
         for (uint64_t k = 0; k < p->iters; k++) pthread_barrier_wait(&s->bar);
@@ -459,6 +465,15 @@ static int pe_run_threads(pe_heap *e, const pe_params *p, pe_result *r)
         r->ops += (double)t[i].ops;
     }
     uint64_t t1 = nm_now_ns();
+    if (p->mark) {
+        pe_mark_end();
+        if (e->h) {
+            pmalloc_stats st;
+            pmalloc_stats_get(e->h, &st);
+            r->flushes = (double)st.flushes;
+            r->fences = (double)st.fences;
+        }
+    }
     if (s->t_start != UINT64_MAX && s->t_end > s->t_start) { t0 = s->t_start; t1 = s->t_end; }
     r->seconds = (double)(t1 - t0) / 1e9;
     pthread_barrier_destroy(&s->bar);
@@ -558,8 +573,9 @@ static void pe_prefault(pe_heap *e, size_t size)
     for (size_t off = 0; off + 8 <= size; off += 4096) __atomic_fetch_add((uint64_t *)(base + off), 0, __ATOMIC_RELAXED);
 }
 
-static int pe_child(const pe_params *p, pe_result *r)
+int pe_run_inproc(const pe_params *p, pe_result *r)
 {
+    memset(r, 0, sizeof *r);
     /* reset this process's peak-RSS mark, so the peak is this run's */
     nm_peak_rss_reset();
     size_t rss0 = nm_current_rss_bytes();
@@ -585,6 +601,11 @@ static int pe_child(const pe_params *p, pe_result *r)
 
 int pe_run(const pe_params *p, pe_result *r)
 {
+    if (p->pmdk_noflush) {
+        static const char *const env[] = {"PMEM_NO_FLUSH=1", NULL};
+        mkdir(p->dir, 0700);
+        return pe_run_exec(p, r, NULL, env, NULL, 0);
+    }
     memset(r, 0, sizeof *r);
     mkdir(p->dir, 0700);
     int fd[2];
@@ -601,7 +622,7 @@ int pe_run(const pe_params *p, pe_result *r)
         close(fd[0]);
         pe_result cr;
         memset(&cr, 0, sizeof cr);
-        pe_child(p, &cr);
+        pe_run_inproc(p, &cr);
         ssize_t w = write(fd[1], &cr, sizeof cr);
         _exit(w == (ssize_t)sizeof cr ? 0 : 3); /* no clean close: recovery runs need it */
     }
@@ -623,45 +644,157 @@ int pe_run(const pe_params *p, pe_result *r)
     return r->err;
 }
 
-double pe_measure(nm_bench *b, const char *bench_name, pe_params *p, unsigned reps, double *peak_mib)
+/* ---- the helper process: markers, argv form, exec ---- */
+
+__attribute__((noinline)) void pe_mark_begin(void) { __asm__ volatile("" ::: "memory"); }
+__attribute__((noinline)) void pe_mark_end(void) { __asm__ volatile("" ::: "memory"); }
+
+const char *pe_helper_path(void)
 {
-    double mops[16], peak = 0, pmem = 0, morphs = 0;
-    const char *label = p->eadr ? "PMAlloc-LOG-eADR" : p->no_morph ? (p->kind == PE_GC ? "PMAlloc-GC-noSM" : "PMAlloc-LOG-noSM") : pe_kind_name(p->kind);
-    if (reps > 16) reps = 16;
-    const char *tmp = nm_bench_tmpdir(b);
-    /* run 0 is not prefaulted and gives the peak memory (pages touched + DRAM);
-     * runs 1..reps are prefaulted and give the throughput */
-    for (unsigned k = 0; k <= reps; k++) {
-        snprintf(p->dir, sizeof p->dir, "%s/eval-%s-%d%s%s-%u", tmp, bench_name, (int)p->kind, p->eadr ? "e" : "", p->no_morph ? "n" : "", p->threads);
-        pe_cleanup(p->dir);
-        pe_result r;
-        p->seed = nm_bench_seed(b) * 1000003u + k;
-        p->prefault = k > 0;
-        int rc = pe_run(p, &r);
-        pe_cleanup(p->dir);
-        if (rc || r.seconds <= 0) {
-            nm_bench_progress(b, "%s %s threads %u: FAILED: %s", bench_name, pe_kind_name(p->kind), p->threads, r.msg);
-            return NAN;
-        }
-        if (k == 0) {
-            peak = r.peak_bytes / (1024.0 * 1024.0);
-            morphs = r.aux;
-        }
-        else mops[k - 1] = r.ops / r.seconds / 1e6;
-        pmem = r.is_pmem;
+    static char path[4200];
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) return NULL;
+    self[n] = 0;
+    char *slash = strrchr(self, '/');
+    if (!slash) return NULL;
+    *slash = 0;
+    snprintf(path, sizeof path, "%s/nearmem-pmalloc-evalrun", self);
+    return access(path, X_OK) == 0 ? path : NULL;
+}
+
+int pe_params_format(const pe_params *p, char *buf, size_t cap)
+{
+    int n = snprintf(buf, cap, "work=%d kind=%d threads=%u n=%llu iters=%llu ops=%llu seed=%llu pool=%zu prefault=%d eadr=%d "
+                               "no_morph=%d mark=%d",
+                     (int)p->work, (int)p->kind, p->threads, (unsigned long long)p->n, (unsigned long long)p->iters,
+                     (unsigned long long)p->ops, (unsigned long long)p->seed, p->pool_size, p->prefault, p->eadr,
+                     p->no_morph, p->mark);
+    return n > 0 && (size_t)n < cap ? 0 : -1;
+}
+
+int pe_params_parse(int argc, char **argv, pe_params *p)
+{
+    memset(p, 0, sizeof *p);
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *eq = strchr(a, '=');
+        if (!eq) return -1;
+        size_t kl = (size_t)(eq - a);
+        const char *v = eq + 1;
+        unsigned long long u = strtoull(v, NULL, 10);
+#define PE_KEY(k) (kl == sizeof(k) - 1 && strncmp(a, k, kl) == 0)
+        if (PE_KEY("work")) p->work = (pe_work)u;
+        else if (PE_KEY("kind")) p->kind = (pe_kind)u;
+        else if (PE_KEY("threads")) p->threads = (unsigned)u;
+        else if (PE_KEY("n")) p->n = u;
+        else if (PE_KEY("iters")) p->iters = u;
+        else if (PE_KEY("ops")) p->ops = u;
+        else if (PE_KEY("seed")) p->seed = u;
+        else if (PE_KEY("pool")) p->pool_size = (size_t)u;
+        else if (PE_KEY("prefault")) p->prefault = (int)u;
+        else if (PE_KEY("eadr")) p->eadr = (int)u;
+        else if (PE_KEY("no_morph")) p->no_morph = (int)u;
+        else if (PE_KEY("mark")) p->mark = (int)u;
+        else if (PE_KEY("dir")) snprintf(p->dir, sizeof p->dir, "%s", v);
+        else return -1;
+#undef PE_KEY
     }
-    double m = nm_stats_median(mops, reps), pm = peak;
-    nm_bench_row *row = nm_bench_row_new(b);
-    nm_bench_row_str(row, "bench", bench_name);
-    nm_bench_row_str(row, "allocator", label);
-    nm_bench_row_num(row, "threads", p->threads);
-    nm_bench_row_num(row, "mops", m);
-    nm_bench_row_num(row, "peak_mib", pm);
-    nm_bench_row_num(row, "cpu_flush", pmem);
-    nm_bench_row_num(row, "repetitions", reps);
-    if (p->work == PE_FRAG && p->kind != PE_PMDK) nm_bench_row_num(row, "slab_morphs", morphs);
-    nm_bench_progress(b, "%-13s %-12s threads %u: %8.3f Mops/s (median of %u), peak %.1f MiB touched", bench_name,
-                      label, p->threads, m, reps, pm);
-    if (peak_mib) *peak_mib = pm;
-    return m;
+    return p->threads >= 1 && p->kind < PE_NKINDS && p->dir[0] ? 0 : -1;
+}
+
+void pe_result_print(const pe_result *r)
+{
+    char msg[sizeof r->msg];
+    snprintf(msg, sizeof msg, "%s", r->msg);
+    for (char *c = msg; *c; c++)
+        if (*c == '\n') *c = ' ';
+    printf("PE_RESULT err=%d seconds=%.9g ops=%.17g peak=%.17g aux=%.17g is_pmem=%.17g flushes=%.17g fences=%.17g msg=%s\n",
+           r->err, r->seconds, r->ops, r->peak_bytes, r->aux, r->is_pmem, r->flushes, r->fences, msg);
+    fflush(stdout);
+}
+
+int pe_result_parse(const char *out, pe_result *r)
+{
+    memset(r, 0, sizeof *r);
+    const char *at = out ? strstr(out, "PE_RESULT ") : NULL;
+    if (!at) return -1;
+    int used = 0;
+    if (sscanf(at, "PE_RESULT err=%d seconds=%lf ops=%lf peak=%lf aux=%lf is_pmem=%lf flushes=%lf fences=%lf msg=%n", &r->err,
+               &r->seconds, &r->ops, &r->peak_bytes, &r->aux, &r->is_pmem, &r->flushes, &r->fences, &used) != 8 ||
+        used == 0)
+        return -1;
+    size_t k = 0;
+    for (const char *c = at + used; *c && *c != '\n' && k + 1 < sizeof r->msg; c++) r->msg[k++] = *c;
+    r->msg[k] = 0;
+    return 0;
+}
+
+int pe_run_exec(const pe_params *p, pe_result *r, const char *const *prefix, const char *const *env_add, char *out,
+                size_t outcap)
+{
+    memset(r, 0, sizeof *r);
+    r->err = 1;
+    const char *helper = pe_helper_path();
+    if (!helper) {
+        snprintf(r->msg, sizeof r->msg, "helper nearmem-pmalloc-evalrun not found next to this executable");
+        return 1;
+    }
+    char pbuf[1024], dirarg[600];
+    if (pe_params_format(p, pbuf, sizeof pbuf)) return 1;
+    snprintf(dirarg, sizeof dirarg, "dir=%s", p->dir);
+    char *argv[64];
+    int ac = 0;
+    for (unsigned i = 0; prefix && prefix[i] && ac < 40; i++) argv[ac++] = (char *)prefix[i];
+    argv[ac++] = (char *)helper;
+    for (char *tok = strtok(pbuf, " "); tok && ac < 62; tok = strtok(NULL, " ")) argv[ac++] = tok;
+    argv[ac++] = dirarg;
+    argv[ac] = NULL;
+    int fd[2];
+    if (pipe(fd)) return 1;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fd[0]);
+        close(fd[1]);
+        return 1;
+    }
+    if (pid == 0) {
+        close(fd[0]);
+        dup2(fd[1], 1);
+        dup2(fd[1], 2);
+        close(fd[1]);
+        for (unsigned i = 0; env_add && env_add[i]; i++) putenv((char *)env_add[i]);
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    close(fd[1]);
+    size_t cap = 1 << 16, got = 0;
+    char *buf = malloc(cap);
+    bool oom = !buf;
+    for (;;) { /* drain the pipe even without memory, so the child never blocks */
+        if (!oom && got + 4096 > cap) {
+            char *nb = realloc(buf, cap * 2);
+            if (nb) { buf = nb; cap *= 2; }
+            else oom = true;
+        }
+        ssize_t n = oom ? read(fd[0], pbuf, sizeof pbuf) : read(fd[0], buf + got, cap - got - 1);
+        if (n <= 0) break;
+        if (!oom) got += (size_t)n;
+    }
+    close(fd[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (oom) {
+        free(buf);
+        snprintf(r->msg, sizeof r->msg, "out of memory reading the helper's output");
+        return 1;
+    }
+    buf[got] = 0;
+    if (out && outcap) snprintf(out, outcap, "%s", buf);
+    if (pe_result_parse(buf, r)) {
+        r->err = 1;
+        snprintf(r->msg, sizeof r->msg, "%s: no result (exit status %d)", argv[0], st);
+    }
+    free(buf);
+    return r->err;
 }

@@ -39,6 +39,11 @@ typedef struct pe_params {
     int prefault;    /* touch every pool page before the timed phase */
     int eadr;        /* PMAlloc only: PMALLOC_EADR_ON (no flushes, no interleaving, Sec. 8.9) */
     int no_morph;    /* PMAlloc only: slab morphing off (PMALLOC_MORPH_OFF, the paper's "w/o SM") */
+    int pmdk_noflush; /* PMDK only: run in a re-executed helper with PMEM_NO_FLUSH=1 (libpmem reads it
+                         in its load-time constructor, so a forked child cannot switch it) */
+    int mark;        /* counting mode: with every worker parked at a barrier after the fill, the main
+                        thread resets PMAlloc's counters and calls pe_mark_begin(); after the join it
+                        calls pe_mark_end(). A debugger counts instructions between the two. */
     char dir[512];   /* pool directory (created by the driver) */
 } pe_params;
 
@@ -50,17 +55,43 @@ typedef struct pe_result {
     double peak_bytes;   /* peak RSS growth of the measuring process (DRAM + touched pool pages) */
     double aux;          /* workload specific: list nodes found after recovery; slab morphs (PMAlloc runs) */
     double is_pmem;      /* PMDK: pmem_is_pmem on the pool (1 = CPU flushes) */
+    double flushes;      /* PMAlloc, mark mode: its own counters between the marks (lines flushed) */
+    double fences;       /* ... and drains */
 } pe_result;
 
-/* Run one measurement in a forked child; the pool lives in p->dir. */
+/* Run one measurement in a forked child; the pool lives in p->dir. With
+ * p->pmdk_noflush the child re-executes the helper (pe_run_exec). */
 int pe_run(const pe_params *p, pe_result *r);
+/* Run one measurement in this process (what the forked child and the helper do). */
+int pe_run_inproc(const pe_params *p, pe_result *r);
+
+/* The helper executable `nearmem-pmalloc-evalrun` (next to nearmem-bench in
+ * the build tree) runs one measurement given as arguments and prints one
+ * result line. pe_helper_path: its path, NULL if it is not there. */
+const char *pe_helper_path(void);
+/* argv form of p (key=value words, parsed back by pe_params_parse). */
+int pe_params_format(const pe_params *p, char *buf, size_t cap);
+int pe_params_parse(int argc, char **argv, pe_params *p);
+void pe_result_print(const pe_result *r);      /* the line "PE_RESULT ..." on stdout */
+int pe_result_parse(const char *out, pe_result *r); /* finds and parses it; 0 on success */
+/* Fork and exec `[prefix...] helper <p>` with `env_add` (NAME=value words,
+ * NULL-terminated, may be NULL) added to the environment; the helper's stdout
+ * (and, when `out` is given, everything it printed, up to outcap - 1 bytes) is
+ * parsed for its result line. */
+int pe_run_exec(const pe_params *p, pe_result *r, const char *const *prefix, const char *const *env_add, char *out,
+                size_t outcap);
+
+/* Markers of the counted phase (mark mode); never inlined, so a debugger can break on them. */
+void pe_mark_begin(void);
+void pe_mark_end(void);
 /* Set PMEM_IS_PMEM_FORCE=1 (before any libpmemobj call, in every child). */
 void pe_force_pmem(void);
 /* Remove the pool files of p->dir and the directory. */
 void pe_cleanup(const char *dir);
 
 /* Median Mops/s over `reps` prefaulted runs of p, plus one run without
- * prefaulting for the peak memory; adds one row per call. NAN on failure. */
+ * prefaulting for the peak memory; adds one row per call. NAN on failure.
+ * Row labels: PMAlloc-LOG/-GC, -eADR (p->eadr), -noSM, PMDK, PMDK-noflush. */
 double pe_measure(nm_bench *b, const char *bench_name, pe_params *p, unsigned reps, double *peak_mib);
 
 #endif

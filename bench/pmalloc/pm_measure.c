@@ -1,0 +1,53 @@
+/* pe_measure: the suites' repeated measurement of one configuration (see
+ * pm_eval.h). Apart from pm_eval.c because it reports through the bench
+ * runner (nm_bench_*), which the helper nearmem-pmalloc-evalrun does not link. */
+#include <math.h>
+#include <stdio.h>
+
+#include "nearmem/bench.h"
+#include "nearmem/common.h"
+#include "pm_eval.h"
+
+double pe_measure(nm_bench *b, const char *bench_name, pe_params *p, unsigned reps, double *peak_mib)
+{
+    double mops[16], peak = 0, pmem = 0, morphs = 0;
+    const char *label = p->pmdk_noflush ? "PMDK-noflush" : p->eadr ? (p->kind == PE_GC ? "PMAlloc-GC-eADR" : "PMAlloc-LOG-eADR") : p->no_morph ? (p->kind == PE_GC ? "PMAlloc-GC-noSM" : "PMAlloc-LOG-noSM") : pe_kind_name(p->kind);
+    if (reps > 16) reps = 16;
+    const char *tmp = nm_bench_tmpdir(b);
+    /* run 0 is not prefaulted and gives the peak memory (pages touched + DRAM);
+     * runs 1..reps are prefaulted and give the throughput */
+    for (unsigned k = 0; k <= reps; k++) {
+        snprintf(p->dir, sizeof p->dir, "%s/eval-%s-%d%s%s%s-%u", tmp, bench_name, (int)p->kind, p->eadr ? "e" : "",
+                 p->no_morph ? "n" : "", p->pmdk_noflush ? "f" : "", p->threads);
+        pe_cleanup(p->dir);
+        pe_result r;
+        p->seed = nm_bench_seed(b) * 1000003u + k;
+        p->prefault = k > 0;
+        int rc = pe_run(p, &r);
+        pe_cleanup(p->dir);
+        if (rc || r.seconds <= 0) {
+            nm_bench_progress(b, "%s %s threads %u: FAILED: %s", bench_name, pe_kind_name(p->kind), p->threads, r.msg);
+            return NAN;
+        }
+        if (k == 0) {
+            peak = r.peak_bytes / (1024.0 * 1024.0);
+            morphs = r.aux;
+        }
+        else mops[k - 1] = r.ops / r.seconds / 1e6;
+        pmem = r.is_pmem;
+    }
+    double m = nm_stats_median(mops, reps), pm = peak;
+    nm_bench_row *row = nm_bench_row_new(b);
+    nm_bench_row_str(row, "bench", bench_name);
+    nm_bench_row_str(row, "allocator", label);
+    nm_bench_row_num(row, "threads", p->threads);
+    nm_bench_row_num(row, "mops", m);
+    nm_bench_row_num(row, "peak_mib", pm);
+    nm_bench_row_num(row, "cpu_flush", pmem);
+    nm_bench_row_num(row, "repetitions", reps);
+    if (p->work == PE_FRAG && p->kind != PE_PMDK) nm_bench_row_num(row, "slab_morphs", morphs);
+    nm_bench_progress(b, "%-13s %-12s threads %u: %8.3f Mops/s (median of %u), peak %.1f MiB touched", bench_name,
+                      label, p->threads, m, reps, pm);
+    if (peak_mib) *peak_mib = pm;
+    return m;
+}
