@@ -4,7 +4,8 @@
  *
  *  1. flush_fence_ns / fence_ns: the cost of one store + pmem_flush (64 B) +
  *     pmem_drain, and of one store + pmem_drain, on a pmem_map_file mapping of
- *     the run's directory, measured in this run.
+ *     the run's directory, measured in this run; *_all_threads: the same with
+ *     the suite's thread count looping at once (per thread).
  *  2. Timing with flushes off (native): PMAlloc in eADR mode (no flushes,
  *     fences kept: PMALLOC_EADR_ON) and PMDK with PMEM_NO_FLUSH=1 (no flush
  *     instructions, fences kept; libpmem reads it at load time, so those runs
@@ -20,6 +21,7 @@
  * est_flushes_per_op_* is derived (time difference / per-line flush cost). */
 #include <libpmem.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,33 +46,80 @@ static double pf_loop_ns(char *base, bool flush, unsigned n)
     return (double)(nm_now_ns() - t0) / n;
 }
 
-static int pf_flush_cost(nm_bench *b, bool quick, double *ff_ns, double *f_ns)
+typedef struct pf_loop_arg {
+    char *base;
+    bool flush;
+    unsigned n;
+    pthread_barrier_t *bar;
+    double ns;
+} pf_loop_arg;
+
+static void *pf_loop_thread(void *arg)
+{
+    pf_loop_arg *a = arg;
+    pthread_barrier_wait(a->bar);
+    a->ns = pf_loop_ns(a->base, a->flush, a->n);
+    return NULL;
+}
+
+/* Median over 7 runs of the per-iteration ns with `T` threads looping at once,
+ * each on its own 512 lines (T = 1: this thread alone). */
+static double pf_loop_median(char *base, bool flush, unsigned n, unsigned T)
+{
+    double v[7];
+    for (unsigned k = 0; k < 7; k++) {
+        if (T == 1) {
+            v[k] = pf_loop_ns(base, flush, n);
+            continue;
+        }
+        pthread_barrier_t bar;
+        pthread_barrier_init(&bar, NULL, T);
+        pf_loop_arg a[64];
+        pthread_t th[64];
+        for (unsigned t = 0; t < T; t++) {
+            a[t] = (pf_loop_arg){base + (size_t)t * 512u * 64u, flush, n, &bar, 0};
+            pthread_create(&th[t], NULL, pf_loop_thread, &a[t]);
+        }
+        double sum = 0;
+        for (unsigned t = 0; t < T; t++) {
+            pthread_join(th[t], NULL);
+            sum += a[t].ns;
+        }
+        pthread_barrier_destroy(&bar);
+        v[k] = sum / T;
+    }
+    return nm_stats_median(v, 7);
+}
+
+/* The cost of one store + 64 B flush + drain, and of one store + drain, on a
+ * pmem_map_file mapping in the run's directory: alone and with T threads at
+ * once (what each of T threads pays; the workloads run T threads). */
+static int pf_flush_cost(nm_bench *b, bool quick, unsigned T, double ns[2][2])
 {
     char path[700];
     snprintf(path, sizeof path, "%s/flushcost.pool", nm_bench_tmpdir(b));
     size_t len = 0;
     int is_pmem = 0;
-    char *base = pmem_map_file(path, 1 << 20, PMEM_FILE_CREATE, 0600, &len, &is_pmem);
+    char *base = pmem_map_file(path, (size_t)T * 512u * 64u + (1u << 20), PMEM_FILE_CREATE, 0600, &len, &is_pmem);
     if (!base) return -1;
     unsigned n = quick ? 50000 : 200000;
-    double a[7], c[7];
-    pf_loop_ns(base, true, n / 10); /* warm the lines and the pages */
-    for (unsigned k = 0; k < 7; k++) {
-        a[k] = pf_loop_ns(base, true, n);
-        c[k] = pf_loop_ns(base, false, n);
+    pf_loop_ns(base, true, (unsigned)(len / 64)); /* fault in and warm every line */
+    for (int mt = 0; mt < 2; mt++) {
+        unsigned t = mt ? T : 1;
+        ns[mt][0] = pf_loop_median(base, true, n, t);
+        ns[mt][1] = pf_loop_median(base, false, n, t);
+        nm_bench_row *row = nm_bench_row_new(b);
+        nm_bench_row_str(row, "bench", "flush-cost");
+        nm_bench_row_num(row, "threads", t);
+        nm_bench_row_num(row, "flush_fence_ns", ns[mt][0]);
+        nm_bench_row_num(row, "fence_ns", ns[mt][1]);
+        nm_bench_row_num(row, "iterations", n);
+        nm_bench_row_num(row, "repetitions", 7);
+        nm_bench_progress(b, "%u thread(s): store + pmem_flush(64 B) + pmem_drain %.1f ns, store + pmem_drain %.1f ns "
+                             "(medians of 7 x %u per thread)", t, ns[mt][0], ns[mt][1], n);
     }
     pmem_unmap(base, len);
     unlink(path);
-    *ff_ns = nm_stats_median(a, 7);
-    *f_ns = nm_stats_median(c, 7);
-    nm_bench_row *row = nm_bench_row_new(b);
-    nm_bench_row_str(row, "bench", "flush-cost");
-    nm_bench_row_num(row, "flush_fence_ns", *ff_ns);
-    nm_bench_row_num(row, "fence_ns", *f_ns);
-    nm_bench_row_num(row, "iterations", n);
-    nm_bench_row_num(row, "repetitions", 7);
-    nm_bench_progress(b, "store + pmem_flush(64 B) + pmem_drain: %.1f ns; store + pmem_drain: %.1f ns (medians of 7 x %u)",
-                      *ff_ns, *f_ns, n);
     return 0;
 }
 
@@ -175,17 +224,23 @@ int nm_suite_pmalloc_fences(nm_bench *b)
                           "{\"title\":\"fences per op (counted)\",\"x\":\"bench\",\"y\":\"fences_per_op\",\"series\":\"allocator\","
                           "\"kind\":\"bar\",\"filter\":{\"method\":\"count\"}}]");
 
-    double ff_ns = NAN, f_ns = NAN;
-    if (pf_flush_cost(b, quick, &ff_ns, &f_ns)) return NM_EIO;
-    nm_bench_summary_num(b, "flush_fence_ns", ff_ns);
-    nm_bench_summary_num(b, "fence_ns", f_ns);
-    double line_ns = ff_ns - f_ns; /* what a flushed line adds to a fence */
+    double cost[2][2];
+    if (pf_flush_cost(b, quick, T, cost)) return NM_EIO;
+    nm_bench_summary_num(b, "flush_fence_ns", cost[0][0]);
+    nm_bench_summary_num(b, "fence_ns", cost[0][1]);
+    nm_bench_summary_num(b, "flush_fence_ns_all_threads", cost[1][0]);
+    nm_bench_summary_num(b, "fence_ns_all_threads", cost[1][1]);
+    /* what a flushed line adds to a fence, with the workloads' thread count */
+    double line_ns = cost[1][0] - cost[1][1];
 
     /* ---- 2. timing, with and without flushes ---- */
     bool have_helper = pe_helper_path() != NULL;
+    double ns_all[16][PE_NKINDS][2];
+    for (unsigned i = 0; i < NW; i++)
+        for (int k = 0; k < PE_NKINDS; k++) ns_all[i][k][0] = ns_all[i][k][1] = NAN;
     for (unsigned i = 0; do_time && i < NW; i++) {
         if (only && strcmp(only, ws[i].key)) continue;
-        double ns[PE_NKINDS][2];
+        double (*ns)[2] = ns_all[i];
         for (int k = 0; k < PE_NKINDS; k++)
             for (int nf = 0; nf < 2; nf++) {
                 ns[k][nf] = NAN;
@@ -287,6 +342,10 @@ int nm_suite_pmalloc_fences(nm_bench *b)
             nm_bench_summary_num(b, key, fpo[k]);
             snprintf(key, sizeof key, "flushes_per_op_%s_%s", pf_alloc_key[k], ws[i].key);
             nm_bench_summary_num(b, key, lpo[k]);
+            if (!isnan(ns_all[i][k][1]) && lpo[k] > 0) { /* what one counted line costs in this workload */
+                snprintf(key, sizeof key, "ns_per_flushed_line_%s_%s", pf_alloc_key[k], ws[i].key);
+                nm_bench_summary_num(b, key, (ns_all[i][k][0] - ns_all[i][k][1]) / lpo[k]);
+            }
             nm_bench_progress(b, "%-12s %-12s counted over %.0f ops: %.2f fences/op, %.2f flushes/op (%.1f s under gdb)",
                               ws[i].name, pe_kind_name((pe_kind)k), r.ops, fpo[k], lpo[k], (double)(nm_now_ns() - t0) / 1e9);
         }

@@ -23,7 +23,7 @@ static char *slurp(const char *path)
     return s;
 }
 
-static void run_suite(const char *suite, const char *args, const char *const *keys)
+static char *run_suite(const char *suite, const char *args, const char *const *keys)
 {
     const char *bin = getenv("NEARMEM_BINARY_DIR");
     assert_non_null(bin);
@@ -46,8 +46,8 @@ static void run_suite(const char *suite, const char *args, const char *const *ke
         double v = strtod(at + strlen(pat), &end);
         if (end == at + strlen(pat) || !isfinite(v) || v <= 0) fail_msg("%s: %s is not a finite positive number", suite, keys[i]);
     }
-    free(s);
     unlink(json);
+    return s;
 }
 
 static void test_small(void **st)
@@ -55,28 +55,49 @@ static void test_small(void **st)
     (void)st;
     static const char *const k[] = {"speedup_vs_pmdk_threadtest", "speedup_vs_pmdk_prodcon", "speedup_vs_pmdk_shbench",
                                     "speedup_vs_pmdk_larson_small", NULL};
-    run_suite("pmalloc-small", "--set pool_mib=64", k);
+    free(run_suite("pmalloc-small", "--set pool_mib=64", k));
 }
 
 static void test_large(void **st)
 {
     (void)st;
     static const char *const k[] = {"speedup_vs_pmdk_larson_large", "speedup_vs_pmdk_dbmstest", NULL};
-    run_suite("pmalloc-large", "--set dbms_objects=200", k);
+    free(run_suite("pmalloc-large", "--set dbms_objects=200", k));
 }
 
 static void test_recovery(void **st)
 {
     (void)st;
     static const char *const k[] = {"recovery_ms_10m_log", "recovery_ms_10m_pmdk", "recovery_ms_10m_gc", NULL};
-    run_suite("pmalloc-recovery", "--set nodes=20000", k);
+    free(run_suite("pmalloc-recovery", "--set nodes=20000", k));
 }
 
 static void test_kv(void **st)
 {
     (void)st;
     static const char *const k[] = {"kv_speedup_vs_pmdk", NULL};
-    run_suite("pmalloc-kv", "--set warmup=20000 --set ops=50000", k);
+    free(run_suite("pmalloc-kv", "--set warmup=20000 --set ops=50000", k));
+}
+
+/* pmalloc-fences on threadtest alone: the timing keys always; the counted
+ * keys when gdb is installed (the suite skips counting without it), where
+ * gdb's counts must equal PMAlloc's own flush/fence counters. */
+static void test_fences(void **st)
+{
+    (void)st;
+    static const char *const k[] = {"flush_fence_ns", "fence_ns", "flush_share_pmdk_threadtest", "flush_share_log_threadtest",
+                                    "speedup_log_vs_pmdk_threadtest", "speedup_noflush_log_vs_pmdk_threadtest", NULL};
+    static const char *const kc[] = {"fences_per_op_pmdk_threadtest", "fences_per_op_log_threadtest",
+                                     "flushes_per_op_gc_threadtest", "speedup_ceiling_threadtest", NULL};
+    const char *args = "--set only=threadtest --set count_scale=0.25 --set time=0";
+    if (system("gdb --version > /dev/null 2>&1") == 0) {
+        char *s = run_suite("pmalloc-fences", args, kc);
+        const char *d = strstr(s, "\"count_vs_own_counters_max_rel_diff\":");
+        assert_non_null(d);
+        assert_true(strtod(d + strlen("\"count_vs_own_counters_max_rel_diff\":"), NULL) == 0.0);
+        free(s);
+    }
+    free(run_suite("pmalloc-fences", "--set only=threadtest --set count=0", k));
 }
 
 int main(void)
@@ -86,6 +107,7 @@ int main(void)
         cmocka_unit_test(test_large),
         cmocka_unit_test(test_recovery),
         cmocka_unit_test(test_kv),
+        cmocka_unit_test(test_fences),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
