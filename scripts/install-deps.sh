@@ -30,6 +30,7 @@ bench=(
   redis-server redis-tools      # speedmalloc-redis
   sibelia-examples              # pim-cache-genome: related genomes
   valgrind                      # instruction counts
+  gdb                           # pmalloc-fences: counts flush/fence instructions on the native path
 )
 
 want=("${core[@]}")
