@@ -186,8 +186,7 @@ void pm_extent_decay(pmalloc_heap *h, uint64_t now)
     h->last_decay_ns = now;
     for (pm_veh *v = h->free_head; v; v = v->next) {
         if (v->retained || v->npages < PM_SLAB_PAGES || now - v->freed_ns < h->decay_ns) continue;
-        off_t off = (off_t)(h->sb->data_off + v->page * PM_PAGE), len = (off_t)(v->npages * PM_PAGE);
-        if (fallocate(h->lock_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, len) != 0) {
+        if (!pm_data_punch(h, v->page, v->npages)) { /* in the node file(s) holding the pages */
             h->decay_ns = UINT64_MAX; /* not supported here: stop trying */
             return;
         }

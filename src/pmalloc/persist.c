@@ -219,14 +219,48 @@ nm_err pmalloc_sim_set_hook(pmalloc_heap *h, pmalloc_sim_hook fn, void *arg)
     return NM_OK;
 }
 
+typedef struct snap_ctx {
+    pmalloc_heap *h;
+    nm_rng *r;
+    const uint32_t *torn;
+    size_t nt;
+    unsigned evict_pct;
+} snap_ctx;
+
+/* Write heap bytes [start, start+len) of the crash image to fd (from its
+ * current position): the persisted image, early write-backs, torn lines. */
+static nm_err snap_write(void *arg, int fd, uint64_t start, uint64_t len)
+{
+    snap_ctx *c = arg;
+    pmalloc_heap *h = c->h;
+    nm_err err = NM_OK;
+    for (uint64_t off = start; off < start + len && err == NM_OK;) {
+        size_t chunk = (size_t)NM_MIN((uint64_t)1 << 20, start + len - off);
+        char *buf = malloc(chunk);
+        if (!buf) return nm_fail(NM_ENOMEM, "pmalloc: snapshot buffer");
+        memcpy(buf, h->shadow + off, chunk);
+        for (size_t l = 0; c->evict_pct && l < chunk; l += PM_LINE) /* early write-backs */
+            if (memcmp(buf + l, h->base + off + l, PM_LINE) != 0 && nm_rng_below(c->r, 100) < c->evict_pct)
+                memcpy(buf + l, h->base + off + l, PM_LINE);
+        for (size_t i = 0; i < c->nt; i++) {
+            uint64_t lo = (uint64_t)c->torn[i] * PM_LINE;
+            if (lo >= off && lo < off + chunk) memcpy(buf + (lo - off), h->base + lo, PM_LINE);
+        }
+        if (write(fd, buf, chunk) != (ssize_t)chunk) err = nm_fail(NM_EIO, "pmalloc: writing the crash image");
+        free(buf);
+        off += chunk;
+    }
+    return err;
+}
+
 nm_err pmalloc_sim_snapshot(pmalloc_heap *h, const char *dir, uint64_t seed, unsigned evict_pct)
 {
     if (!h || !dir || h->persist != PMALLOC_PERSIST_SIM)
         return nm_fail(NM_ESTATE, "pmalloc: snapshots need PMALLOC_PERSIST_SIM");
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, PMALLOC_FILE_NAME);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (fd < 0) return nm_fail(NM_EIO, "pmalloc: cannot create %s", path);
+    int fd = -1;
+    if (!h->files && (fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600)) < 0) return nm_fail(NM_EIO, "pmalloc: cannot create %s", path);
     nm_rng r;
     nm_rng_seed(&r, seed);
     pthread_mutex_lock(&h->sim_lock);
@@ -235,27 +269,12 @@ nm_err pmalloc_sim_snapshot(pmalloc_heap *h, const char *dir, uint64_t seed, uns
     size_t nt = 0;
     for (size_t i = 0; torn && i < h->npending; i++)
         if (nm_rng_u64(&r) & 1) torn[nt++] = h->pending[i];
-    nm_err err = NM_OK;
-    size_t off = 0;
-    /* write the image with the chosen pending lines applied */
-    while (off < h->size && err == NM_OK) {
-        size_t chunk = NM_MIN((size_t)1 << 20, h->size - off);
-        char *buf = malloc(chunk);
-        if (!buf) { err = nm_fail(NM_ENOMEM, "pmalloc: snapshot buffer"); break; }
-        memcpy(buf, h->shadow + off, chunk);
-        for (size_t l = 0; evict_pct && l < chunk; l += PM_LINE) /* early write-backs */
-            if (memcmp(buf + l, h->base + off + l, PM_LINE) != 0 && nm_rng_below(&r, 100) < evict_pct)
-                memcpy(buf + l, h->base + off + l, PM_LINE);
-        for (size_t i = 0; i < nt; i++) {
-            uint64_t lo = (uint64_t)torn[i] * PM_LINE;
-            if (lo >= off && lo < off + chunk) memcpy(buf + (lo - off), h->base + lo, PM_LINE);
-        }
-        if (write(fd, buf, chunk) != (ssize_t)chunk) err = nm_fail(NM_EIO, "pmalloc: writing %s", path);
-        free(buf);
-        off += chunk;
-    }
+    snap_ctx c = {h, &r, torn, nt, evict_pct};
+    /* the image with the chosen pending lines applied; a heap with node files
+     * gets one image file per heap file (files.c) */
+    nm_err err = h->files ? pm_files_snapshot(h, dir, snap_write, &c) : snap_write(&c, fd, 0, h->size);
     pthread_mutex_unlock(&h->sim_lock);
     free(torn);
-    close(fd);
+    if (fd >= 0) close(fd);
     return err;
 }

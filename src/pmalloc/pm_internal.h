@@ -277,6 +277,7 @@ struct pmalloc_heap {
 
     pmalloc_recovery_info ri;
     int lock_fd; /* holds an flock on the heap file while it is open */
+    struct pm_files *files; /* one file per node (format version 2, files.c); NULL: one file */
     struct pm_numa *numa; /* NUMA topology, node regions, two-phase remote free (numa.c, remote.c) */
 
     /* slab morphing (morph.c) */
@@ -619,6 +620,67 @@ static inline bool pm_numa_shadowed(const pm_vslab *s, uint32_t idx)
     return (__atomic_load_n(&rs->shadow[idx / 64u], __ATOMIC_RELAXED) >> (idx % 64u)) & 1u;
 }
 /* ==== end NUMA ==== */
+
+/* ==== one heap file per NUMA node (paper Sec. 6.1, 7; files.c, docs/pmalloc.md
+ * "Node memory: one heap file per node") ====
+ * A heap created with N >= 2 nodes (format version 2) is a main file holding
+ * bytes [0, data_off) of the heap (superblock, roots, WAL, bookkeeping log,
+ * NUMA region) and one file per node holding node k's data pages, followed by
+ * a one-page trailer. All are mapped back to back into one reserved range, so
+ * heap offsets (pmalloc_ptr) are those of a one-file heap. */
+#define PM_VERSION_FILES 2u
+#define PM_FILES_LINE 6u                       /* superblock line of pm_files_hdr */
+#define PM_FILES_MAGIC 0x53454c49464d4e4eull   /* "NNMFILES" */
+#define PM_NODE_MAGIC 0x45444f4e504d4e4eull    /* "NNMPNODE" */
+#define PM_NODE_TRAILER PM_PAGE                /* bytes after the node's range in its file */
+
+typedef struct pm_files_hdr { /* superblock line 6; lines 7-14: uint64 start page of each node's file */
+    uint64_t magic;
+    uint32_t nfiles;
+    uint32_t pad0;
+    uint64_t heap_id; /* random at create: every node file carries it */
+    uint64_t check;   /* XXH64 of the fields above and of the nfiles start pages */
+    uint8_t pad[32];
+} pm_files_hdr;
+NM_STATIC_ASSERT(sizeof(pm_files_hdr) == PM_LINE, "files header is one line");
+
+typedef struct pm_node_trailer { /* first line of a node file's last page */
+    uint64_t magic;
+    uint32_t version, node, nfiles, pad0;
+    uint64_t heap_id;
+    uint64_t range_off;   /* heap offset of the node's first byte */
+    uint64_t range_bytes; /* the file holds exactly these, then this page */
+    uint64_t check;       /* XXH64 of the fields above */
+} pm_node_trailer;
+
+typedef struct pm_files {
+    unsigned n;                             /* node files */
+    uint64_t heap_id;
+    uint64_t lo[PM_NUMA_MAX_NODES + 1];     /* data page where file k starts; lo[n] = data_pages */
+    int fd[PM_NUMA_MAX_NODES];
+    char *path[PM_NUMA_MAX_NODES];
+    char *marker;                           /* the main file's name during create (renamed at commit) */
+    char *main_path;
+    char *map;                              /* reservation (munmap'ed whole) */
+    size_t map_len;
+    unsigned pmem;                          /* mappings found to be persistent memory (of n + 1) */
+    unsigned pmem_nodes;                    /* ... of which node files */
+    unsigned bound;                         /* node mappings given a memory policy (real nodes) */
+    uint64_t created;                       /* node files this create made (bit k), removed if it fails */
+    bool committed;                         /* create: the main file has its name */
+} pm_files;
+
+nm_err pm_files_create(pmalloc_heap *h, const char *dir, const pmalloc_options *o, unsigned nfiles, uint64_t data_off,
+                       uint64_t heap_size, int *is_pmem); /* maps everything; sets base, size, lock_fd */
+void pm_files_persist_hdr(pmalloc_heap *h);                 /* into the simulation image (create) */
+nm_err pm_files_commit(pmalloc_heap *h);                    /* create done: the main file gets its name */
+nm_err pm_files_open(pmalloc_heap *h, const char *dir, const pmalloc_options *o, const pm_super *sb, int *is_pmem);
+void pm_files_discard(pmalloc_heap *h);                     /* failed create: remove what it made */
+void pm_files_unmap(pmalloc_heap *h);
+bool pm_data_punch(pmalloc_heap *h, uint64_t page, uint64_t npages); /* hole punch (decay), in the right file(s) */
+nm_err pm_files_snapshot(pmalloc_heap *h, const char *dir,
+                         nm_err (*write_range)(void *arg, int fd, uint64_t off, uint64_t len), void *arg);
+/* ==== end node files ==== */
 
 static inline void pm_count(uint64_t *c, uint64_t n) { __atomic_fetch_add(c, n, __ATOMIC_RELAXED); }
 static inline uint64_t pm_off(const pmalloc_heap *h, const void *p) { return (uint64_t)((const char *)p - h->base); }

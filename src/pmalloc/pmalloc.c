@@ -829,7 +829,8 @@ static void heap_free(pmalloc_heap *h)
         free(h->arenas);
     }
     pm_sim_free(h);
-    if (h->base) pmem_unmap(h->base, h->size);
+    if (h->files) pm_files_unmap(h); /* node files: one reservation, several mappings */
+    else if (h->base) pmem_unmap(h->base, h->size);
     if (h->lock_fd >= 0) close(h->lock_fd);
     pthread_mutex_destroy(&h->large_lock);
     pthread_mutex_destroy(&h->tc_lock);
@@ -839,13 +840,24 @@ static void heap_free(pmalloc_heap *h)
     free(h);
 }
 
+/* A failed create removes what it made (the main file, or the node files and
+ * the temporary main file), after unmapping. */
+static nm_err create_failed(pmalloc_heap *h, const char *path, nm_err e)
+{
+    bool files = h->files != NULL;
+    if (files) pm_files_discard(h);
+    heap_free(h);
+    if (!files) unlink(path);
+    return e;
+}
+
 static nm_err validate_super(const pm_super *sb, size_t len)
 {
     if (sb->magic != PM_MAGIC)
         return nm_fail(NM_EFORMAT, "pmalloc: not a PMAlloc heap (bad magic %016llx; an interrupted create leaves none)",
                        (unsigned long long)sb->magic);
-    if (sb->version != PM_VERSION)
-        return nm_fail(NM_EFORMAT, "pmalloc: heap format version %u, this build reads %u", sb->version, PM_VERSION);
+    if (sb->version != PM_VERSION && sb->version != PM_VERSION_FILES)
+        return nm_fail(NM_EFORMAT, "pmalloc: heap format version %u, this build reads %u and %u", sb->version, PM_VERSION, PM_VERSION_FILES);
     if (sb->check != super_check(sb)) return nm_fail(NM_ECORRUPT, "pmalloc: superblock checksum mismatch");
     uint64_t numa_bytes;
     nm_err e = pm_numa_region_of(sb, &numa_bytes);
@@ -883,7 +895,9 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
     if (!exists && !o.create) return nm_fail(NM_ENOENT, "pmalloc_open: %s does not exist", path);
     if (!exists && (o.size < PM_MIN_HEAP || o.size % PM_PAGE))
         return nm_fail(NM_ERANGE, "pmalloc_open: heap size %zu must be a multiple of 4 KiB and >= %u", o.size, PM_MIN_HEAP);
-    if (exists && (size_t)st.st_size < PM_MIN_HEAP)
+    if (!exists && o.log_chunks && (o.log_chunks < 4 || o.log_chunks > PM_MAX_CHUNKS || (uint64_t)o.log_chunks * PM_CHUNK_BYTES > o.size / 4))
+        return nm_fail(NM_ERANGE, "pmalloc_open: %u log chunks (need 4 .. heap/4 KiB)", o.log_chunks);
+    if (exists && (size_t)st.st_size < PM_PAGE) /* a main file of a heap with node files may be below PM_MIN_HEAP */
         return nm_fail(NM_EFORMAT, "pmalloc: %s (%lld bytes) is too small to be a PMAlloc heap", path, (long long)st.st_size);
 
     pmalloc_heap *h = calloc(1, sizeof *h);
@@ -904,6 +918,10 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
         free(h);
         return nm_fail(NM_ENOMEM, "pmalloc_open: no host memory");
     }
+    nm_err err = pm_numa_setup(h, &o); /* before mapping: the node count decides the file layout of a new heap */
+    if (err) { heap_free(h); return err; }
+    size_t mapped = 0;
+    int is_pmem = 0;
     if (exists) {
         /* one user at a time: two processes (or handles) on one heap would corrupt it */
         h->lock_fd = open(path, O_RDWR | O_CLOEXEC);
@@ -916,11 +934,36 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
             heap_free(h);
             return nm_fail(NM_EBUSY, "pmalloc_open: %s is open in another handle or process", path);
         }
+        /* the superblock decides: one file (version 1), or node files too (version 2) */
+        pm_super *sb0 = aligned_alloc(PM_LINE, PM_PAGE);
+        if (!sb0) { heap_free(h); return nm_fail(NM_ENOMEM, "pmalloc_open: no host memory"); }
+        if (pread(h->lock_fd, sb0, PM_PAGE, 0) != (ssize_t)PM_PAGE) memset(sb0, 0, PM_PAGE);
+        if (sb0->magic == PM_MAGIC && sb0->version == PM_VERSION_FILES) {
+            if (!(err = validate_super(sb0, sb0->heap_size))) err = pm_files_open(h, dir, &o, sb0, &is_pmem);
+            free(sb0);
+            if (err) { heap_free(h); return err; }
+            mapped = h->size;
+        } else {
+            free(sb0);
+            if (st.st_size < (off_t)PM_MIN_HEAP) {
+                heap_free(h);
+                return nm_fail(NM_EFORMAT, "pmalloc: %s (%lld bytes) is too small to be a PMAlloc heap", path, (long long)st.st_size);
+            }
+            h->base = pmem_map_file(path, 0, 0, 0, &mapped, &is_pmem);
+        }
+    } else if (h->numa->nnodes > 1 && !o.single_file) {
+        /* one file per node (Sec. 6.1); the layout is known before any file exists */
+        layout l0;
+        compute_layout(o.size, o.log_chunks, pm_numa_new_region(h, o.size, &o), &l0);
+        if ((err = pm_files_create(h, dir, &o, h->numa->nnodes, l0.data_off, o.size, &is_pmem))) {
+            pm_files_discard(h);
+            heap_free(h);
+            return err;
+        }
+        mapped = h->size;
+    } else {
+        h->base = pmem_map_file(path, o.size, PMEM_FILE_CREATE | PMEM_FILE_EXCL, 0600, &mapped, &is_pmem);
     }
-    size_t mapped = 0;
-    int is_pmem = 0;
-    h->base = exists ? pmem_map_file(path, 0, 0, 0, &mapped, &is_pmem)
-                     : pmem_map_file(path, o.size, PMEM_FILE_CREATE | PMEM_FILE_EXCL, 0600, &mapped, &is_pmem);
     if (!h->base) {
         nm_err e = nm_fail(NM_EIO, "pmalloc_open: cannot map %s: %s", path, pmem_errormsg());
         heap_free(h);
@@ -928,7 +971,7 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
     }
     h->size = mapped;
     h->sb = (pm_super *)h->base;
-    if (!exists) {
+    if (!exists && !h->files) {
         h->lock_fd = open(path, O_RDWR | O_CLOEXEC);
         if (h->lock_fd < 0 || flock(h->lock_fd, LOCK_EX | LOCK_NB) != 0) {
             heap_free(h);
@@ -936,8 +979,11 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
             return nm_fail(NM_EBUSY, "pmalloc_open: cannot lock the new heap %s", path);
         }
     }
-    nm_err err = NM_OK;
-    if (exists && (err = validate_super(h->sb, mapped))) { heap_free(h); return err; }
+    if (exists && !h->files && (err = validate_super(h->sb, mapped))) { heap_free(h); return err; }
+    if (exists && !h->files && h->sb->version != PM_VERSION) {
+        heap_free(h);
+        return nm_fail(NM_ECORRUPT, "pmalloc: %s says version %u (node files) but its header was not readable", path, PM_VERSION_FILES);
+    }
 
     /* persistence mode and eADR */
     h->persist = o.persist == PMALLOC_PERSIST_AUTO ? (is_pmem ? PMALLOC_PERSIST_CPU : PMALLOC_PERSIST_MSYNC) : o.persist;
@@ -946,25 +992,19 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
     h->stripes = h->eadr ? 1 : o.stripes;
     h->interleave = h->stripes > 1;
     if (h->persist == PMALLOC_PERSIST_SIM) {
-        if ((err = pm_sim_init(h, !exists))) { heap_free(h); if (!exists) unlink(path); return err; }
+        if ((err = pm_sim_init(h, !exists))) { if (!exists) return create_failed(h, path, err); heap_free(h); return err; }
         h->sim_hook = o.sim_hook;
         h->sim_arg = o.sim_arg;
     }
 
-    if ((err = pm_numa_setup(h, &o))) { heap_free(h); if (!exists) unlink(path); return err; }
     layout l;
-    if (!exists && o.log_chunks && (o.log_chunks < 4 || o.log_chunks > PM_MAX_CHUNKS || (uint64_t)o.log_chunks * PM_CHUNK_BYTES > mapped / 4)) {
-        heap_free(h);
-        unlink(path);
-        return nm_fail(NM_ERANGE, "pmalloc_open: %u log chunks (need 4 .. heap/4 KiB)", o.log_chunks);
-    }
     uint64_t numa_bytes = 0;
     if (exists) pm_numa_region_of(h->sb, &numa_bytes); /* validated above */
     else numa_bytes = pm_numa_new_region(h, mapped, &o);
     compute_layout(exists ? h->sb->heap_size : mapped, exists ? h->sb->nchunks : o.log_chunks, numa_bytes, &l);
     if (!exists) {
         pm_super *sb = h->sb;
-        sb->version = PM_VERSION;
+        sb->version = h->files ? PM_VERSION_FILES : PM_VERSION; /* node files: older builds refuse the heap */
         sb->model = o.model;
         sb->heap_size = mapped;
         sb->stripes = h->stripes;
@@ -977,7 +1017,7 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
         sb->data_off = l.data_off;
         sb->state = PM_STATE_RUNNING;
         sb->wal_retired = 0;
-        if (numa_bytes && (err = pm_numa_create(h, l.numa_off))) { heap_free(h); unlink(path); return err; }
+        if (numa_bytes && (err = pm_numa_create(h, l.numa_off))) return create_failed(h, path, err);
     }
     h->model = (pmalloc_model)h->sb->model;
     h->morph_su = o.morph_su == PMALLOC_MORPH_OFF ? 0 : o.morph_su ? o.morph_su : PM_MORPH_DEFAULT_SU;
@@ -990,18 +1030,24 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
     h->wclk = aligned_alloc(_Alignof(pm_wclk), PM_WCLK_N * sizeof(pm_wclk));
     if (h->wclk) memset(h->wclk, 0, PM_WCLK_N * sizeof(pm_wclk));
     h->arenas = h->wclk ? calloc(h->narenas, sizeof *h->arenas) : NULL;
-    if (!h->arenas) { heap_free(h); if (!exists) unlink(path); return nm_fail(NM_ENOMEM, "pmalloc_open: arenas"); }
+    if (!h->arenas) {
+        err = nm_fail(NM_ENOMEM, "pmalloc_open: arenas");
+        if (!exists) return create_failed(h, path, err);
+        heap_free(h);
+        return err;
+    }
     for (unsigned i = 0; i < h->narenas; i++) {
         pthread_mutex_init(&h->arenas[i].lock, NULL);
         h->arenas[i].id = i;
         h->arenas[i].node = pm_numa_arena_node(h, i);
     }
-    if ((err = pm_small_init(h)) || (err = pm_large_init(h, !exists))) { heap_free(h); if (!exists) unlink(path); return err; }
+    if ((err = pm_small_init(h)) || (err = pm_large_init(h, !exists))) { if (!exists) return create_failed(h, path, err); heap_free(h); return err; }
     if (!exists) {
         /* the zero-filled file already has empty roots and WAL rings; the
          * magic goes last, so an interrupted create is refused, not misread */
         h->sb->check = super_check(h->sb);
         pm_persist(h, h->sb, 128, PM_META);
+        if (h->files) pm_files_persist_hdr(h); /* written and synced before the node files; this is for the simulation image */
         h->sb->magic = PM_MAGIC;
         h->sb->check = super_check(h->sb);
         pm_persist(h, h->sb, 3 * PM_LINE, PM_META);
@@ -1014,7 +1060,8 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
         p += v->npages;
     }
     if (!err) err = pm_numa_open(h); /* validate the deallocation logs; replay them (LOG) */
-    if (err) { heap_free(h); if (!exists) unlink(path); return err; }
+    if (!err && !exists && h->files) err = pm_files_commit(h); /* node files: the main file gets its name last */
+    if (err) { if (!exists) return create_failed(h, path, err); heap_free(h); return err; }
     wal_clocks_raise(h, (h->sb->wal_retired >> 8) + 1);
     if (exists) {
         uint64_t state = h->sb->state;
