@@ -81,14 +81,17 @@ static void make_trailer(const pm_files *f, uint64_t data_off, unsigned k, pm_no
     t->check = trailer_check(t);
 }
 
-/* Validated header of a superblock image: file count and start pages (lo[n] = data pages). */
-static nm_err read_hdr(const pm_super *sb, pm_files *f)
+/* Validated header of a superblock image: file count and start pages (lo[n] =
+ * data pages). Only line 6 and the table are read: an interrupted create
+ * wrote nothing else. */
+static nm_err read_hdr(const pm_super *sb, pm_files *f, uint64_t *data_off)
 {
     const pm_files_hdr *fh = files_hdr(sb);
     const uint64_t *tab = files_table(sb);
     if (fh->magic != PM_FILES_MAGIC || fh->nfiles < 2 || fh->nfiles > PM_NUMA_MAX_NODES || fh->check != hdr_check(fh, tab))
         return nm_fail(NM_ECORRUPT, "pmalloc: node-file header (superblock line %u) is damaged", PM_FILES_LINE);
-    uint64_t pages = (sb->heap_size - sb->data_off) / PM_PAGE;
+    uint64_t pages = fh->data_pages;
+    *data_off = fh->data_off;
     f->n = fh->nfiles;
     f->heap_id = fh->heap_id;
     for (unsigned k = 0; k < f->n; k++) f->lo[k] = tab[k];
@@ -230,7 +233,8 @@ static nm_err remove_named(int fd, const char *dir, const pmalloc_options *o)
     const pm_super *sb = (const pm_super *)page;
     pm_files f;
     memset(&f, 0, sizeof f);
-    if (files_hdr(sb)->magic != PM_FILES_MAGIC || read_hdr(sb, &f) != NM_OK) return NM_OK;
+    uint64_t data_off;
+    if (files_hdr(sb)->magic != PM_FILES_MAGIC || read_hdr(sb, &f, &data_off) != NM_OK) return NM_OK;
     for (unsigned k = 0; k < f.n; k++) {
         char p[4200];
         node_path(p, sizeof p, dir, o, k);
@@ -316,6 +320,8 @@ nm_err pm_files_create(pmalloc_heap *h, const char *dir, const pmalloc_options *
     fh->magic = PM_FILES_MAGIC;
     fh->nfiles = nfiles;
     fh->heap_id = f->heap_id;
+    fh->data_off = data_off;
+    fh->data_pages = pages;
     for (unsigned k = 0; k < nfiles; k++) tab[k] = f->lo[k];
     fh->check = hdr_check(fh, tab);
     if (msync(h->base, PM_PAGE, MS_SYNC) != 0 || fsync(h->lock_fd) != 0)
@@ -383,8 +389,11 @@ nm_err pm_files_open(pmalloc_heap *h, const char *dir, const pmalloc_options *o,
 {
     pm_files *f = files_new(h, dir);
     if (!f) return nm_fail(NM_ENOMEM, "pmalloc: no host memory");
-    nm_err e = read_hdr(sb, f);
+    uint64_t data_off;
+    nm_err e = read_hdr(sb, f, &data_off);
     if (e || (e = set_paths(f, dir, o))) return e;
+    if (data_off != sb->data_off || f->lo[f->n] != (sb->heap_size - sb->data_off) / PM_PAGE)
+        return nm_fail(NM_ECORRUPT, "pmalloc: node-file header and superblock disagree on the data area");
     struct stat st;
     if (fstat(h->lock_fd, &st) != 0) return nm_fail(NM_EIO, "pmalloc_open: cannot stat %s: %s", f->main_path, strerror(errno));
     if ((uint64_t)st.st_size != sb->data_off)

@@ -638,9 +638,11 @@ typedef struct pm_files_hdr { /* superblock line 6; lines 7-14: uint64 start pag
     uint64_t magic;
     uint32_t nfiles;
     uint32_t pad0;
-    uint64_t heap_id; /* random at create: every node file carries it */
-    uint64_t check;   /* XXH64 of the fields above and of the nfiles start pages */
-    uint8_t pad[32];
+    uint64_t heap_id;    /* random at create: every node file carries it */
+    uint64_t data_off;   /* written before the rest of the superblock: an interrupted */
+    uint64_t data_pages; /* create's leftovers can be found from this line alone */
+    uint64_t check;      /* XXH64 of the fields above and of the nfiles start pages */
+    uint8_t pad[16];
 } pm_files_hdr;
 NM_STATIC_ASSERT(sizeof(pm_files_hdr) == PM_LINE, "files header is one line");
 
