@@ -154,6 +154,9 @@ typedef struct pm_vslab {
 #define PM_VEH_FREE 0
 #define PM_VEH_ALLOC 1
 #define PM_VEH_SLAB 2
+#define PM_FBIN_EXACT 256u /* exact-size bins up to 1 MiB */
+#define PM_FBINS (PM_FBIN_EXACT + 1u)
+
 typedef struct pm_veh {
     uint64_t page, npages; /* page index within the data area */
     int state;
@@ -162,6 +165,7 @@ typedef struct pm_veh {
     pm_vslab *slab;
     bool mark;             /* GC mark for extents */
     bool freeing;          /* ALLOC, a free_from in progress (large_lock) */
+    bool rec_pending;      /* its log entry is flushed but maybe not drained yet (atomic) */
     bool retained;         /* free and decayed: its pages were returned (hole punched) */
     uint64_t freed_ns;     /* when it became free */
 } pm_veh;
@@ -240,7 +244,15 @@ struct pmalloc_heap {
     /* large allocator + bookkeeping log, under large_lock */
     pthread_mutex_t large_lock;
     pm_veh **pmap;     /* per data page (atomic access) */
-    pm_veh *free_head; /* free extents, address order */
+    /* free extents, binned by size for best fit without a list walk: bin n
+     * holds extents of exactly n pages (1..PM_FBIN_EXACT), bin 0 the larger
+     * ones; fbin_map has a bit per non-empty bin (large.c) */
+    pm_veh *fbin[PM_FBINS];
+    uint64_t fbin_map[(PM_FBINS + 63) / 64];
+    /* VEHs come from a per-heap pool and are only freed at close: a VEH read
+     * without the lock (small_lookup, slab_at) is always a VEH, never freed memory */
+    pm_veh *veh_pool;  /* free VEHs, linked by next */
+    void *veh_blocks;  /* allocated pool blocks, linked by their first word */
     uint64_t free_pages, nextents, nslabs;
     uint64_t decay_ns, last_decay_ns, retained_pages;
     pm_bkchunk *chunks;
@@ -405,9 +417,14 @@ void pm_large_free_all(pmalloc_heap *h);
 nm_err pm_extent_alloc(pmalloc_heap *h, uint64_t npages, int state, pm_veh **out);
 void pm_extent_release(pmalloc_heap *h, pm_veh *v);  /* back to the free list, coalesced */
 void pm_extent_decay(pmalloc_heap *h, uint64_t now_ns); /* punch long-free extents (every 50 ms) */
+pm_veh *pm_free_first(pmalloc_heap *h);             /* walk all free extents (no order) */
+pm_veh *pm_free_next(pmalloc_heap *h, pm_veh *v);
 nm_err pm_extent_claim(pmalloc_heap *h, uint64_t page, uint64_t npages, int state, pm_veh **out);
 nm_err pm_bk_append(pmalloc_heap *h, uint64_t entry, int64_t *pos); /* persisted on return */
-nm_err pm_bk_record(pmalloc_heap *h, pm_veh *v);  /* normal entry for v */
+nm_err pm_bk_record(pmalloc_heap *h, pm_veh *v);  /* normal entry for v, persisted */
+/* The same, flushed but not drained: the caller drains (after dropping
+ * large_lock) before anything may depend on the entry being durable. */
+nm_err pm_bk_record_flush(pmalloc_heap *h, pm_veh *v);
 nm_err pm_bk_tombstone(pmalloc_heap *h, pm_veh *v);
 nm_err pm_bk_compact(pmalloc_heap *h);
 nm_err pm_large_check(pmalloc_heap *h);

@@ -312,18 +312,27 @@ nm_err pmalloc_malloc_to(pmalloc_heap *h, size_t size, pmalloc_ptr *dst)
     store_ptr(dst, e);
     pm_flush(h, dst, sizeof *dst, PM_USER);
     pm_drain(h);
+    /* The log entry is the completion record. It is flushed under the lock
+     * and drained after it, so two threads' fences do not serialise on the
+     * lock. That is safe: until the drain returns, the WAL entry stays in
+     * flight (not retirable), and recovery redoes an allocation whose pointer
+     * is durable but whose entry is not (wal_recover); replay skips empty
+     * slots, so a later entry durable before ours leaves no gap that matters. */
     pthread_mutex_lock(&h->large_lock);
-    err = pm_bk_record(h, v);
+    err = pm_bk_record_flush(h, v);
     if (err) { /* log full: put the pointer back; recovery would see "not done" */
         store_ptr(dst, old);
         pm_persist(h, dst, sizeof *dst, PM_USER);
         pm_extent_release(h, v);
-    } else {
+    }
+    pthread_mutex_unlock(&h->large_lock);
+    if (!err) {
+        pm_drain(h);
+        __atomic_store_n(&v->rec_pending, false, __ATOMIC_RELEASE);
         pm_ctr_add(h, PMC_LIVE_BYTES, npages * PM_PAGE);
         pm_ctr_add(h, PMC_LIVE_OBJS, 1);
     }
     wal_end(tc);
-    pthread_mutex_unlock(&h->large_lock);
     return err;
 }
 
