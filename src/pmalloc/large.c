@@ -57,6 +57,8 @@ static pm_veh *veh_new(pmalloc_heap *h)
     return v;
 }
 
+pm_veh *pm_veh_new(pmalloc_heap *h) { return veh_new(h); }
+
 static void veh_put(pmalloc_heap *h, pm_veh *v)
 {
     __atomic_store_n(&v->state, PM_VEH_FREE, __ATOMIC_RELAXED);
@@ -212,13 +214,19 @@ void pm_extent_release(pmalloc_heap *h, pm_veh *v)
 {
     if (v->state == PM_VEH_SLAB) h->nslabs--;
     else h->nextents--;
+    pm_extent_free_pages(h, v);
+}
+
+void pm_extent_free_pages(pmalloc_heap *h, pm_veh *v)
+{
     for (uint64_t p = 0; p < v->npages; p++) pm_pmap_set(h, v->page + p, NULL);
     v->bkpos = -1;
     v->slab = NULL;
+    __atomic_store_n(&v->freeing, false, __ATOMIC_RELAXED);
     uint64_t start = v->page, end = v->page + v->npages;
     if (start > 0) {
         pm_veh *l = pm_pmap_get(h, start - 1);
-        if (l && l->state == PM_VEH_FREE) {
+        if (l && __atomic_load_n(&l->state, __ATOMIC_RELAXED) == PM_VEH_FREE) {
             free_list_del(h, l);
             pm_pmap_set(h, l->page, NULL);
             pm_pmap_set(h, start - 1, NULL);
@@ -228,7 +236,7 @@ void pm_extent_release(pmalloc_heap *h, pm_veh *v)
     }
     if (end < h->data_pages) {
         pm_veh *r = pm_pmap_get(h, end);
-        if (r && r->state == PM_VEH_FREE) {
+        if (r && __atomic_load_n(&r->state, __ATOMIC_RELAXED) == PM_VEH_FREE) {
             free_list_del(h, r);
             uint64_t rend = r->page + r->npages;
             pm_pmap_set(h, end, NULL);
@@ -457,7 +465,7 @@ static nm_err bk_record(pmalloc_heap *h, pm_veh *v, bool drain)
 nm_err pm_bk_record(pmalloc_heap *h, pm_veh *v) { return bk_record(h, v, true); }
 nm_err pm_bk_record_flush(pmalloc_heap *h, pm_veh *v) { return bk_record(h, v, false); }
 
-nm_err pm_bk_tombstone(pmalloc_heap *h, pm_veh *v)
+static nm_err bk_tombstone(pmalloc_heap *h, pm_veh *v, bool drain)
 {
     nm_err err = bk_reserve(h);
     if (err) return err;
@@ -466,13 +474,16 @@ nm_err pm_bk_tombstone(pmalloc_heap *h, pm_veh *v)
      * our fence does not cover its flush, so write the line back ourselves,
      * or a crash could keep this tombstone and lose the entry it names. */
     if (__atomic_load_n(&v->rec_pending, __ATOMIC_ACQUIRE)) pm_flush(h, &chunk_ent(h, tc)[slot], sizeof(uint64_t), PM_META);
-    err = pm_bk_append(h, PM_BK_TOMB << 62 | (uint64_t)h->chunks[tc].gen << 31 | (uint64_t)tc << 7 | slot, NULL);
+    err = bk_append(h, PM_BK_TOMB << 62 | (uint64_t)h->chunks[tc].gen << 31 | (uint64_t)tc << 7 | slot, NULL, drain);
     if (err) return err;
     h->bk_live_entries--;
     h->bk_tombs++;
     v->bkpos = -1;
     return NM_OK;
 }
+
+nm_err pm_bk_tombstone(pmalloc_heap *h, pm_veh *v) { return bk_tombstone(h, v, true); }
+nm_err pm_bk_tombstone_flush(pmalloc_heap *h, pm_veh *v) { return bk_tombstone(h, v, false); }
 
 /* Collect every allocated VEH (extents and slabs), in address order. */
 static pm_veh **collect_allocated(pmalloc_heap *h, size_t *n)
@@ -705,7 +716,7 @@ void pm_large_free_all(pmalloc_heap *h)
 
 nm_err pm_large_check(pmalloc_heap *h)
 {
-    uint64_t covered = 0, freep = 0;
+    uint64_t covered = 0, freep = 0, cachedp = 0;
     for (uint64_t p = 0; p < h->data_pages;) {
         pm_veh *v = h->pmap[p];
         if (!v || v->page != p || v->npages == 0 || p + v->npages > h->data_pages)
@@ -714,6 +725,11 @@ nm_err pm_large_check(pmalloc_heap *h)
             freep += v->npages;
             if (h->pmap[p + v->npages - 1] != v)
                 return nm_fail(NM_ECORRUPT, "pmalloc check: free extent at %llu lacks its end mark", (unsigned long long)p);
+        } else if (v->state == PM_VEH_CACHED) {
+            for (uint64_t q = 0; q < v->npages; q++)
+                if (h->pmap[p + q] != v) return nm_fail(NM_ECORRUPT, "pmalloc check: page map hole in cached extent %llu", (unsigned long long)p);
+            if (v->bkpos >= 0) return nm_fail(NM_ECORRUPT, "pmalloc check: cached extent %llu has a live log entry", (unsigned long long)p);
+            cachedp += v->npages;
         } else {
             for (uint64_t q = 0; q < v->npages; q++)
                 if (h->pmap[p + q] != v) return nm_fail(NM_ECORRUPT, "pmalloc check: page map hole in extent %llu", (unsigned long long)p);
@@ -725,6 +741,9 @@ nm_err pm_large_check(pmalloc_heap *h)
         covered += v->npages;
         p += v->npages;
     }
+    if (cachedp != pm_xc_pages(h))
+        return nm_fail(NM_ECORRUPT, "pmalloc check: %llu pages in cached extents, the caches count %llu",
+                       (unsigned long long)cachedp, (unsigned long long)pm_xc_pages(h));
     if (covered != h->data_pages || freep != h->free_pages)
         return nm_fail(NM_ECORRUPT, "pmalloc check: extents cover %llu of %llu pages, %llu free vs %llu counted",
                        (unsigned long long)covered, (unsigned long long)h->data_pages, (unsigned long long)freep,
