@@ -172,7 +172,8 @@ typedef struct pmalloc_stats {
     uint64_t objects_live;
     uint64_t slabs;          /* slabs in use */
     uint64_t extents;        /* allocated large extents */
-    uint64_t free_bytes;     /* bytes in free extents (not counting free slab blocks) */
+    uint64_t free_bytes;     /* bytes in free extents (not counting free slab blocks), cached ones included */
+    uint64_t cached_bytes;   /* of which held in the arenas' caches of freed extents */
     uint64_t retained_bytes; /* ... of which decayed: returned to the file system */
     uint64_t data_bytes;     /* size of the data area */
     uint64_t flushes;        /* cache lines flushed (all kinds) */

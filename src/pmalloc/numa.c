@@ -216,7 +216,7 @@ static void node_order(const pmalloc_heap *h, unsigned node, unsigned *order)
 static bool fit_in(pmalloc_heap *h, uint64_t lo, uint64_t hi, uint64_t npages, uint64_t *at)
 {
     uint64_t best = 0, bestlen = 0;
-    for (pm_veh *v = h->free_head; v; v = v->next) { /* not in address order */
+    for (pm_veh *v = pm_free_first(h); v; v = pm_free_next(h, v)) { /* not in address order */
         uint64_t s = NM_MAX(v->page, lo), e = NM_MIN(v->page + v->npages, hi);
         if (e <= s || e - s < npages) continue;
         if (!bestlen || e - s < bestlen) { best = s; bestlen = e - s; }

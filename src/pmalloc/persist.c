@@ -16,16 +16,19 @@
 #include "pm_internal.h"
 
 #define PM_REFLUSH_WINDOW 4
+/* Every counted flush and fence reads these: initial-exec avoids a
+ * __tls_get_addr call per access in the PIC library (as SpeedMalloc and bmem do). */
+#define PM_TLS __thread __attribute__((tls_model("initial-exec")))
 
 /* ---- counters ---- */
 
 static uint64_t g_heap_uid;
 #define PM_TL_CTRS 4
-static __thread struct {
+static PM_TLS struct {
     uint64_t uid;
     pm_ctrblk *b;
 } tl_ctr[PM_TL_CTRS];
-static __thread unsigned tl_ctr_next;
+static PM_TLS unsigned tl_ctr_next;
 
 nm_err pm_ctr_init(pmalloc_heap *h)
 {
@@ -47,10 +50,10 @@ void pm_ctr_free(pmalloc_heap *h)
     pthread_mutex_destroy(&h->ctr_lock);
 }
 
-static pm_ctrblk *ctr_block(pmalloc_heap *h)
+/* First use of this heap by this thread: a block of its own (kept out of line
+ * so that the hot path below stays a few instructions). */
+static __attribute__((noinline)) pm_ctrblk *ctr_block_new(pmalloc_heap *h)
 {
-    for (unsigned i = 0; i < PM_TL_CTRS; i++)
-        if (tl_ctr[i].uid == h->uid) return tl_ctr[i].b;
     pm_ctrblk *b = calloc(1, sizeof *b);
     if (!b) return h->ctr_shared;
     pthread_mutex_lock(&h->ctr_lock);
@@ -61,6 +64,13 @@ static pm_ctrblk *ctr_block(pmalloc_heap *h)
     tl_ctr[k].uid = h->uid;
     tl_ctr[k].b = b;
     return b;
+}
+
+static inline pm_ctrblk *ctr_block(pmalloc_heap *h)
+{
+    for (unsigned i = 0; i < PM_TL_CTRS; i++)
+        if (tl_ctr[i].uid == h->uid) return tl_ctr[i].b;
+    return ctr_block_new(h);
 }
 
 void pm_ctr_add(pmalloc_heap *h, int which, uint64_t n)
@@ -93,7 +103,7 @@ void pm_ctr_set(pmalloc_heap *h, int which, uint64_t v)
 
 /* ---- the flush primitive ---- */
 
-static __thread struct {
+static PM_TLS struct {
     uint64_t uid;
     uint64_t line[PM_REFLUSH_WINDOW];
     unsigned n;

@@ -154,6 +154,10 @@ typedef struct pm_vslab {
 #define PM_VEH_FREE 0
 #define PM_VEH_ALLOC 1
 #define PM_VEH_SLAB 2
+#define PM_VEH_CACHED 3 /* free (tombstoned), held in an arena's extent cache (xcache.c) */
+#define PM_FBIN_EXACT 256u /* exact-size bins up to 1 MiB */
+#define PM_FBINS (PM_FBIN_EXACT + 1u)
+
 typedef struct pm_veh {
     uint64_t page, npages; /* page index within the data area */
     int state;
@@ -161,7 +165,8 @@ typedef struct pm_veh {
     struct pm_veh *next, *prev; /* free list (state FREE) */
     pm_vslab *slab;
     bool mark;             /* GC mark for extents */
-    bool freeing;          /* ALLOC, a free_from in progress (large_lock) */
+    bool freeing;          /* ALLOC, a free_from in progress (set under large_lock; atomic) */
+    bool rec_pending;      /* its log entry is flushed but maybe not drained yet (atomic) */
     bool retained;         /* free and decayed: its pages were returned (hole punched) */
     uint64_t freed_ns;     /* when it became free */
 } pm_veh;
@@ -179,8 +184,23 @@ typedef struct pm_wclk {
     char pad[56];
 } pm_wclk;
 
+/* A per-arena cache of freed extents (xcache.c): large allocations and frees
+ * of the arena's threads are served here under the arena's own lock instead
+ * of the heap-wide extent lock. Entries are free in persistent terms (their
+ * tombstone is durable), VEHs in state PM_VEH_CACHED. */
+#define PM_XC_N 16u
+typedef struct pm_xcache {
+    pthread_mutex_t lock;
+    pm_veh *v[PM_XC_N]; /* oldest first */
+    unsigned n;
+    uint64_t pages;     /* cached pages (atomic: read by stats) */
+    pm_veh *pool;       /* spare VEHs for splits, linked by next */
+    unsigned npool;
+} pm_xcache;
+
 typedef struct pm_arena {
     pthread_mutex_t lock;
+    pm_xcache xc;
     pm_vslab *partial[PM_NCLS_MAX];
     unsigned id, node;
     unsigned nthreads; /* thread caches attached (under tc_lock) */
@@ -240,7 +260,17 @@ struct pmalloc_heap {
     /* large allocator + bookkeeping log, under large_lock */
     pthread_mutex_t large_lock;
     pm_veh **pmap;     /* per data page (atomic access) */
-    pm_veh *free_head; /* free extents, address order */
+    /* free extents, binned by size for best fit without a list walk: bin n
+     * holds extents of exactly n pages (1..PM_FBIN_EXACT), bin 0 the larger
+     * ones; fbin_map has a bit per non-empty bin (large.c) */
+    pm_veh *fbin[PM_FBINS];
+    uint64_t fbin_map[(PM_FBINS + 63) / 64];
+    uint64_t xc_max_pages;    /* per-arena extent cache bound (pages) */
+    uint64_t xc_max_extent;   /* larger extents bypass the caches (pages) */
+    /* VEHs come from a per-heap pool and are only freed at close: a VEH read
+     * without the lock (small_lookup, slab_at) is always a VEH, never freed memory */
+    pm_veh *veh_pool;  /* free VEHs, linked by next */
+    void *veh_blocks;  /* allocated pool blocks, linked by their first word */
     uint64_t free_pages, nextents, nslabs;
     uint64_t decay_ns, last_decay_ns, retained_pages;
     pm_bkchunk *chunks;
@@ -406,10 +436,19 @@ void pm_large_free_all(pmalloc_heap *h);
 nm_err pm_extent_alloc(pmalloc_heap *h, uint64_t npages, int state, pm_veh **out);
 void pm_extent_release(pmalloc_heap *h, pm_veh *v);  /* back to the free list, coalesced */
 void pm_extent_decay(pmalloc_heap *h, uint64_t now_ns); /* punch long-free extents (every 50 ms) */
+pm_veh *pm_free_first(pmalloc_heap *h);             /* walk all free extents (no order) */
+pm_veh *pm_veh_new(pmalloc_heap *h);                 /* from the VEH pool (zeroed) */
+/* Give an extent's pages back to the free lists (coalesced); no counters. */
+void pm_extent_free_pages(pmalloc_heap *h, pm_veh *v);
+pm_veh *pm_free_next(pmalloc_heap *h, pm_veh *v);
 nm_err pm_extent_claim(pmalloc_heap *h, uint64_t page, uint64_t npages, int state, pm_veh **out);
 nm_err pm_bk_append(pmalloc_heap *h, uint64_t entry, int64_t *pos); /* persisted on return */
-nm_err pm_bk_record(pmalloc_heap *h, pm_veh *v);  /* normal entry for v */
+nm_err pm_bk_record(pmalloc_heap *h, pm_veh *v);  /* normal entry for v, persisted */
+/* The same, flushed but not drained: the caller drains (after dropping
+ * large_lock) before anything may depend on the entry being durable. */
+nm_err pm_bk_record_flush(pmalloc_heap *h, pm_veh *v);
 nm_err pm_bk_tombstone(pmalloc_heap *h, pm_veh *v);
+nm_err pm_bk_tombstone_flush(pmalloc_heap *h, pm_veh *v); /* flushed, not drained (see pm_bk_record_flush) */
 nm_err pm_bk_compact(pmalloc_heap *h);
 nm_err pm_large_check(pmalloc_heap *h);
 static inline pm_veh *pm_pmap_get(pmalloc_heap *h, uint64_t page)
@@ -420,6 +459,17 @@ static inline void pm_pmap_set(pmalloc_heap *h, uint64_t page, pm_veh *v)
 {
     __atomic_store_n(&h->pmap[page], v, __ATOMIC_RELEASE);
 }
+
+/* xcache.c: per-arena extent caches. Lock order: arena lock, then an xcache
+ * lock, then large_lock. */
+void pm_xc_init(pmalloc_heap *h);
+void pm_xc_destroy(pmalloc_heap *h);
+bool pm_xc_take(pmalloc_heap *h, pm_arena *a, uint64_t npages, pm_veh **out); /* state ALLOC, no log entry yet */
+bool pm_xc_eligible(const pmalloc_heap *h, const pm_veh *v);
+void pm_xc_put(pmalloc_heap *h, pm_arena *a, pm_veh *v); /* tombstone durable; not under large_lock */
+bool pm_xc_flush_all(pmalloc_heap *h);                 /* true if anything was cached; no locks held */
+void pm_xc_lock_all(pmalloc_heap *h, bool lock);
+uint64_t pm_xc_pages(pmalloc_heap *h);                 /* cached pages, all arenas */
 
 /* WAL clocks */
 static inline unsigned pm_arena_dom(const struct pm_arena *a) { return a->id % PM_WCLK_LARGE; }

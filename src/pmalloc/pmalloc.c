@@ -232,8 +232,9 @@ static bool loc_live(pmalloc_heap *h, uint64_t off)
     if (off >= h->sb->roots_off && off < h->sb->roots_off + (uint64_t)PMALLOC_NROOTS * 8) return true;
     pm_veh *v = pm_pmap_get(h, (off - h->sb->data_off) / PM_PAGE);
     if (!v) return false;
-    if (v->state == PM_VEH_ALLOC) return true;
-    if (v->state != PM_VEH_SLAB || !v->slab) return false;
+    int st = __atomic_load_n(&v->state, __ATOMIC_ACQUIRE); /* unlocked: VEHs are type-stable (large.c) */
+    if (st == PM_VEH_ALLOC) return true;
+    if (st != PM_VEH_SLAB || !v->slab) return false;
     pm_vslab *s = v->slab;
     pm_slab_enter(h, s); /* a morph may change the geometry */
     bool live = false;
@@ -297,33 +298,56 @@ nm_err pmalloc_malloc_to(pmalloc_heap *h, size_t size, pmalloc_ptr *dst)
         return NM_OK;
     }
 
-    /* large_lock covers the DRAM extent search and the log append, not the
-     * WAL entry and the user pointer (two fences): the extent is ours (ALLOC
-     * in DRAM) from the search on, and no WAL entry is begun under the lock
-     * (wal_retire may wait for other threads' operations, which may need it). */
+    /* An extent comes from the arena's cache of freed extents (xcache.c, the
+     * arena lock) or from the extent allocator (large_lock: best fit, split).
+     * large_lock is not held across the WAL entry and the user pointer (two
+     * fences): the extent is ours (ALLOC in DRAM) from here on, and no WAL
+     * entry is begun under the lock (wal_retire may wait for other threads'
+     * operations, which may need it). */
     uint64_t npages = (size + PM_PAGE - 1) / PM_PAGE;
-    pthread_mutex_lock(&h->large_lock);
     pm_veh *v;
-    err = pm_numa_extent_alloc(h, tc->node, npages, PM_VEH_ALLOC, true, &v);
-    pthread_mutex_unlock(&h->large_lock);
-    if (err) return err;
+    bool cached = pm_xc_take(h, tc->arena, npages, &v);
+    if (!cached) {
+        pthread_mutex_lock(&h->large_lock);
+        err = pm_numa_extent_alloc(h, tc->node, npages, PM_VEH_ALLOC, true, &v);
+        pthread_mutex_unlock(&h->large_lock);
+        if (err == NM_ENOMEM && pm_xc_flush_all(h)) { /* cached space is free space */
+            pthread_mutex_lock(&h->large_lock);
+            err = pm_numa_extent_alloc(h, tc->node, npages, PM_VEH_ALLOC, true, &v);
+            pthread_mutex_unlock(&h->large_lock);
+        }
+        if (err) return err;
+    }
     uint64_t e = h->sb->data_off + v->page * PM_PAGE, old = load_ptr(dst);
     wal_begin(h, tc, PM_WCLK_LARGE, PM_OP_ALLOC_LARGE, e, dst_off, npages);
     store_ptr(dst, e);
     pm_flush(h, dst, sizeof *dst, PM_USER);
     pm_drain(h);
+    /* The log entry is the completion record. It is flushed under the lock
+     * and drained after it, so two threads' fences do not serialise on the
+     * lock. That is safe: until the drain returns, the WAL entry stays in
+     * flight (not retirable), and recovery redoes an allocation whose pointer
+     * is durable but whose entry is not (wal_recover); replay skips empty
+     * slots, so a later entry durable before ours leaves no gap that matters;
+     * a tombstone appended meanwhile flushes our line itself (rec_pending). */
     pthread_mutex_lock(&h->large_lock);
-    err = pm_bk_record(h, v);
+    err = pm_bk_record_flush(h, v);
     if (err) { /* log full: put the pointer back; recovery would see "not done" */
         store_ptr(dst, old);
         pm_persist(h, dst, sizeof *dst, PM_USER);
-        pm_extent_release(h, v);
-    } else {
+        if (cached) pm_extent_free_pages(h, v); /* never counted */
+        else pm_extent_release(h, v);
+    } else if (cached) {
+        h->nextents++;
+    }
+    pthread_mutex_unlock(&h->large_lock);
+    if (!err) {
+        pm_drain(h);
+        __atomic_store_n(&v->rec_pending, false, __ATOMIC_RELEASE);
         pm_ctr_add(h, PMC_LIVE_BYTES, npages * PM_PAGE);
         pm_ctr_add(h, PMC_LIVE_OBJS, 1);
     }
     wal_end(tc);
-    pthread_mutex_unlock(&h->large_lock);
     return err;
 }
 
@@ -398,15 +422,19 @@ nm_err pmalloc_free_from(pmalloc_heap *h, pmalloc_ptr *src)
     uint64_t rel = p - h->sb->data_off, page = rel / PM_PAGE;
     pthread_mutex_lock(&h->large_lock);
     pm_veh *v = pm_pmap_get(h, page);
-    if (!v || v->state != PM_VEH_ALLOC || v->page != page || rel % PM_PAGE || v->freeing) {
-        bool dbl = ((!v || v->state == PM_VEH_FREE) && rel % PM_PAGE == 0) || (v && v->freeing);
+    /* state and freeing first (atomics: a cached VEH changes under its arena's
+     * cache lock); an ALLOC VEH that is not being freed is stable under ours */
+    int st = v ? __atomic_load_n(&v->state, __ATOMIC_ACQUIRE) : PM_VEH_FREE;
+    bool freeing = v && __atomic_load_n(&v->freeing, __ATOMIC_RELAXED);
+    if (st != PM_VEH_ALLOC || freeing || v->page != page || rel % PM_PAGE || v->bkpos < 0) {
+        bool dbl = ((st == PM_VEH_FREE || st == PM_VEH_CACHED) && rel % PM_PAGE == 0) || freeing;
         pthread_mutex_unlock(&h->large_lock);
         if (dbl) return nm_fail(NM_EDOUBLEFREE, "pmalloc_free_from: %#llx is not allocated (already free?)", (unsigned long long)p);
         return nm_fail(NM_EBADFREE, "pmalloc_free_from: %#llx is not the start of an allocated extent", (unsigned long long)p);
     }
     /* as in malloc_to, the lock is not held across the WAL entry and the user
      * pointer; `freeing` makes a concurrent second free fail meanwhile */
-    v->freeing = true;
+    __atomic_store_n(&v->freeing, true, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&h->large_lock);
     wal_begin(h, tc, PM_WCLK_LARGE, PM_OP_FREE_LARGE, p, src_off, v->npages);
     store_ptr(src, 0);
@@ -420,19 +448,32 @@ nm_err pmalloc_free_from(pmalloc_heap *h, pmalloc_ptr *src)
         wal_end(tc);
         return NM_OK;
     }
+    /* To the arena's cache: the tombstone is flushed under the lock and
+     * drained after it, before the extent can be reused (cached). Otherwise
+     * back to the extent allocator, under the lock, after a drained tombstone
+     * (another thread may reuse the pages at once). */
+    bool to_cache = pm_xc_eligible(h, v);
     pthread_mutex_lock(&h->large_lock);
-    err = pm_bk_tombstone(h, v);
+    err = to_cache ? pm_bk_tombstone_flush(h, v) : pm_bk_tombstone(h, v);
     if (err) {
         store_ptr(src, p);
         pm_persist(h, src, sizeof *src, PM_USER);
-        v->freeing = false;
+        __atomic_store_n(&v->freeing, false, __ATOMIC_RELAXED);
+    } else if (to_cache) {
+        h->nextents--;
     } else {
         pm_extent_release(h, v);
+    }
+    pthread_mutex_unlock(&h->large_lock);
+    if (!err) {
+        if (to_cache) {
+            pm_drain(h);
+            pm_xc_put(h, tc->arena, v);
+        }
         pm_ctr_add(h, PMC_LIVE_BYTES, -bytes);
         pm_ctr_add(h, PMC_LIVE_OBJS, -(uint64_t)1);
     }
     wal_end(tc);
-    pthread_mutex_unlock(&h->large_lock);
     return err;
 }
 
@@ -514,7 +555,8 @@ nm_err pmalloc_stats_get(pmalloc_heap *h, pmalloc_stats *st)
     pthread_mutex_lock(&h->large_lock);
     st->slabs = h->nslabs;
     st->extents = h->nextents;
-    st->free_bytes = h->free_pages * PM_PAGE;
+    st->cached_bytes = pm_xc_pages(h) * PM_PAGE;
+    st->free_bytes = h->free_pages * PM_PAGE + st->cached_bytes;
     st->retained_bytes = h->retained_pages * PM_PAGE;
     st->bklog_gcs = __atomic_load_n(&h->c_bkgc, __ATOMIC_RELAXED);
     st->bklog_fast_gcs = __atomic_load_n(&h->c_bkfast, __ATOMIC_RELAXED);
@@ -551,6 +593,7 @@ void pmalloc_recovery_info_get(const pmalloc_heap *h, pmalloc_recovery_info *ri)
 nm_err pmalloc_walk(pmalloc_heap *h, pmalloc_walk_fn fn, void *arg)
 {
     if (!h || !fn) return nm_fail(NM_EINVAL, "pmalloc_walk: NULL argument");
+    pm_xc_lock_all(h, true); /* cached extents change under these */
     pthread_mutex_lock(&h->large_lock);
     int stop = 0;
     for (uint64_t p = 0; p < h->data_pages && !stop;) {
@@ -568,6 +611,7 @@ nm_err pmalloc_walk(pmalloc_heap *h, pmalloc_walk_fn fn, void *arg)
         p += v->npages;
     }
     pthread_mutex_unlock(&h->large_lock);
+    pm_xc_lock_all(h, false);
     return NM_OK;
 }
 
@@ -575,6 +619,7 @@ nm_err pmalloc_check(pmalloc_heap *h)
 {
     if (!h) return nm_fail(NM_EINVAL, "pmalloc_check: NULL heap");
     pm_numa_lock_arenas(h, true); /* synchronisation threads pause */
+    pm_xc_lock_all(h, true);
     pthread_mutex_lock(&h->large_lock);
     nm_err err = pm_large_check(h);
     uint64_t live = 0, objs = 0;
@@ -601,6 +646,7 @@ nm_err pmalloc_check(pmalloc_heap *h)
     }
     if (!err) err = pm_numa_check(h);
     pthread_mutex_unlock(&h->large_lock);
+    pm_xc_lock_all(h, false);
     pm_numa_lock_arenas(h, false);
     uint64_t cb = pm_ctr_sum(h, PMC_LIVE_BYTES), co = pm_ctr_sum(h, PMC_LIVE_OBJS);
     if (!err && (live != cb || objs != co))
@@ -826,6 +872,7 @@ static void heap_free(pmalloc_heap *h)
     pm_large_free_all(h);
     if (h->arenas) {
         for (unsigned i = 0; i < h->narenas; i++) pthread_mutex_destroy(&h->arenas[i].lock);
+        pm_xc_destroy(h);
         free(h->arenas);
     }
     pm_sim_free(h);
@@ -1041,6 +1088,7 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
         h->arenas[i].id = i;
         h->arenas[i].node = pm_numa_arena_node(h, i);
     }
+    pm_xc_init(h);
     if ((err = pm_small_init(h)) || (err = pm_large_init(h, !exists))) { if (!exists) return create_failed(h, path, err); heap_free(h); return err; }
     if (!exists) {
         /* the zero-filled file already has empty roots and WAL rings; the

@@ -128,8 +128,14 @@ static pm_vslab *slab_new(pmalloc_heap *h, pm_arena *a, unsigned cls)
     pm_veh *v;
     pthread_mutex_lock(&h->large_lock);
     if (pm_numa_extent_alloc(h, a->node, PM_SLAB_PAGES, PM_VEH_SLAB, false, &v)) {
+        /* the arenas' extent caches hold free space: give it back and retry once */
         pthread_mutex_unlock(&h->large_lock);
-        return NULL;
+        if (!pm_xc_flush_all(h)) return NULL;
+        pthread_mutex_lock(&h->large_lock);
+        if (pm_numa_extent_alloc(h, a->node, PM_SLAB_PAGES, PM_VEH_SLAB, false, &v)) {
+            pthread_mutex_unlock(&h->large_lock);
+            return NULL;
+        }
     }
     /* these pages' past operations drew from the extent clock; their new
      * blocks draw from the arena's, which must therefore be ahead of it */

@@ -468,7 +468,7 @@ static void test_interrupted_create(void **st)
             pmalloc_heap *c;
             _exit(pmalloc_open(dir, &o, &c) == NM_OK ? 0 : 3);
         }
-        usleep((useconds_t)nm_rng_below(&r, 3000));
+        usleep((useconds_t)nm_rng_below(&r, 30000)); /* a create takes ~10 ms here (fsyncs) */
         kill(pid, SIGKILL);
         int ws;
         assert_int_equal(waitpid(pid, &ws, 0), pid);
@@ -529,8 +529,9 @@ static void test_decay_spanning(void **st)
     assert_int_equal(pread(fd, &x, 1, (off_t)(e + big - 1 - t1.range_off)), 1);
     close(fd);
     assert_int_equal(x, 0x5a); /* the extent's tail is in node 1's file */
-    /* allocated before the free: an allocation now could be carved from the freed extent */
-    assert_int_equal(pmalloc_malloc_to(h, 20000, r1), NM_OK);
+    /* allocated before the free: an allocation now could be carved from the freed extent;
+     * 1 MiB: above the arena extent caches' bound, so its free reaches the extent allocator */
+    assert_int_equal(pmalloc_malloc_to(h, MiB, r1), NM_OK);
     assert_int_equal(pmalloc_numa_set_node(h, 0), NM_OK); /* the owner frees it: no two-phase remote free */
     assert_int_equal(pmalloc_free_from(h, r0), NM_OK);
     usleep(120 * 1000);
