@@ -68,6 +68,16 @@ static char *dup_node_path(const char *dir, const pmalloc_options *o, unsigned k
     return strdup(p);
 }
 
+/* Identity of a heap location (its directory), stored in the node files. */
+static uint64_t dir_hash(const char *dir)
+{
+    char *rp = realpath(dir, NULL);
+    const char *d = rp ? rp : dir;
+    uint64_t x = XXH64(d, strlen(d), 0x44495248);
+    free(rp);
+    return x;
+}
+
 static void make_trailer(const pm_files *f, uint64_t data_off, unsigned k, pm_node_trailer *t)
 {
     memset(t, 0, sizeof *t);
@@ -78,6 +88,7 @@ static void make_trailer(const pm_files *f, uint64_t data_off, unsigned k, pm_no
     t->heap_id = f->heap_id;
     t->range_off = data_off + f->lo[k] * PM_PAGE;
     t->range_bytes = (f->lo[k + 1] - f->lo[k]) * PM_PAGE;
+    t->dir_hash = f->dir_hash;
     t->check = trailer_check(t);
 }
 
@@ -269,6 +280,21 @@ static nm_err remove_heap_file(const char *path, const char *dir, const pmalloc_
     return e;
 }
 
+/* Node files of a heap at `dir` whose main file is gone (deleted by hand, or
+ * by a tool that knows only pmalloc.heap): nothing can open them any more. */
+static nm_err remove_orphans(const char *dir, const pmalloc_options *o, uint64_t dh)
+{
+    for (unsigned k = 0; k < PM_NUMA_MAX_NODES; k++) {
+        char p[4200];
+        node_path(p, sizeof p, dir, o, k);
+        pm_node_trailer t;
+        long long size;
+        if (read_trailer(p, &t, &size) != 0 || !trailer_valid(&t) || t.dir_hash != dh) continue;
+        if (unlink(p) != 0 && errno != ENOENT) return nm_fail(NM_EIO, "pmalloc: cannot remove %s: %s", p, strerror(errno));
+    }
+    return NM_OK;
+}
+
 nm_err pmalloc_remove(const char *dir, const pmalloc_options *o)
 {
     if (!dir) return nm_fail(NM_EINVAL, "pmalloc_remove: NULL directory");
@@ -277,7 +303,10 @@ nm_err pmalloc_remove(const char *dir, const pmalloc_options *o)
     nm_err e = remove_heap_file(p, dir, o);
     if (e) return e;
     snprintf(p, sizeof p, "%s/%s", dir, PMALLOC_FILE_NAME);
-    return remove_heap_file(p, dir, o);
+    if ((e = remove_heap_file(p, dir, o))) return e;
+    struct stat st;
+    if (stat(p, &st) == 0) return NM_OK; /* created again meanwhile: not ours to touch */
+    return remove_orphans(dir, o, dir_hash(dir));
 }
 
 /* ---- create ---- */
@@ -294,6 +323,7 @@ nm_err pm_files_create(pmalloc_heap *h, const char *dir, const pmalloc_options *
     for (unsigned k = 0; k <= nfiles; k++) f->lo[k] = pages * k / nfiles; /* the node ranges of numa.c */
     if (getrandom(&f->heap_id, sizeof f->heap_id, 0) != (ssize_t)sizeof f->heap_id) f->heap_id = nm_now_ns() ^ ((uint64_t)getpid() << 32);
     if (f->heap_id == 0) f->heap_id = 1;
+    f->dir_hash = dir_hash(dir);
     nm_err e = set_paths(f, dir, o);
     if (e) return e;
 
@@ -308,6 +338,10 @@ nm_err pm_files_create(pmalloc_heap *h, const char *dir, const pmalloc_options *
         h->lock_fd = -1; /* not ours: leave it */
         return nm_fail(NM_EBUSY, "pmalloc_open: %s is being created by another process", f->main_path);
     }
+    /* holding the temporary name, no other create of this directory can be
+     * under way; one that finished before would have its main file there */
+    struct stat st;
+    if (stat(f->main_path, &st) == 0) return nm_fail(NM_EBUSY, "pmalloc_open: %s was created by another process meanwhile", f->main_path);
     if (ftruncate(h->lock_fd, (off_t)data_off) != 0) return nm_fail(NM_EIO, "pmalloc_open: cannot size %s: %s", f->marker, strerror(errno));
     if ((e = reserve(f, heap_size)) || (e = map_at(f, f->map, data_off, h->lock_fd, f->marker))) return e;
     h->base = f->map;
@@ -330,6 +364,15 @@ nm_err pm_files_create(pmalloc_heap *h, const char *dir, const pmalloc_options *
 
     for (unsigned k = 0; k < nfiles; k++) {
         int fd = open(f->path[k], O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0 && errno == EEXIST) {
+            /* an orphan of a heap in this very directory whose main file is gone
+             * (the check above: no heap is here) is replaced; another heap's never */
+            pm_node_trailer t;
+            long long size;
+            if (read_trailer(f->path[k], &t, &size) == 0 && trailer_valid(&t) && t.dir_hash == f->dir_hash && unlink(f->path[k]) == 0)
+                fd = open(f->path[k], O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+            else errno = EEXIST;
+        }
         if (fd < 0)
             return errno == EEXIST ? nm_fail(NM_EEXIST, "pmalloc_open: node file %s already exists and is not this heap's "
                                                         "(another heap's, or left over: pmalloc_remove it, or use other node_dirs)",

@@ -702,12 +702,14 @@ typedef struct pm_node_trailer { /* first line of a node file's last page */
     uint64_t heap_id;
     uint64_t range_off;   /* heap offset of the node's first byte */
     uint64_t range_bytes; /* the file holds exactly these, then this page */
+    uint64_t dir_hash;    /* XXH64 of the heap directory's real path: the orphan of a heap
+                           * whose main file was deleted may be replaced by a new heap there */
     uint64_t check;       /* XXH64 of the fields above */
 } pm_node_trailer;
 
 typedef struct pm_files {
     unsigned n;                             /* node files */
-    uint64_t heap_id;
+    uint64_t heap_id, dir_hash;
     uint64_t lo[PM_NUMA_MAX_NODES + 1];     /* data page where file k starts; lo[n] = data_pages */
     int fd[PM_NUMA_MAX_NODES];
     char *path[PM_NUMA_MAX_NODES];

@@ -444,19 +444,36 @@ static void test_interrupted_create(void **st)
     assert_int_equal(pmalloc_close(h), NM_OK);
     assert_int_equal(file_size(marker), -1);
     assert_true(read_trailer(p1).heap_id != old_id);
-    /* 2. a foreign node file with no create of ours behind it is never overwritten */
-    assert_int_equal(rename(path, marker), 0);
-    assert_int_equal(unlink(marker), 0); /* the main file lost: node files are orphans */
+    /* 2. the main file deleted by hand (or by a tool that knows only pmalloc.heap): the
+     * orphaned node files of this directory are replaced by the next create */
+    assert_int_equal(unlink(path), 0);
+    old_id = read_trailer(p1).heap_id;
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+    assert_int_equal(pmalloc_close(h), NM_OK);
+    assert_true(read_trailer(p1).heap_id != old_id);
+    /* 3. a node file of a heap elsewhere is never overwritten, nor removed */
+    char other[256], op[400];
+    pmt_tmpdir(other, sizeof other, "nfcreate2");
+    assert_int_equal(pmalloc_open(other, &o, &h), NM_OK);
+    assert_int_equal(pmalloc_close(h), NM_OK);
+    assert_int_equal(unlink(path), 0); /* orphans again: pmalloc_remove finds them without the main file */
+    assert_int_equal(pmalloc_remove(dir, NULL), NM_OK);
+    assert_int_equal(file_size(p1), -1);
+    node_file(op, sizeof op, other, 1);
+    copy_file(op, p1);
     assert_int_equal(pmalloc_open(dir, &o, &h), NM_EEXIST);
     assert_non_null(strstr(nm_last_errmsg(), "already exists"));
     assert_int_equal(file_size(path), -1);
     assert_int_equal(file_size(marker), -1);
-    assert_true(file_size(p1) > 0);
     char p0[400];
     node_file(p0, sizeof p0, dir, 0);
-    unlink(p0);
-    unlink(p1);
-    /* 3. real crashes: a child killed at a random moment of its create leaves
+    assert_int_equal(file_size(p0), -1); /* the failed create removed what it made */
+    assert_int_equal(pmalloc_remove(dir, NULL), NM_OK);
+    assert_true(file_size(p1) > 0); /* not this directory's: kept */
+    assert_int_equal(unlink(p1), 0);
+    assert_int_equal(pmalloc_remove(other, NULL), NM_OK);
+    assert_int_equal(rmdir(other), 0);
+    /* 4. real crashes: a child killed at a random moment of its create leaves
      * either no heap or a heap that opens; a create then always succeeds */
     nm_rng r;
     nm_rng_seed(&r, nm_test_seed(11));
