@@ -128,7 +128,11 @@ void pmalloc_options_default(pmalloc_options *o);
  * o->create and the file is absent. After an unclean shutdown this runs the
  * post-crash recovery (Sec. 7). A foreign or corrupt file is refused with
  * NM_EFORMAT (not a PMAlloc heap, other version) or NM_ECORRUPT (checksum,
- * metadata out of range). `o` may be NULL (defaults, no create). */
+ * metadata out of range; for a heap with node files also a node file that is
+ * missing, another heap's, another node's, of the wrong size or with a damaged
+ * trailer). A create with several nodes (and not o->single_file) makes one
+ * file per node; it refuses to overwrite another heap's node file (NM_EEXIST).
+ * `o` may be NULL (defaults, no create). */
 nm_err pmalloc_open(const char *dir, const pmalloc_options *o, pmalloc_heap **out);
 /* Clean shutdown: persist what the model left volatile, mark the heap clean, unmap. */
 nm_err pmalloc_close(pmalloc_heap *h);
