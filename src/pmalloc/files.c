@@ -115,12 +115,16 @@ static nm_err read_hdr(const pm_super *sb, pm_files *f, uint64_t *data_off)
 
 /* ---- mapping ---- */
 
-static nm_err reserve(pm_files *f, size_t len)
+/* Reserve len bytes placed so that heap offset data_off (the start of node 0's
+ * file) is 2 MiB aligned: with 2 MiB-aligned node boundaries every node file's
+ * offset 0 then sits on a 2 MiB boundary, which DAX needs for huge-page faults. */
+static nm_err reserve(pm_files *f, size_t len, uint64_t data_off)
 {
     size_t over = len + PM_HUGE;
     char *r = mmap(NULL, over, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (r == MAP_FAILED) return nm_fail(NM_EIO, "pmalloc: cannot reserve %zu bytes of address space: %s", len, strerror(errno));
-    char *a = (char *)NM_ALIGN_UP((uintptr_t)r, PM_HUGE);
+    char *a = (char *)NM_ALIGN_UP((uintptr_t)r + data_off, PM_HUGE) - data_off;
+    if (a < r) a += PM_HUGE;
     if (a > r) munmap(r, (size_t)(a - r));
     if (r + over > a + len) munmap(a + len, (size_t)(r + over - (a + len)));
     f->map = a;
@@ -311,6 +315,18 @@ nm_err pmalloc_remove(const char *dir, const pmalloc_options *o)
 
 /* ---- create ---- */
 
+/* Node boundaries: the even split numa.c uses for one-file heaps, each moved to
+ * the nearest 2 MiB boundary of the data area when every node has at least
+ * 4 MiB (huge-page DAX faults; the split is recorded in the superblock). */
+static void split(pm_files *f, uint64_t pages)
+{
+    const uint64_t hp = PM_HUGE / PM_PAGE;
+    unsigned n = f->n;
+    for (unsigned k = 0; k <= n; k++) f->lo[k] = pages * k / n;
+    if (pages / n < 2 * hp) return;
+    for (unsigned k = 1; k < n; k++) f->lo[k] = (pages * k / n + hp / 2) / hp * hp;
+}
+
 nm_err pm_files_create(pmalloc_heap *h, const char *dir, const pmalloc_options *o, unsigned nfiles, uint64_t data_off,
                        uint64_t heap_size, int *is_pmem)
 {
@@ -320,7 +336,7 @@ nm_err pm_files_create(pmalloc_heap *h, const char *dir, const pmalloc_options *
     uint64_t pages = (heap_size - data_off) / PM_PAGE;
     if (pages < nfiles) /* a range smaller than a slab is fine: slabs and extents may span files */
         return nm_fail(NM_ERANGE, "pmalloc_open: a %llu-byte heap is too small for %u node files", (unsigned long long)heap_size, nfiles);
-    for (unsigned k = 0; k <= nfiles; k++) f->lo[k] = pages * k / nfiles; /* the node ranges of numa.c */
+    split(f, pages);
     if (getrandom(&f->heap_id, sizeof f->heap_id, 0) != (ssize_t)sizeof f->heap_id) f->heap_id = nm_now_ns() ^ ((uint64_t)getpid() << 32);
     if (f->heap_id == 0) f->heap_id = 1;
     f->dir_hash = dir_hash(dir);
@@ -343,7 +359,7 @@ nm_err pm_files_create(pmalloc_heap *h, const char *dir, const pmalloc_options *
     struct stat st;
     if (stat(f->main_path, &st) == 0) return nm_fail(NM_EBUSY, "pmalloc_open: %s was created by another process meanwhile", f->main_path);
     if (ftruncate(h->lock_fd, (off_t)data_off) != 0) return nm_fail(NM_EIO, "pmalloc_open: cannot size %s: %s", f->marker, strerror(errno));
-    if ((e = reserve(f, heap_size)) || (e = map_at(f, f->map, data_off, h->lock_fd, f->marker))) return e;
+    if ((e = reserve(f, heap_size, data_off)) || (e = map_at(f, f->map, data_off, h->lock_fd, f->marker))) return e;
     h->base = f->map;
     h->size = heap_size;
     h->sb = (pm_super *)h->base;
@@ -473,7 +489,7 @@ nm_err pm_files_open(pmalloc_heap *h, const char *dir, const pmalloc_options *o,
             return nm_fail(NM_ECORRUPT, "pmalloc: node file %s has %lld bytes, expected %llu (truncated or extended)", p, (long long)st.st_size,
                            (unsigned long long)size);
     }
-    if ((e = reserve(f, sb->heap_size)) || (e = map_at(f, f->map, sb->data_off, h->lock_fd, f->main_path))) return e;
+    if ((e = reserve(f, sb->heap_size, sb->data_off)) || (e = map_at(f, f->map, sb->data_off, h->lock_fd, f->main_path))) return e;
     h->base = f->map;
     h->size = sb->heap_size;
     h->sb = (pm_super *)h->base;
