@@ -54,8 +54,9 @@ void pm_ctr_free(pmalloc_heap *h)
  * so that the hot path below stays a few instructions). */
 static __attribute__((noinline)) pm_ctrblk *ctr_block_new(pmalloc_heap *h)
 {
-    pm_ctrblk *b = calloc(1, sizeof *b);
+    pm_ctrblk *b = aligned_alloc(PM_LINE, NM_ALIGN_UP(sizeof *b, PM_LINE)); /* no line shared with another thread's */
     if (!b) return h->ctr_shared;
+    memset(b, 0, sizeof *b);
     pthread_mutex_lock(&h->ctr_lock);
     b->next = h->ctrs;
     h->ctrs = b;

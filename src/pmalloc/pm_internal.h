@@ -199,7 +199,7 @@ typedef struct pm_xcache {
 } pm_xcache;
 
 typedef struct pm_arena {
-    pthread_mutex_t lock;
+    _Alignas(64) pthread_mutex_t lock; /* arenas share no cache line (they are an array) */
     pm_xcache xc;
     pm_vslab *partial[PM_NCLS_MAX];
     unsigned id, node;

@@ -1036,7 +1036,8 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
     h->narenas = pm_numa_narenas(h, o.narenas ? o.narenas : nm_nproc()); /* a multiple of the nodes */
     h->wclk = aligned_alloc(_Alignof(pm_wclk), PM_WCLK_N * sizeof(pm_wclk));
     if (h->wclk) memset(h->wclk, 0, PM_WCLK_N * sizeof(pm_wclk));
-    h->arenas = h->wclk ? calloc(h->narenas, sizeof *h->arenas) : NULL;
+    h->arenas = h->wclk ? aligned_alloc(_Alignof(pm_arena), h->narenas * sizeof *h->arenas) : NULL;
+    if (h->arenas) memset(h->arenas, 0, h->narenas * sizeof *h->arenas);
     if (!h->arenas) { heap_free(h); if (!exists) unlink(path); return nm_fail(NM_ENOMEM, "pmalloc_open: arenas"); }
     for (unsigned i = 0; i < h->narenas; i++) {
         pthread_mutex_init(&h->arenas[i].lock, NULL);
