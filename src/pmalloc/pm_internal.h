@@ -410,7 +410,17 @@ typedef struct pm_ctrblk {
     uint64_t v[PMC_N];
     struct pm_ctrblk *next;
 } pm_ctrblk;
-void pm_ctr_add(pmalloc_heap *h, int which, uint64_t n);
+/* Every counted flush and fence reads these: initial-exec avoids a
+ * __tls_get_addr call per access in the PIC library (as SpeedMalloc and bmem do). */
+#define PM_TLS __thread __attribute__((tls_model("initial-exec")))
+#define PM_TL_CTRS 4
+typedef struct pm_tlctr {
+    uint64_t uid;
+    pm_ctrblk *b;
+} pm_tlctr;
+extern PM_TLS pm_tlctr pm_tl_ctr[PM_TL_CTRS]; /* this thread's block per heap (heap uid) */
+pm_ctrblk *pm_ctr_block_new(pmalloc_heap *h);
+static inline void pm_ctr_add(pmalloc_heap *h, int which, uint64_t n);
 uint64_t pm_ctr_sum(pmalloc_heap *h, int which);
 void pm_ctr_set(pmalloc_heap *h, int which, uint64_t v); /* not concurrent with adds */
 nm_err pm_ctr_init(pmalloc_heap *h);
@@ -672,5 +682,19 @@ static inline bool pm_numa_shadowed(const pm_vslab *s, uint32_t idx)
 
 static inline void pm_count(uint64_t *c, uint64_t n) { __atomic_fetch_add(c, n, __ATOMIC_RELAXED); }
 static inline uint64_t pm_off(const pmalloc_heap *h, const void *p) { return (uint64_t)((const char *)p - h->base); }
+
+/* Per-thread counter blocks: a plain store to a line no other thread writes. */
+static inline void pm_ctr_add(pmalloc_heap *h, int which, uint64_t n)
+{
+    pm_ctrblk *b = NULL;
+    for (unsigned i = 0; i < PM_TL_CTRS; i++)
+        if (pm_tl_ctr[i].uid == h->uid) { b = pm_tl_ctr[i].b; break; }
+    if (NM_UNLIKELY(!b)) b = pm_ctr_block_new(h);
+    if (NM_UNLIKELY(b == h->ctr_shared)) {
+        __atomic_fetch_add(&b->v[which], n, __ATOMIC_RELAXED);
+        return;
+    }
+    __atomic_store_n(&b->v[which], __atomic_load_n(&b->v[which], __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
+}
 
 #endif
