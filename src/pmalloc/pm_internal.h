@@ -291,7 +291,7 @@ struct pmalloc_heap {
     pthread_mutex_t ctr_lock;
     struct pm_ctrblk *ctrs;
     struct pm_ctrblk *ctr_shared; /* for a thread that could not get its own block */
-    uint64_t ctr_base[8];
+    uint64_t ctr_base[16]; /* >= PMC_N (asserted below) */
     uint64_t c_bkgc, c_bkfast;
 
     /* power-failure simulation */
@@ -405,7 +405,8 @@ pm_vslab *pm_slab_vol_new(pmalloc_heap *h, pm_veh *v, pm_slab_hdr *hd);
 
 /* persist.c: counters. Each thread adds to its own block (plain loads and
  * stores, no shared cache line between threads); readers sum the blocks. */
-enum { PMC_FLUSH, PMC_META, PMC_REFLUSH, PMC_FENCE, PMC_WAL, PMC_BK, PMC_LIVE_BYTES, PMC_LIVE_OBJS, PMC_N };
+enum { PMC_FLUSH, PMC_META, PMC_REFLUSH, PMC_FENCE, PMC_WAL, PMC_BK, PMC_LIVE_BYTES, PMC_LIVE_OBJS, PMC_XC_HIT, PMC_XC_MISS, PMC_N };
+NM_STATIC_ASSERT(PMC_N <= 16, "ctr_base holds every counter");
 typedef struct pm_ctrblk {
     uint64_t v[PMC_N];
     struct pm_ctrblk *next;
