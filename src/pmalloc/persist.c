@@ -16,18 +16,11 @@
 #include "pm_internal.h"
 
 #define PM_REFLUSH_WINDOW 4
-/* Every counted flush and fence reads these: initial-exec avoids a
- * __tls_get_addr call per access in the PIC library (as SpeedMalloc and bmem do). */
-#define PM_TLS __thread __attribute__((tls_model("initial-exec")))
 
 /* ---- counters ---- */
 
 static uint64_t g_heap_uid;
-#define PM_TL_CTRS 4
-static PM_TLS struct {
-    uint64_t uid;
-    pm_ctrblk *b;
-} tl_ctr[PM_TL_CTRS];
+PM_TLS pm_tlctr pm_tl_ctr[PM_TL_CTRS];
 static PM_TLS unsigned tl_ctr_next;
 
 nm_err pm_ctr_init(pmalloc_heap *h)
@@ -50,37 +43,21 @@ void pm_ctr_free(pmalloc_heap *h)
     pthread_mutex_destroy(&h->ctr_lock);
 }
 
-/* First use of this heap by this thread: a block of its own (kept out of line
- * so that the hot path below stays a few instructions). */
-static __attribute__((noinline)) pm_ctrblk *ctr_block_new(pmalloc_heap *h)
+/* First use of this heap by this thread: a block of its own (pm_ctr_add's
+ * slow path, out of line). */
+pm_ctrblk *pm_ctr_block_new(pmalloc_heap *h)
 {
-    pm_ctrblk *b = calloc(1, sizeof *b);
+    pm_ctrblk *b = aligned_alloc(PM_LINE, NM_ALIGN_UP(sizeof *b, PM_LINE)); /* no line shared with another thread's */
     if (!b) return h->ctr_shared;
+    memset(b, 0, sizeof *b);
     pthread_mutex_lock(&h->ctr_lock);
     b->next = h->ctrs;
     h->ctrs = b;
     pthread_mutex_unlock(&h->ctr_lock);
     unsigned k = tl_ctr_next++ % PM_TL_CTRS; /* a thread on more heaps than this gets new blocks */
-    tl_ctr[k].uid = h->uid;
-    tl_ctr[k].b = b;
+    pm_tl_ctr[k].uid = h->uid;
+    pm_tl_ctr[k].b = b;
     return b;
-}
-
-static inline pm_ctrblk *ctr_block(pmalloc_heap *h)
-{
-    for (unsigned i = 0; i < PM_TL_CTRS; i++)
-        if (tl_ctr[i].uid == h->uid) return tl_ctr[i].b;
-    return ctr_block_new(h);
-}
-
-void pm_ctr_add(pmalloc_heap *h, int which, uint64_t n)
-{
-    pm_ctrblk *b = ctr_block(h);
-    if (NM_UNLIKELY(b == h->ctr_shared)) {
-        __atomic_fetch_add(&b->v[which], n, __ATOMIC_RELAXED);
-        return;
-    }
-    __atomic_store_n(&b->v[which], __atomic_load_n(&b->v[which], __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
 }
 
 uint64_t pm_ctr_sum(pmalloc_heap *h, int which)

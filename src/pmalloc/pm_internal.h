@@ -199,7 +199,7 @@ typedef struct pm_xcache {
 } pm_xcache;
 
 typedef struct pm_arena {
-    pthread_mutex_t lock;
+    _Alignas(64) pthread_mutex_t lock; /* arenas share no cache line (they are an array) */
     pm_xcache xc;
     pm_vslab *partial[PM_NCLS_MAX];
     unsigned id, node;
@@ -291,7 +291,7 @@ struct pmalloc_heap {
     pthread_mutex_t ctr_lock;
     struct pm_ctrblk *ctrs;
     struct pm_ctrblk *ctr_shared; /* for a thread that could not get its own block */
-    uint64_t ctr_base[8];
+    uint64_t ctr_base[16]; /* >= PMC_N (asserted below) */
     uint64_t c_bkgc, c_bkfast;
 
     /* power-failure simulation */
@@ -406,12 +406,23 @@ pm_vslab *pm_slab_vol_new(pmalloc_heap *h, pm_veh *v, pm_slab_hdr *hd);
 
 /* persist.c: counters. Each thread adds to its own block (plain loads and
  * stores, no shared cache line between threads); readers sum the blocks. */
-enum { PMC_FLUSH, PMC_META, PMC_REFLUSH, PMC_FENCE, PMC_WAL, PMC_BK, PMC_LIVE_BYTES, PMC_LIVE_OBJS, PMC_N };
+enum { PMC_FLUSH, PMC_META, PMC_REFLUSH, PMC_FENCE, PMC_WAL, PMC_BK, PMC_LIVE_BYTES, PMC_LIVE_OBJS, PMC_XC_HIT, PMC_XC_MISS, PMC_N };
+NM_STATIC_ASSERT(PMC_N <= 16, "ctr_base holds every counter");
 typedef struct pm_ctrblk {
     uint64_t v[PMC_N];
     struct pm_ctrblk *next;
 } pm_ctrblk;
-void pm_ctr_add(pmalloc_heap *h, int which, uint64_t n);
+/* Every counted flush and fence reads these: initial-exec avoids a
+ * __tls_get_addr call per access in the PIC library (as SpeedMalloc and bmem do). */
+#define PM_TLS __thread __attribute__((tls_model("initial-exec")))
+#define PM_TL_CTRS 4
+typedef struct pm_tlctr {
+    uint64_t uid;
+    pm_ctrblk *b;
+} pm_tlctr;
+extern PM_TLS pm_tlctr pm_tl_ctr[PM_TL_CTRS]; /* this thread's block per heap (heap uid) */
+pm_ctrblk *pm_ctr_block_new(pmalloc_heap *h);
+static inline void pm_ctr_add(pmalloc_heap *h, int which, uint64_t n);
 uint64_t pm_ctr_sum(pmalloc_heap *h, int which);
 void pm_ctr_set(pmalloc_heap *h, int which, uint64_t v); /* not concurrent with adds */
 nm_err pm_ctr_init(pmalloc_heap *h);
@@ -738,5 +749,19 @@ nm_err pm_files_snapshot(pmalloc_heap *h, const char *dir,
 
 static inline void pm_count(uint64_t *c, uint64_t n) { __atomic_fetch_add(c, n, __ATOMIC_RELAXED); }
 static inline uint64_t pm_off(const pmalloc_heap *h, const void *p) { return (uint64_t)((const char *)p - h->base); }
+
+/* Per-thread counter blocks: a plain store to a line no other thread writes. */
+static inline void pm_ctr_add(pmalloc_heap *h, int which, uint64_t n)
+{
+    pm_ctrblk *b = NULL;
+    for (unsigned i = 0; i < PM_TL_CTRS; i++)
+        if (pm_tl_ctr[i].uid == h->uid) { b = pm_tl_ctr[i].b; break; }
+    if (NM_UNLIKELY(!b)) b = pm_ctr_block_new(h);
+    if (NM_UNLIKELY(b == h->ctr_shared)) {
+        __atomic_fetch_add(&b->v[which], n, __ATOMIC_RELAXED);
+        return;
+    }
+    __atomic_store_n(&b->v[which], __atomic_load_n(&b->v[which], __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
+}
 
 #endif

@@ -307,6 +307,7 @@ nm_err pmalloc_malloc_to(pmalloc_heap *h, size_t size, pmalloc_ptr *dst)
     uint64_t npages = (size + PM_PAGE - 1) / PM_PAGE;
     pm_veh *v;
     bool cached = pm_xc_take(h, tc->arena, npages, &v);
+    pm_ctr_add(h, cached ? PMC_XC_HIT : PMC_XC_MISS, 1);
     if (!cached) {
         pthread_mutex_lock(&h->large_lock);
         err = pm_numa_extent_alloc(h, tc->node, npages, PM_VEH_ALLOC, true, &v);
@@ -571,6 +572,8 @@ nm_err pmalloc_stats_get(pmalloc_heap *h, pmalloc_stats *st)
     st->fences = pm_ctr_sum(h, PMC_FENCE);
     st->wal_appends = pm_ctr_sum(h, PMC_WAL);
     st->bklog_appends = pm_ctr_sum(h, PMC_BK);
+    st->extent_cache_hits = pm_ctr_sum(h, PMC_XC_HIT);
+    st->extent_cache_misses = pm_ctr_sum(h, PMC_XC_MISS);
     st->stripes = h->interleave ? h->stripes : 1;
     st->eadr = h->eadr;
     st->model = h->model;
@@ -1076,7 +1079,8 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
     h->narenas = pm_numa_narenas(h, o.narenas ? o.narenas : nm_nproc()); /* a multiple of the nodes */
     h->wclk = aligned_alloc(_Alignof(pm_wclk), PM_WCLK_N * sizeof(pm_wclk));
     if (h->wclk) memset(h->wclk, 0, PM_WCLK_N * sizeof(pm_wclk));
-    h->arenas = h->wclk ? calloc(h->narenas, sizeof *h->arenas) : NULL;
+    h->arenas = h->wclk ? aligned_alloc(_Alignof(pm_arena), h->narenas * sizeof *h->arenas) : NULL;
+    if (h->arenas) memset(h->arenas, 0, h->narenas * sizeof *h->arenas);
     if (!h->arenas) {
         err = nm_fail(NM_ENOMEM, "pmalloc_open: arenas");
         if (!exists) return create_failed(h, path, err);

@@ -279,8 +279,10 @@ pm_tcache *pm_tc_get(pmalloc_heap *h)
 {
     pm_tcache *tc = pthread_getspecific(h->tc_key);
     if (NM_LIKELY(tc != NULL)) return tc;
-    tc = calloc(1, sizeof *tc);
+    /* its own cache lines: `inflight` is written twice per operation */
+    tc = aligned_alloc(PM_LINE, NM_ALIGN_UP(sizeof *tc, PM_LINE));
     if (!tc) return NULL;
+    memset(tc, 0, sizeof *tc);
     tc->h = h;
     tc->ring = -1;
     pthread_mutex_lock(&h->tc_lock);

@@ -67,7 +67,10 @@ static void test_reuse_and_errors(void **state)
     /* an exact fit takes the remainder */
     assert_int_equal(pmalloc_malloc_to(h, 20 * KiB, pmalloc_root_slot(h, 4)), NM_OK);
     assert_int_equal(pmalloc_get_root(h, 4), a + 80 * KiB);
-    assert_int_equal(stats(h).cached_bytes, 0);
+    st = stats(h);
+    assert_int_equal(st.cached_bytes, 0);
+    assert_int_equal(st.extent_cache_hits, 2);
+    assert_int_equal(st.extent_cache_misses, 2);
     for (unsigned i = 0; i < 5; i++) assert_int_equal(pmalloc_free_from(h, pmalloc_root_slot(h, i)), NM_OK);
     assert_int_equal(pmalloc_check(h), NM_OK);
     assert_int_equal(stats(h).objects_live, 0);
