@@ -345,15 +345,22 @@ nm_err pm_files_create(pmalloc_heap *h, const char *dir, const pmalloc_options *
 
     /* leftovers of an interrupted create (its temporary main file names them) */
     if ((e = remove_heap_file(f->marker, dir, o))) return e;
-    h->lock_fd = open(f->marker, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (h->lock_fd < 0)
-        return errno == EEXIST ? nm_fail(NM_EBUSY, "pmalloc_open: %s is being created by another process", f->main_path)
-                               : nm_fail(NM_EIO, "pmalloc_open: cannot create %s: %s", f->marker, strerror(errno));
-    if (flock(h->lock_fd, LOCK_EX | LOCK_NB) != 0) {
-        close(h->lock_fd);
-        h->lock_fd = -1; /* not ours: leave it */
-        return nm_fail(NM_EBUSY, "pmalloc_open: %s is being created by another process", f->main_path);
+    /* The temporary name appears already locked (made under a unique name,
+     * locked, then linked, which fails if the name exists): an unlocked one is
+     * always a leftover, never a create that has not taken its lock yet. */
+    char uniq[4300];
+    snprintf(uniq, sizeof uniq, "%s.%ld.%016llx", f->marker, (long)getpid(), (unsigned long long)f->heap_id);
+    int fd = open(uniq, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) return nm_fail(NM_EIO, "pmalloc_open: cannot create %s: %s", uniq, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0 || link(uniq, f->marker) != 0) {
+        int err = errno;
+        unlink(uniq);
+        close(fd);
+        return err == EEXIST ? nm_fail(NM_EBUSY, "pmalloc_open: %s is being created by another process", f->main_path)
+                             : nm_fail(NM_EIO, "pmalloc_open: cannot create %s: %s", f->marker, strerror(err));
     }
+    unlink(uniq);
+    h->lock_fd = fd;
     /* holding the temporary name, no other create of this directory can be
      * under way; one that finished before would have its main file there */
     struct stat st;

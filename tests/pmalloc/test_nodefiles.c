@@ -14,6 +14,7 @@
 #include <xxhash.h>
 #include "../../src/pmalloc/pm_internal.h"
 #include "nearmem/common/prng.h"
+#include "nearmem/common/timer.h"
 #include "pm_testutil.h"
 
 #define MiB (1u << 20)
@@ -430,7 +431,9 @@ static void test_interrupted_create(void **st)
     pmalloc_options o = nf_opts(8 * MiB, 2);
     pmalloc_heap *h;
     /* 1. everything written but the rename: the state just before the commit */
+    uint64_t t0 = nm_now_ns();
     assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+    uint64_t create_us = (nm_now_ns() - t0) / 1000; /* scales the kill times of part 4 */
     assert_int_equal(pmalloc_close(h), NM_OK);
     char p1[400];
     node_file(p1, sizeof p1, dir, 1);
@@ -488,7 +491,7 @@ static void test_interrupted_create(void **st)
             pmalloc_heap *c;
             _exit(pmalloc_open(dir, &o, &c) == NM_OK ? 0 : 3);
         }
-        usleep((useconds_t)nm_rng_below(&r, 30000)); /* a create takes ~10 ms here (fsyncs) */
+        usleep((useconds_t)nm_rng_below(&r, 2 * create_us + 1000)); /* about half before the create is done */
         kill(pid, SIGKILL);
         int ws;
         assert_int_equal(waitpid(pid, &ws, 0), pid);
@@ -512,6 +515,63 @@ static void test_interrupted_create(void **st)
     }
     print_message("killed creates: %u left no heap, %u a whole heap\n", none, whole);
     assert_int_equal(rmdir(dir), 0);
+}
+
+/* Concurrent creates of one heap (processes started together): each gets the
+ * heap (created, or opened once another made it) or NM_EBUSY; the heap opens. */
+static void test_concurrent_create(void **st)
+{
+    (void)st;
+    char dir[256];
+    pmt_tmpdir(dir, sizeof dir, "nfrace");
+    pmalloc_options o = nf_opts(8 * MiB, 2);
+    unsigned created = 0, busy = 0;
+    for (unsigned round = 0; round < 6; round++) {
+        int go[2];
+        assert_int_equal(pipe(go), 0);
+        pid_t pid[4];
+        for (unsigned c = 0; c < 4; c++) {
+            pid[c] = fork();
+            assert_true(pid[c] >= 0);
+            if (pid[c] == 0) {
+                char x;
+                close(go[1]);
+                if (read(go[0], &x, 1) != 0) _exit(9); /* wait for the start (EOF) */
+                pmalloc_heap *h;
+                nm_err e = pmalloc_open(dir, &o, &h);
+                if (e == NM_EBUSY) _exit(2);
+                if (e) _exit(3);
+                pmalloc_recovery_info ri;
+                pmalloc_recovery_info_get(h, &ri);
+                int rc = pmalloc_check(h) != NM_OK ? 4 : ri.created ? 0 : 1;
+                if (pmalloc_close(h)) rc = 5;
+                _exit(rc);
+            }
+        }
+        close(go[0]);
+        close(go[1]); /* start */
+        unsigned made = 0;
+        for (unsigned c = 0; c < 4; c++) {
+            int ws;
+            assert_int_equal(waitpid(pid[c], &ws, 0), pid[c]);
+            assert_true(WIFEXITED(ws));
+            int rc = WEXITSTATUS(ws);
+            assert_true(rc <= 2); /* created, opened, or busy: never a damaged or refused heap */
+            made += rc == 0;
+            busy += rc == 2;
+        }
+        assert_int_equal(made, 1); /* exactly one create */
+        created += made;
+        pmalloc_options vo = o;
+        vo.create = false;
+        pmalloc_heap *h;
+        assert_int_equal(pmalloc_open(dir, &vo, &h), NM_OK);
+        assert_int_equal(pmalloc_check(h), NM_OK);
+        assert_int_equal(pmalloc_close(h), NM_OK);
+        assert_int_equal(pmalloc_remove(dir, NULL), NM_OK);
+    }
+    print_message("6 rounds of 4 concurrent creates: %u created, %u busy\n", created, busy);
+    assert_int_equal(rmdir(dir), 0); /* no leftovers (temporary names included) */
 }
 
 /* Decay punches holes in the node file that holds the pages (here an extent
@@ -620,6 +680,7 @@ int main(void)
         cmocka_unit_test(test_process_crash),
         cmocka_unit_test(test_bad_sets),
         cmocka_unit_test(test_interrupted_create),
+        cmocka_unit_test(test_concurrent_create),
         cmocka_unit_test(test_decay_spanning),
         cmocka_unit_test(test_sim_image),
     };
