@@ -327,6 +327,47 @@ static void split(pm_files *f, uint64_t pages)
     for (unsigned k = 1; k < n; k++) f->lo[k] = (pages * k / n + hp / 2) / hp * hp;
 }
 
+/* The temporary name appears already locked, so an unlocked one is always a
+ * leftover, never a create that has not taken its lock yet: the file is made
+ * nameless (O_TMPFILE), locked, then linked to the name (which fails if the
+ * name exists). Where O_TMPFILE or /proc is missing, a unique name stands in
+ * for the nameless file (a crash in the few instructions between its creation
+ * and its removal leaves an empty pmalloc.heap.creating.<pid>.<id>). */
+static nm_err make_marker(pmalloc_heap *h, const char *dir)
+{
+    pm_files *f = h->files;
+    int fd = -1, err = 0;
+#ifdef O_TMPFILE
+    fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+        char proc[64];
+        snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0 && linkat(AT_FDCWD, proc, AT_FDCWD, f->marker, AT_SYMLINK_FOLLOW) == 0) {
+            h->lock_fd = fd;
+            return NM_OK;
+        }
+        err = errno;
+        close(fd);
+        fd = -1;
+    }
+#endif
+    if (err != EEXIST) {
+        char uniq[4300];
+        snprintf(uniq, sizeof uniq, "%s.%ld.%016llx", f->marker, (long)getpid(), (unsigned long long)f->heap_id);
+        fd = open(uniq, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0) return nm_fail(NM_EIO, "pmalloc_open: cannot create %s: %s", uniq, strerror(errno));
+        err = flock(fd, LOCK_EX | LOCK_NB) == 0 && link(uniq, f->marker) == 0 ? 0 : errno;
+        unlink(uniq);
+        if (!err) {
+            h->lock_fd = fd;
+            return NM_OK;
+        }
+        close(fd);
+    }
+    return err == EEXIST ? nm_fail(NM_EBUSY, "pmalloc_open: %s is being created by another process", f->main_path)
+                         : nm_fail(NM_EIO, "pmalloc_open: cannot create %s: %s", f->marker, strerror(err));
+}
+
 nm_err pm_files_create(pmalloc_heap *h, const char *dir, const pmalloc_options *o, unsigned nfiles, uint64_t data_off,
                        uint64_t heap_size, int *is_pmem)
 {
@@ -345,22 +386,7 @@ nm_err pm_files_create(pmalloc_heap *h, const char *dir, const pmalloc_options *
 
     /* leftovers of an interrupted create (its temporary main file names them) */
     if ((e = remove_heap_file(f->marker, dir, o))) return e;
-    /* The temporary name appears already locked (made under a unique name,
-     * locked, then linked, which fails if the name exists): an unlocked one is
-     * always a leftover, never a create that has not taken its lock yet. */
-    char uniq[4300];
-    snprintf(uniq, sizeof uniq, "%s.%ld.%016llx", f->marker, (long)getpid(), (unsigned long long)f->heap_id);
-    int fd = open(uniq, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) return nm_fail(NM_EIO, "pmalloc_open: cannot create %s: %s", uniq, strerror(errno));
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0 || link(uniq, f->marker) != 0) {
-        int err = errno;
-        unlink(uniq);
-        close(fd);
-        return err == EEXIST ? nm_fail(NM_EBUSY, "pmalloc_open: %s is being created by another process", f->main_path)
-                             : nm_fail(NM_EIO, "pmalloc_open: cannot create %s: %s", f->marker, strerror(err));
-    }
-    unlink(uniq);
-    h->lock_fd = fd;
+    if ((e = make_marker(h, dir))) return e;
     /* holding the temporary name, no other create of this directory can be
      * under way; one that finished before would have its main file there */
     struct stat st;
