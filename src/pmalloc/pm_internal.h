@@ -143,6 +143,9 @@ typedef struct pm_vslab {
     struct pm_vslab *next, *prev;
     bool in_partial;
     struct pm_rslab *rs; /* NUMA: remote-free state (shadow bitmap), remote.c; NULL until used */
+    /* NUMA heaps: a bit per block held by the free in progress (atomic), so a
+     * direct and a two-phase free of one block cannot both succeed (pmalloc.c) */
+    uint64_t *claim;
     /* slab morphing (morph.c): old geometry and counters, NULL until the first
      * morph; handshake with lock-free readers; the arena's LRU list */
     struct pm_morph *mo;

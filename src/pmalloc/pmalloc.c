@@ -373,7 +373,23 @@ nm_err pmalloc_free_from(pmalloc_heap *h, pmalloc_ptr *src)
     if (!is_small || !s) pm_slab_leave(h, hs);
     if (is_small) {
         if (!s) return nm_fail(NM_EBADFREE, "pmalloc_free_from: %#llx is inside a slab but not at a block start", (unsigned long long)p);
+        /* NUMA heaps: claim the block first. A direct free clears the bitmap
+         * bit, a two-phase one sets a shadow bit (another word, under another
+         * lock): without a common claim, two concurrent frees of one block,
+         * one from each side, could both succeed. Released once the bit is
+         * clear or the shadow bit set (pm_numa_remote_free), so a later free
+         * sees that. Old blocks of a morphed slab always go the direct way. */
+        uint64_t *cw = NULL, cm = 0;
+        if (s->claim && !(idx & PM_IDX_OLD)) {
+            cw = &s->claim[idx / 64u];
+            cm = 1ull << (idx % 64u);
+            if (__atomic_fetch_or(cw, cm, __ATOMIC_SEQ_CST) & cm) {
+                pm_slab_leave(h, s);
+                return nm_fail(NM_EDOUBLEFREE, "pmalloc_free_from: block %#llx is being freed concurrently", (unsigned long long)p);
+            }
+        }
         if (!pm_pbit(s, idx) || (!(idx & PM_IDX_OLD) && pm_numa_shadowed(s, idx))) {
+            if (cw) __atomic_fetch_and(cw, ~cm, __ATOMIC_SEQ_CST);
             pm_slab_leave(h, s);
             return nm_fail(NM_EDOUBLEFREE, "pmalloc_free_from: block %#llx is already free", (unsigned long long)p);
         }
@@ -388,11 +404,12 @@ nm_err pmalloc_free_from(pmalloc_heap *h, pmalloc_ptr *src)
             store_ptr(src, 0);
             pm_flush(h, src, sizeof *src, PM_USER);
             pm_drain(h);
-            if (remote) was = pm_numa_remote_free(h, tc, s, idx) == NM_OK; /* completion record: the log entry */
+            if (remote) was = pm_numa_remote_free(h, tc, s, idx) == NM_OK; /* completion record: the log entry; releases the claim */
             else {
                 was = pbit_update(s, idx, false, &w);
                 pm_flush(h, w, sizeof *w, PM_META);
                 pm_drain(h);
+                if (cw) __atomic_fetch_and(cw, ~cm, __ATOMIC_SEQ_CST);
             }
             wal_end(tc);
         } else {
@@ -400,7 +417,10 @@ nm_err pmalloc_free_from(pmalloc_heap *h, pmalloc_ptr *src)
             pm_flush(h, src, sizeof *src, PM_USER);
             pm_drain(h);
             if (remote) was = pm_numa_remote_free(h, tc, s, idx) == NM_OK;
-            else was = pbit_update(s, idx, false, &w);
+            else {
+                was = pbit_update(s, idx, false, &w);
+                if (cw) __atomic_fetch_and(cw, ~cm, __ATOMIC_SEQ_CST);
+            }
             if (idx & PM_IDX_OLD) pm_persist(h, w, sizeof *w, PM_META); /* old bits stay exact under GC (morph.c) */
         }
         if (!was) { /* lost a race with another free of the same block */

@@ -53,6 +53,10 @@ static pm_vslab *vslab_new(pmalloc_heap *h, pm_veh *v, pm_slab_hdr *hd)
     if (!s) return NULL;
     s->vbm = calloc(nm_bitmap_words(hd->nblocks), sizeof(uint64_t));
     if (!s->vbm) { free(s); return NULL; }
+    if (h->numa && h->numa->nnodes > 1) { /* sized for any geometry: morphing keeps it */
+        s->claim = calloc(nm_bitmap_words(PMALLOC_SLAB_SIZE / 16u), sizeof(uint64_t));
+        if (!s->claim) { free(s->vbm); free(s); return NULL; }
+    }
     s->veh = v;
     s->hdr = hd;
     s->pbm = (uint64_t *)((char *)hd + PM_LINE);
@@ -72,6 +76,7 @@ void pm_slab_free_vol(pm_vslab *s)
     pm_morph_free(s);
     pm_numa_rslab_free(s);
     free(s->vbm);
+    free(s->claim);
     free(s);
 }
 
