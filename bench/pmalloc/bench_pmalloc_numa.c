@@ -99,9 +99,7 @@ typedef struct meas {
 
 static int run_once(const char *dir, pmalloc_model m, unsigned vnodes, uint64_t n, const int cpus[2], bool threadtest, meas *out)
 {
-    char path[600];
-    snprintf(path, sizeof path, "%s/%s", dir, PMALLOC_FILE_NAME);
-    unlink(path);
+    pmalloc_remove(dir, NULL); /* with several nodes: node files too */
     pmalloc_options o;
     pmalloc_options_default(&o);
     o.size = 64u << 20;
@@ -138,7 +136,7 @@ static int run_once(const char *dir, pmalloc_model m, unsigned vnodes, uint64_t 
     pmalloc_numa_stats_get(p.h, &ns);
     int bad = p.err || pmalloc_check(p.h) != NM_OK || st.objects_live != 0;
     pmalloc_close(p.h);
-    unlink(path);
+    pmalloc_remove(dir, NULL);
     if (bad) return -1;
     double ops = threadtest ? 2.0 * 2.0 * (double)(n / 500 * 500) : 2.0 * (double)n;
     out->mops = ops / s / 1e6;

@@ -309,9 +309,7 @@ static pmalloc_options run_opts(const pmc_run *r, pmalloc_persist_mode pm, bool 
 
 static void rm_heap(const char *dir)
 {
-    char p[600];
-    snprintf(p, sizeof p, "%s/%s", dir, PMALLOC_FILE_NAME);
-    unlink(p);
+    (void)pmalloc_remove(dir, NULL); /* with virtual nodes: the node files too */
 }
 
 /* Open the heap in dir (recovering it), check, close cleanly. */

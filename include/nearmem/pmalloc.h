@@ -1,6 +1,9 @@
 /* PMAlloc: a crash-consistent persistent-memory heap (Dang et al., TOCS 2024).
  *
- * A heap lives in one file, <dir>/pmalloc.heap, mapped with libpmem. Objects
+ * A heap lives in one file, <dir>/pmalloc.heap, mapped with libpmem; a heap
+ * created with several NUMA nodes keeps each node's memory in its own file,
+ * <node dir>/pmalloc.node<k>.heap (paper Sec. 6.1), mapped back to back with
+ * the main file into one address range (docs/pmalloc.md, "Node memory"). Objects
  * are named by offset-based persistent pointers (pmalloc_ptr: byte offset from
  * the heap base, 0 = NULL), so a heap may be mapped at another address after a
  * restart (paper Sec. 4.1). Persistent pointers that the allocator must keep
@@ -45,6 +48,7 @@ typedef uint64_t pmalloc_ptr;
 #define PMALLOC_DEFAULT_STRIPES 6u      /* bit stripes of the interleaved mapping (Sec. 5.1, 8.1) */
 #define PMALLOC_MAX_STRIPES 16u
 #define PMALLOC_FILE_NAME "pmalloc.heap"
+#define PMALLOC_NODE_FILE_FMT "pmalloc.node%u.heap" /* node k's file (heaps created with >= 2 nodes) */
 #define PMALLOC_DECAY_NEVER 0xffffffffu
 #define PMALLOC_MORPH_OFF 0xffffffffu   /* pmalloc_options.morph_su: no slab morphing */
 
@@ -104,6 +108,15 @@ typedef struct pmalloc_options {
     unsigned numa_sync_ms;     /* epoch-synchronisation threads wake this often (0 = 50 ms);
                                 * PMALLOC_NUMA_SYNC_NEVER = no threads (on-demand sync only) */
     unsigned numa_log_entries; /* entries per deallocation-log segment when creating (0 = auto) */
+    /* Node files (Sec. 6.1): a heap created with N >= 2 nodes puts node k's data pages in
+     * <node_dirs[k]>/pmalloc.node<k>.heap (e.g. /mnt/pmem<k>, a DAX file system on node k);
+     * entries beyond node_dirs_count, NULL entries and node_dirs == NULL mean `dir`. Give the
+     * same directories at every open (they are not stored in the heap). Two heaps must not
+     * share a node directory (creation refuses to overwrite another heap's node file). */
+    const char *const *node_dirs;
+    unsigned node_dirs_count;
+    bool single_file;          /* create one file even with several nodes (per-node page ranges
+                                * of that file, the part-2 layout; no node files) */
 } pmalloc_options;
 
 #define PMALLOC_NUMA_SYNC_NEVER 0xffffffffu
@@ -115,10 +128,19 @@ void pmalloc_options_default(pmalloc_options *o);
  * o->create and the file is absent. After an unclean shutdown this runs the
  * post-crash recovery (Sec. 7). A foreign or corrupt file is refused with
  * NM_EFORMAT (not a PMAlloc heap, other version) or NM_ECORRUPT (checksum,
- * metadata out of range). `o` may be NULL (defaults, no create). */
+ * metadata out of range; for a heap with node files also a node file that is
+ * missing, another heap's, another node's, of the wrong size or with a damaged
+ * trailer). A create with several nodes (and not o->single_file) makes one
+ * file per node; it refuses to overwrite another heap's node file (NM_EEXIST).
+ * `o` may be NULL (defaults, no create). */
 nm_err pmalloc_open(const char *dir, const pmalloc_options *o, pmalloc_heap **out);
 /* Clean shutdown: persist what the model left volatile, mark the heap clean, unmap. */
 nm_err pmalloc_close(pmalloc_heap *h);
+/* Delete the heap in `dir`: its main file, its node files (looked up in o->node_dirs, as
+ * pmalloc_open does; `o` may be NULL) and what an interrupted create left. A node file is
+ * removed only if its trailer names this heap (or it is an unfinished one of its create).
+ * NM_OK when there is no heap; NM_EBUSY if it is open; NM_EIO if a file cannot be removed. */
+nm_err pmalloc_remove(const char *dir, const pmalloc_options *o);
 
 /* Allocate `size` bytes and store the new object's pointer in *dst, atomically
  * with respect to crashes: after a crash either *dst holds the object and it is
@@ -154,8 +176,9 @@ typedef struct pmalloc_stats {
     uint64_t objects_live;
     uint64_t slabs;          /* slabs in use */
     uint64_t extents;        /* allocated large extents */
-    uint64_t free_bytes;     /* bytes in free extents (not counting free slab blocks) */
-    uint64_t retained_bytes; /* ... of which decayed: returned to the file system */
+    uint64_t free_bytes;     /* bytes in free extents (not counting free slab blocks), cached ones included */
+    uint64_t cached_bytes;   /* of which held in the arenas' caches of freed extents */
+    uint64_t retained_bytes; /* of free_bytes, decayed: returned to the file system */
     uint64_t data_bytes;     /* size of the data area */
     uint64_t flushes;        /* cache lines flushed (all kinds) */
     uint64_t meta_flushes;   /* ... of allocator metadata (WAL, bitmaps, log, headers) */
@@ -163,6 +186,8 @@ typedef struct pmalloc_stats {
     uint64_t fences;         /* drains (sfence) */
     uint64_t wal_appends;
     uint64_t bklog_appends;
+    uint64_t extent_cache_hits;   /* large allocations served by an arena's cache of freed extents */
+    uint64_t extent_cache_misses; /* ... that went to the heap's extent allocator */
     uint64_t bklog_gcs;      /* slow GCs (compactions) of the bookkeeping log */
     uint64_t bklog_fast_gcs; /* fast GCs: chunks with nothing live unlinked in place */
     uint64_t morphs;         /* slab morphs since open (Sec. 5.2) */
@@ -224,6 +249,9 @@ typedef struct pmalloc_numa_stats {
     uint64_t replayed;         /* log entries applied by the last open's recovery */
     uint64_t remote_extent_frees; /* two-phase extent frees recorded (Sec. 6.3) */
     uint64_t pending_extents;     /* ... whose tombstone the owner side has not appended yet */
+    unsigned node_files;          /* heap files holding node memory (0: one file, see "Node memory") */
+    unsigned node_files_pmem;     /* ... mapped as persistent memory (MAP_SYNC or PMEM_IS_PMEM_FORCE) */
+    unsigned node_files_bound;    /* ... given a preferred-node memory policy (real nodes, not DAX) */
 } pmalloc_numa_stats;
 nm_err pmalloc_numa_stats_get(pmalloc_heap *h, pmalloc_numa_stats *st);
 /* Bind the calling thread to `node` (its cache moves to an arena of that node
@@ -246,7 +274,8 @@ nm_err pmalloc_numa_sync(pmalloc_heap *h);
  * drained (a fence may be torn). Stores never flushed are lost. */
 typedef void (*pmalloc_sim_hook)(void *arg, pmalloc_heap *h, uint64_t flush_no);
 nm_err pmalloc_sim_set_hook(pmalloc_heap *h, pmalloc_sim_hook fn, void *arg);
-/* Write the crash image as <dir>/pmalloc.heap; `seed` picks the torn subset.
+/* Write the crash image as <dir>/pmalloc.heap (and <dir>/pmalloc.node<k>.heap for a heap
+ * with node files, whatever its node_dirs); `seed` picks the torn subset.
  * With evict_pct > 0, each line stored but never flushed also reaches the
  * image with that probability (a cache eviction wrote it back early). */
 nm_err pmalloc_sim_snapshot(pmalloc_heap *h, const char *dir, uint64_t seed, unsigned evict_pct);

@@ -29,16 +29,57 @@ static inline uint32_t bk_slot(const pmalloc_heap *h, uint32_t k)
     return (k % PM_CHUNK_ENTRY_LINES) * 8u + k / PM_CHUNK_ENTRY_LINES;
 }
 
-/* ---- page map and free list ---- */
+/* ---- VEH pool, free-extent bins ---- */
+
+#define PM_VEH_BLOCK 256u
+
+/* A zeroed VEH from the pool. VEHs are recycled, never freed while the heap is
+ * open, so the unlocked readers of the page map never touch freed memory. */
+static pm_veh *veh_new(pmalloc_heap *h)
+{
+    if (!h->veh_pool) {
+        /* one block: a link word (padded to a VEH) and PM_VEH_BLOCK - 1 VEHs */
+        pm_veh *blk = calloc(PM_VEH_BLOCK, sizeof *blk);
+        if (!blk) return NULL;
+        *(void **)blk = h->veh_blocks;
+        h->veh_blocks = blk;
+        for (unsigned i = PM_VEH_BLOCK - 1; i >= 1; i--) {
+            blk[i].next = h->veh_pool;
+            h->veh_pool = &blk[i];
+        }
+    }
+    pm_veh *v = h->veh_pool;
+    h->veh_pool = v->next;
+    int st = PM_VEH_FREE;
+    /* state is read without the lock: keep it an atomic store */
+    memset(v, 0, sizeof *v);
+    __atomic_store_n(&v->state, st, __ATOMIC_RELAXED);
+    return v;
+}
+
+pm_veh *pm_veh_new(pmalloc_heap *h) { return veh_new(h); }
+
+static void veh_put(pmalloc_heap *h, pm_veh *v)
+{
+    __atomic_store_n(&v->state, PM_VEH_FREE, __ATOMIC_RELAXED);
+    v->slab = NULL;
+    v->prev = NULL;
+    v->next = h->veh_pool;
+    h->veh_pool = v;
+}
+
+static inline unsigned fbin_of(uint64_t npages) { return npages <= PM_FBIN_EXACT ? (unsigned)npages : 0u; }
 
 static void free_list_add(pmalloc_heap *h, pm_veh *v)
 {
     __atomic_store_n(&v->state, PM_VEH_FREE, __ATOMIC_RELAXED); /* read unlocked by small_lookup */
     if (!v->freed_ns) v->freed_ns = nm_now_ns();
+    unsigned b = fbin_of(v->npages);
     v->prev = NULL;
-    v->next = h->free_head;
-    if (h->free_head) h->free_head->prev = v;
-    h->free_head = v;
+    v->next = h->fbin[b];
+    if (h->fbin[b]) h->fbin[b]->prev = v;
+    h->fbin[b] = v;
+    h->fbin_map[b / 64] |= 1ull << (b % 64);
     h->free_pages += v->npages;
 }
 
@@ -46,11 +87,40 @@ static void free_list_del(pmalloc_heap *h, pm_veh *v)
 {
     if (v->retained) h->retained_pages -= v->npages;
     v->retained = false;
+    unsigned b = fbin_of(v->npages);
     if (v->prev) v->prev->next = v->next;
-    else h->free_head = v->next;
+    else h->fbin[b] = v->next;
     if (v->next) v->next->prev = v->prev;
+    if (!h->fbin[b]) h->fbin_map[b / 64] &= ~(1ull << (b % 64));
     v->next = v->prev = NULL;
     h->free_pages -= v->npages;
+}
+
+/* First non-empty bin >= b (exact bins only), or 0 if none. */
+static unsigned fbin_next(const pmalloc_heap *h, unsigned b)
+{
+    for (unsigned w = b / 64; w < NM_ARRAY_LEN(h->fbin_map); w++) {
+        uint64_t m = h->fbin_map[w];
+        if (w == b / 64) m &= ~0ull << (b % 64);
+        if (m) return w * 64 + (unsigned)__builtin_ctzll(m);
+    }
+    return 0;
+}
+
+pm_veh *pm_free_first(pmalloc_heap *h)
+{
+    if (h->fbin[0]) return h->fbin[0];
+    unsigned b = fbin_next(h, 1);
+    return b ? h->fbin[b] : NULL;
+}
+
+pm_veh *pm_free_next(pmalloc_heap *h, pm_veh *v)
+{
+    if (v->next) return v->next;
+    unsigned b = fbin_of(v->npages);
+    if (b == PM_FBIN_EXACT) return NULL;
+    b = fbin_next(h, b + 1);
+    return b ? h->fbin[b] : NULL;
 }
 
 /* Free extents map only their first and last page; allocated ones every page. */
@@ -68,13 +138,13 @@ static void pmap_mark_alloc(pmalloc_heap *h, pm_veh *v)
 /* Carve [page, page+npages) out of free extent f; the part becomes `state`. */
 static pm_veh *carve(pmalloc_heap *h, pm_veh *f, uint64_t page, uint64_t npages, int state)
 {
-    pm_veh *a = calloc(1, sizeof *a), *r = NULL;
+    pm_veh *a = veh_new(h), *r = NULL;
     if (!a) return NULL;
     uint64_t fend = f->page + f->npages, end = page + npages, freed = f->freed_ns;
     bool was_retained = f->retained;
     if (end < fend) {
-        r = calloc(1, sizeof *r);
-        if (!r) { free(a); return NULL; }
+        r = veh_new(h);
+        if (!r) { veh_put(h, a); return NULL; }
     }
     free_list_del(h, f);
     pm_pmap_set(h, f->page, NULL);
@@ -85,7 +155,7 @@ static pm_veh *carve(pmalloc_heap *h, pm_veh *f, uint64_t page, uint64_t npages,
         pmap_mark_free(h, f);
         if (was_retained) { f->retained = true; h->retained_pages += f->npages; }
     } else {
-        free(f);
+        veh_put(h, f);
     }
     if (r) {
         r->page = end;
@@ -108,12 +178,13 @@ static pm_veh *carve(pmalloc_heap *h, pm_veh *f, uint64_t page, uint64_t npages,
 
 nm_err pm_extent_alloc(pmalloc_heap *h, uint64_t npages, int state, pm_veh **out)
 {
+    /* best fit, ties to the lowest address: the smallest non-empty exact bin
+     * that fits, else the smallest of the large ones */
     pm_veh *best = NULL;
-    for (pm_veh *v = h->free_head; v; v = v->next)
-        if (v->npages >= npages && (!best || v->npages < best->npages || (v->npages == best->npages && v->page < best->page))) {
+    unsigned b = npages <= PM_FBIN_EXACT ? fbin_next(h, (unsigned)npages) : 0;
+    for (pm_veh *v = h->fbin[b]; v; v = v->next)
+        if (v->npages >= npages && (!best || v->npages < best->npages || (v->npages == best->npages && v->page < best->page)))
             best = v;
-            if (v->npages == npages) break;
-        }
     if (!best)
         return nm_fail(NM_ENOMEM, "pmalloc: no free extent of %llu pages (%llu pages free in total)",
                        (unsigned long long)npages, (unsigned long long)h->free_pages);
@@ -128,7 +199,7 @@ nm_err pm_extent_claim(pmalloc_heap *h, uint64_t page, uint64_t npages, int stat
     if (npages == 0 || page + npages > h->data_pages || page + npages < page)
         return nm_fail(NM_ECORRUPT, "pmalloc: extent %llu+%llu pages outside the data area",
                        (unsigned long long)page, (unsigned long long)npages);
-    for (pm_veh *v = h->free_head; v; v = v->next)
+    for (pm_veh *v = pm_free_first(h); v; v = pm_free_next(h, v))
         if (v->page <= page && page + npages <= v->page + v->npages) {
             pm_veh *a = carve(h, v, page, npages, state);
             if (!a) return nm_fail(NM_ENOMEM, "pmalloc: out of host memory for an extent header");
@@ -143,29 +214,35 @@ void pm_extent_release(pmalloc_heap *h, pm_veh *v)
 {
     if (v->state == PM_VEH_SLAB) h->nslabs--;
     else h->nextents--;
+    pm_extent_free_pages(h, v);
+}
+
+void pm_extent_free_pages(pmalloc_heap *h, pm_veh *v)
+{
     for (uint64_t p = 0; p < v->npages; p++) pm_pmap_set(h, v->page + p, NULL);
     v->bkpos = -1;
     v->slab = NULL;
+    __atomic_store_n(&v->freeing, false, __ATOMIC_RELAXED);
     uint64_t start = v->page, end = v->page + v->npages;
     if (start > 0) {
         pm_veh *l = pm_pmap_get(h, start - 1);
-        if (l && l->state == PM_VEH_FREE) {
+        if (l && __atomic_load_n(&l->state, __ATOMIC_RELAXED) == PM_VEH_FREE) {
             free_list_del(h, l);
             pm_pmap_set(h, l->page, NULL);
             pm_pmap_set(h, start - 1, NULL);
             start = l->page;
-            free(l);
+            veh_put(h, l);
         }
     }
     if (end < h->data_pages) {
         pm_veh *r = pm_pmap_get(h, end);
-        if (r && r->state == PM_VEH_FREE) {
+        if (r && __atomic_load_n(&r->state, __ATOMIC_RELAXED) == PM_VEH_FREE) {
             free_list_del(h, r);
             uint64_t rend = r->page + r->npages;
             pm_pmap_set(h, end, NULL);
             pm_pmap_set(h, rend - 1, NULL);
             end = rend;
-            free(r);
+            veh_put(h, r);
         }
     }
     v->page = start;
@@ -184,10 +261,9 @@ void pm_extent_decay(pmalloc_heap *h, uint64_t now)
 {
     if (h->decay_ns == UINT64_MAX || h->lock_fd < 0 || now - h->last_decay_ns < 50000000ull) return;
     h->last_decay_ns = now;
-    for (pm_veh *v = h->free_head; v; v = v->next) {
+    for (pm_veh *v = pm_free_first(h); v; v = pm_free_next(h, v)) {
         if (v->retained || v->npages < PM_SLAB_PAGES || now - v->freed_ns < h->decay_ns) continue;
-        off_t off = (off_t)(h->sb->data_off + v->page * PM_PAGE), len = (off_t)(v->npages * PM_PAGE);
-        if (fallocate(h->lock_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, len) != 0) {
+        if (!pm_data_punch(h, v->page, v->npages)) { /* in the node file(s) holding the pages */
             h->decay_ns = UINT64_MAX; /* not supported here: stop trying */
             return;
         }
@@ -351,7 +427,7 @@ static nm_err bk_reserve(pmalloc_heap *h)
     }
 }
 
-nm_err pm_bk_append(pmalloc_heap *h, uint64_t entry, int64_t *pos)
+static nm_err bk_append(pmalloc_heap *h, uint64_t entry, int64_t *pos, bool drain)
 {
     {
         nm_err e = bk_reserve(h);
@@ -359,14 +435,17 @@ nm_err pm_bk_append(pmalloc_heap *h, uint64_t entry, int64_t *pos)
         uint64_t *ents = chunk_ent(h, h->bk_tail);
         uint32_t idx = bk_slot(h, h->bk_tail_count++);
         __atomic_store_n(&ents[idx], entry, __ATOMIC_RELAXED);
-        pm_persist(h, &ents[idx], sizeof(uint64_t), PM_META);
+        pm_flush(h, &ents[idx], sizeof(uint64_t), PM_META);
+        if (drain) pm_drain(h);
         pm_ctr_add(h, PMC_BK, 1);
         if (pos) *pos = (int64_t)h->bk_tail * 128 + idx;
         return NM_OK;
     }
 }
 
-nm_err pm_bk_record(pmalloc_heap *h, pm_veh *v)
+nm_err pm_bk_append(pmalloc_heap *h, uint64_t entry, int64_t *pos) { return bk_append(h, entry, pos, true); }
+
+static nm_err bk_record(pmalloc_heap *h, pm_veh *v, bool drain)
 {
     uint64_t max_live = (uint64_t)(h->nchunks / 2 - 1) * PM_CHUNK_ENTRIES;
     if (h->bk_live_entries + 1 > max_live)
@@ -376,23 +455,34 @@ nm_err pm_bk_record(pmalloc_heap *h, pm_veh *v)
     if (r) return r;
     uint64_t type = v->state == PM_VEH_SLAB ? PM_BK_SLAB : PM_BK_EXTENT;
     uint64_t e = type << 62 | v->npages << 36 | v->page;
-    nm_err err = pm_bk_append(h, e, &v->bkpos);
+    nm_err err = bk_append(h, e, &v->bkpos, drain);
     if (!err) h->bk_live_entries++;
+    if (!err && !drain) __atomic_store_n(&v->rec_pending, true, __ATOMIC_RELAXED);
     return err;
 }
 
-nm_err pm_bk_tombstone(pmalloc_heap *h, pm_veh *v)
+nm_err pm_bk_record(pmalloc_heap *h, pm_veh *v) { return bk_record(h, v, true); }
+nm_err pm_bk_record_flush(pmalloc_heap *h, pm_veh *v) { return bk_record(h, v, false); }
+
+static nm_err bk_tombstone(pmalloc_heap *h, pm_veh *v, bool drain)
 {
     nm_err err = bk_reserve(h);
     if (err) return err;
     uint32_t tc = (uint32_t)(v->bkpos / 128), slot = (uint32_t)(v->bkpos % 128);
-    err = pm_bk_append(h, PM_BK_TOMB << 62 | (uint64_t)h->chunks[tc].gen << 31 | (uint64_t)tc << 7 | slot, NULL);
+    /* The entry's own thread may not have drained it yet (pm_bk_record_flush):
+     * our fence does not cover its flush, so write the line back ourselves,
+     * or a crash could keep this tombstone and lose the entry it names. */
+    if (__atomic_load_n(&v->rec_pending, __ATOMIC_ACQUIRE)) pm_flush(h, &chunk_ent(h, tc)[slot], sizeof(uint64_t), PM_META);
+    err = bk_append(h, PM_BK_TOMB << 62 | (uint64_t)h->chunks[tc].gen << 31 | (uint64_t)tc << 7 | slot, NULL, drain);
     if (err) return err;
     h->bk_live_entries--;
     h->bk_tombs++;
     v->bkpos = -1;
     return NM_OK;
 }
+
+nm_err pm_bk_tombstone(pmalloc_heap *h, pm_veh *v) { return bk_tombstone(h, v, true); }
+nm_err pm_bk_tombstone_flush(pmalloc_heap *h, pm_veh *v) { return bk_tombstone(h, v, false); }
 
 /* Collect every allocated VEH (extents and slabs), in address order. */
 static pm_veh **collect_allocated(pmalloc_heap *h, size_t *n)
@@ -564,13 +654,13 @@ nm_err pm_large_init(pmalloc_heap *h, bool fresh)
             goto out;
         }
         if (pg > cur) {
-            pm_veh *f = calloc(1, sizeof *f);
+            pm_veh *f = veh_new(h);
             if (!f) { err = nm_fail(NM_ENOMEM, "replay"); goto out; }
             f->page = cur; f->npages = pg - cur; f->bkpos = -1;
             free_list_add(h, f);
             pmap_mark_free(h, f);
         }
-        pm_veh *v = calloc(1, sizeof *v);
+        pm_veh *v = veh_new(h);
         if (!v) { err = nm_fail(NM_ENOMEM, "replay"); goto out; }
         v->page = pg; v->npages = np; v->bkpos = norm[i].pos;
         v->state = PM_BK_TYPE(e) == PM_BK_SLAB ? PM_VEH_SLAB : PM_VEH_ALLOC;
@@ -581,7 +671,7 @@ nm_err pm_large_init(pmalloc_heap *h, bool fresh)
         cur = pg + np;
     }
     if (cur < h->data_pages) {
-        pm_veh *f = calloc(1, sizeof *f);
+        pm_veh *f = veh_new(h);
         if (!f) { err = nm_fail(NM_ENOMEM, "replay"); goto out; }
         f->page = cur; f->npages = h->data_pages - cur; f->bkpos = -1;
         free_list_add(h, f);
@@ -606,10 +696,17 @@ void pm_large_free_all(pmalloc_heap *h)
             if (v && v->page == p) {
                 if (v->slab) pm_slab_free_vol(v->slab);
                 p += v->npages - 1;
-                free(v);
             }
         }
     }
+    while (h->veh_blocks) {
+        void *b = h->veh_blocks;
+        h->veh_blocks = *(void **)b;
+        free(b);
+    }
+    h->veh_pool = NULL;
+    memset(h->fbin, 0, sizeof h->fbin);
+    memset(h->fbin_map, 0, sizeof h->fbin_map);
     free(h->pmap);
     free(h->chunks);
     h->pmap = NULL;
@@ -618,7 +715,7 @@ void pm_large_free_all(pmalloc_heap *h)
 
 nm_err pm_large_check(pmalloc_heap *h)
 {
-    uint64_t covered = 0, freep = 0;
+    uint64_t covered = 0, freep = 0, cachedp = 0;
     for (uint64_t p = 0; p < h->data_pages;) {
         pm_veh *v = h->pmap[p];
         if (!v || v->page != p || v->npages == 0 || p + v->npages > h->data_pages)
@@ -627,6 +724,11 @@ nm_err pm_large_check(pmalloc_heap *h)
             freep += v->npages;
             if (h->pmap[p + v->npages - 1] != v)
                 return nm_fail(NM_ECORRUPT, "pmalloc check: free extent at %llu lacks its end mark", (unsigned long long)p);
+        } else if (v->state == PM_VEH_CACHED) {
+            for (uint64_t q = 0; q < v->npages; q++)
+                if (h->pmap[p + q] != v) return nm_fail(NM_ECORRUPT, "pmalloc check: page map hole in cached extent %llu", (unsigned long long)p);
+            if (v->bkpos >= 0) return nm_fail(NM_ECORRUPT, "pmalloc check: cached extent %llu has a live log entry", (unsigned long long)p);
+            cachedp += v->npages;
         } else {
             for (uint64_t q = 0; q < v->npages; q++)
                 if (h->pmap[p + q] != v) return nm_fail(NM_ECORRUPT, "pmalloc check: page map hole in extent %llu", (unsigned long long)p);
@@ -638,6 +740,9 @@ nm_err pm_large_check(pmalloc_heap *h)
         covered += v->npages;
         p += v->npages;
     }
+    if (cachedp != pm_xc_pages(h))
+        return nm_fail(NM_ECORRUPT, "pmalloc check: %llu pages in cached extents, the caches count %llu",
+                       (unsigned long long)cachedp, (unsigned long long)pm_xc_pages(h));
     if (covered != h->data_pages || freep != h->free_pages)
         return nm_fail(NM_ECORRUPT, "pmalloc check: extents cover %llu of %llu pages, %llu free vs %llu counted",
                        (unsigned long long)covered, (unsigned long long)h->data_pages, (unsigned long long)freep,

@@ -10,9 +10,9 @@
  *
  * Arena i belongs to node i / per_node (the arena count is rounded up to a
  * multiple of the node count). The data area is split into one contiguous
- * page range per node, the stand-in for the paper's heap file per node (see
- * docs/pmalloc.md, "One heap file per node"): slabs of a node's arenas and
- * extents requested by its threads come from its range first. */
+ * page range per node: in a heap created with several nodes, node k's range
+ * is node k's heap file (files.c; docs/pmalloc.md, "Node memory"): slabs of a
+ * node's arenas and extents requested by its threads come from it first. */
 #include <numa.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -168,6 +168,11 @@ int pmalloc_numa_current_node(pmalloc_heap *h)
 static void node_range(const pmalloc_heap *h, unsigned node, uint64_t *lo, uint64_t *hi)
 {
     unsigned nn = h->numa->nnodes;
+    if (h->files && h->files->n == nn) { /* node k's range is its file (the layout the heap was created with) */
+        *lo = h->files->lo[node];
+        *hi = h->files->lo[node + 1];
+        return;
+    }
     *lo = h->data_pages * node / nn;
     *hi = h->data_pages * (node + 1) / nn;
 }
@@ -211,7 +216,7 @@ static void node_order(const pmalloc_heap *h, unsigned node, unsigned *order)
 static bool fit_in(pmalloc_heap *h, uint64_t lo, uint64_t hi, uint64_t npages, uint64_t *at)
 {
     uint64_t best = 0, bestlen = 0;
-    for (pm_veh *v = h->free_head; v; v = v->next) { /* not in address order */
+    for (pm_veh *v = pm_free_first(h); v; v = pm_free_next(h, v)) { /* not in address order */
         uint64_t s = NM_MAX(v->page, lo), e = NM_MIN(v->page + v->npages, hi);
         if (e <= s || e - s < npages) continue;
         if (!bestlen || e - s < bestlen) { best = s; bestlen = e - s; }
@@ -311,6 +316,11 @@ nm_err pmalloc_numa_stats_get(pmalloc_heap *h, pmalloc_numa_stats *st)
     st->virtual_nodes = n->virt;
     st->remote_free_logs = n->hdr != NULL;
     st->arenas_per_node = n->nnodes > 1 ? n->per_node : h->narenas;
+    if (h->files) {
+        st->node_files = h->files->n;
+        st->node_files_pmem = h->files->pmem_nodes;
+        st->node_files_bound = h->files->bound;
+    }
 #define LD(x) __atomic_load_n(&n->x, __ATOMIC_RELAXED)
     st->remote_frees = LD(c_remote_frees);
     st->synced_on_demand = LD(c_synced[PM_SYNC_DEMAND]);

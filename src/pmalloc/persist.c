@@ -20,12 +20,8 @@
 /* ---- counters ---- */
 
 static uint64_t g_heap_uid;
-#define PM_TL_CTRS 4
-static __thread struct {
-    uint64_t uid;
-    pm_ctrblk *b;
-} tl_ctr[PM_TL_CTRS];
-static __thread unsigned tl_ctr_next;
+PM_TLS pm_tlctr pm_tl_ctr[PM_TL_CTRS];
+static PM_TLS unsigned tl_ctr_next;
 
 nm_err pm_ctr_init(pmalloc_heap *h)
 {
@@ -47,30 +43,21 @@ void pm_ctr_free(pmalloc_heap *h)
     pthread_mutex_destroy(&h->ctr_lock);
 }
 
-static pm_ctrblk *ctr_block(pmalloc_heap *h)
+/* First use of this heap by this thread: a block of its own (pm_ctr_add's
+ * slow path, out of line). */
+pm_ctrblk *pm_ctr_block_new(pmalloc_heap *h)
 {
-    for (unsigned i = 0; i < PM_TL_CTRS; i++)
-        if (tl_ctr[i].uid == h->uid) return tl_ctr[i].b;
-    pm_ctrblk *b = calloc(1, sizeof *b);
+    pm_ctrblk *b = aligned_alloc(PM_LINE, NM_ALIGN_UP(sizeof *b, PM_LINE)); /* no line shared with another thread's */
     if (!b) return h->ctr_shared;
+    memset(b, 0, sizeof *b);
     pthread_mutex_lock(&h->ctr_lock);
     b->next = h->ctrs;
     h->ctrs = b;
     pthread_mutex_unlock(&h->ctr_lock);
     unsigned k = tl_ctr_next++ % PM_TL_CTRS; /* a thread on more heaps than this gets new blocks */
-    tl_ctr[k].uid = h->uid;
-    tl_ctr[k].b = b;
+    pm_tl_ctr[k].uid = h->uid;
+    pm_tl_ctr[k].b = b;
     return b;
-}
-
-void pm_ctr_add(pmalloc_heap *h, int which, uint64_t n)
-{
-    pm_ctrblk *b = ctr_block(h);
-    if (NM_UNLIKELY(b == h->ctr_shared)) {
-        __atomic_fetch_add(&b->v[which], n, __ATOMIC_RELAXED);
-        return;
-    }
-    __atomic_store_n(&b->v[which], __atomic_load_n(&b->v[which], __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
 }
 
 uint64_t pm_ctr_sum(pmalloc_heap *h, int which)
@@ -93,7 +80,7 @@ void pm_ctr_set(pmalloc_heap *h, int which, uint64_t v)
 
 /* ---- the flush primitive ---- */
 
-static __thread struct {
+static PM_TLS struct {
     uint64_t uid;
     uint64_t line[PM_REFLUSH_WINDOW];
     unsigned n;
@@ -219,14 +206,48 @@ nm_err pmalloc_sim_set_hook(pmalloc_heap *h, pmalloc_sim_hook fn, void *arg)
     return NM_OK;
 }
 
+typedef struct snap_ctx {
+    pmalloc_heap *h;
+    nm_rng *r;
+    const uint32_t *torn;
+    size_t nt;
+    unsigned evict_pct;
+} snap_ctx;
+
+/* Write heap bytes [start, start+len) of the crash image to fd (from its
+ * current position): the persisted image, early write-backs, torn lines. */
+static nm_err snap_write(void *arg, int fd, uint64_t start, uint64_t len)
+{
+    snap_ctx *c = arg;
+    pmalloc_heap *h = c->h;
+    nm_err err = NM_OK;
+    for (uint64_t off = start; off < start + len && err == NM_OK;) {
+        size_t chunk = (size_t)NM_MIN((uint64_t)1 << 20, start + len - off);
+        char *buf = malloc(chunk);
+        if (!buf) return nm_fail(NM_ENOMEM, "pmalloc: snapshot buffer");
+        memcpy(buf, h->shadow + off, chunk);
+        for (size_t l = 0; c->evict_pct && l < chunk; l += PM_LINE) /* early write-backs */
+            if (memcmp(buf + l, h->base + off + l, PM_LINE) != 0 && nm_rng_below(c->r, 100) < c->evict_pct)
+                memcpy(buf + l, h->base + off + l, PM_LINE);
+        for (size_t i = 0; i < c->nt; i++) {
+            uint64_t lo = (uint64_t)c->torn[i] * PM_LINE;
+            if (lo >= off && lo < off + chunk) memcpy(buf + (lo - off), h->base + lo, PM_LINE);
+        }
+        if (write(fd, buf, chunk) != (ssize_t)chunk) err = nm_fail(NM_EIO, "pmalloc: writing the crash image");
+        free(buf);
+        off += chunk;
+    }
+    return err;
+}
+
 nm_err pmalloc_sim_snapshot(pmalloc_heap *h, const char *dir, uint64_t seed, unsigned evict_pct)
 {
     if (!h || !dir || h->persist != PMALLOC_PERSIST_SIM)
         return nm_fail(NM_ESTATE, "pmalloc: snapshots need PMALLOC_PERSIST_SIM");
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, PMALLOC_FILE_NAME);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (fd < 0) return nm_fail(NM_EIO, "pmalloc: cannot create %s", path);
+    int fd = -1;
+    if (!h->files && (fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600)) < 0) return nm_fail(NM_EIO, "pmalloc: cannot create %s", path);
     nm_rng r;
     nm_rng_seed(&r, seed);
     pthread_mutex_lock(&h->sim_lock);
@@ -235,27 +256,12 @@ nm_err pmalloc_sim_snapshot(pmalloc_heap *h, const char *dir, uint64_t seed, uns
     size_t nt = 0;
     for (size_t i = 0; torn && i < h->npending; i++)
         if (nm_rng_u64(&r) & 1) torn[nt++] = h->pending[i];
-    nm_err err = NM_OK;
-    size_t off = 0;
-    /* write the image with the chosen pending lines applied */
-    while (off < h->size && err == NM_OK) {
-        size_t chunk = NM_MIN((size_t)1 << 20, h->size - off);
-        char *buf = malloc(chunk);
-        if (!buf) { err = nm_fail(NM_ENOMEM, "pmalloc: snapshot buffer"); break; }
-        memcpy(buf, h->shadow + off, chunk);
-        for (size_t l = 0; evict_pct && l < chunk; l += PM_LINE) /* early write-backs */
-            if (memcmp(buf + l, h->base + off + l, PM_LINE) != 0 && nm_rng_below(&r, 100) < evict_pct)
-                memcpy(buf + l, h->base + off + l, PM_LINE);
-        for (size_t i = 0; i < nt; i++) {
-            uint64_t lo = (uint64_t)torn[i] * PM_LINE;
-            if (lo >= off && lo < off + chunk) memcpy(buf + (lo - off), h->base + lo, PM_LINE);
-        }
-        if (write(fd, buf, chunk) != (ssize_t)chunk) err = nm_fail(NM_EIO, "pmalloc: writing %s", path);
-        free(buf);
-        off += chunk;
-    }
+    snap_ctx c = {h, &r, torn, nt, evict_pct};
+    /* the image with the chosen pending lines applied; a heap with node files
+     * gets one image file per heap file (files.c) */
+    nm_err err = h->files ? pm_files_snapshot(h, dir, snap_write, &c) : snap_write(&c, fd, 0, h->size);
     pthread_mutex_unlock(&h->sim_lock);
     free(torn);
-    close(fd);
+    if (fd >= 0) close(fd);
     return err;
 }

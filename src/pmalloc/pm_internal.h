@@ -143,6 +143,9 @@ typedef struct pm_vslab {
     struct pm_vslab *next, *prev;
     bool in_partial;
     struct pm_rslab *rs; /* NUMA: remote-free state (shadow bitmap), remote.c; NULL until used */
+    /* NUMA heaps: a bit per block held by the free in progress (atomic), so a
+     * direct and a two-phase free of one block cannot both succeed (pmalloc.c) */
+    uint64_t *claim;
     /* slab morphing (morph.c): old geometry and counters, NULL until the first
      * morph; handshake with lock-free readers; the arena's LRU list */
     struct pm_morph *mo;
@@ -154,6 +157,10 @@ typedef struct pm_vslab {
 #define PM_VEH_FREE 0
 #define PM_VEH_ALLOC 1
 #define PM_VEH_SLAB 2
+#define PM_VEH_CACHED 3 /* free (tombstoned), held in an arena's extent cache (xcache.c) */
+#define PM_FBIN_EXACT 256u /* exact-size bins up to 1 MiB */
+#define PM_FBINS (PM_FBIN_EXACT + 1u)
+
 typedef struct pm_veh {
     uint64_t page, npages; /* page index within the data area */
     int state;
@@ -161,7 +168,8 @@ typedef struct pm_veh {
     struct pm_veh *next, *prev; /* free list (state FREE) */
     pm_vslab *slab;
     bool mark;             /* GC mark for extents */
-    bool freeing;          /* ALLOC, a free_from in progress (large_lock) */
+    bool freeing;          /* ALLOC, a free_from in progress (set under large_lock; atomic) */
+    bool rec_pending;      /* its log entry is flushed but maybe not drained yet (atomic) */
     bool retained;         /* free and decayed: its pages were returned (hole punched) */
     uint64_t freed_ns;     /* when it became free */
 } pm_veh;
@@ -179,8 +187,23 @@ typedef struct pm_wclk {
     char pad[56];
 } pm_wclk;
 
-typedef struct pm_arena {
+/* A per-arena cache of freed extents (xcache.c): large allocations and frees
+ * of the arena's threads are served here under the arena's own lock instead
+ * of the heap-wide extent lock. Entries are free in persistent terms (their
+ * tombstone is durable), VEHs in state PM_VEH_CACHED. */
+#define PM_XC_N 16u
+typedef struct pm_xcache {
     pthread_mutex_t lock;
+    pm_veh *v[PM_XC_N]; /* oldest first */
+    unsigned n;
+    uint64_t pages;     /* cached pages (atomic: read by stats) */
+    pm_veh *pool;       /* spare VEHs for splits, linked by next */
+    unsigned npool;
+} pm_xcache;
+
+typedef struct pm_arena {
+    _Alignas(64) pthread_mutex_t lock; /* arenas share no cache line (they are an array) */
+    pm_xcache xc;
     pm_vslab *partial[PM_NCLS_MAX];
     unsigned id, node;
     unsigned nthreads; /* thread caches attached (under tc_lock) */
@@ -240,7 +263,17 @@ struct pmalloc_heap {
     /* large allocator + bookkeeping log, under large_lock */
     pthread_mutex_t large_lock;
     pm_veh **pmap;     /* per data page (atomic access) */
-    pm_veh *free_head; /* free extents, address order */
+    /* free extents, binned by size for best fit without a list walk: bin n
+     * holds extents of exactly n pages (1..PM_FBIN_EXACT), bin 0 the larger
+     * ones; fbin_map has a bit per non-empty bin (large.c) */
+    pm_veh *fbin[PM_FBINS];
+    uint64_t fbin_map[(PM_FBINS + 63) / 64];
+    uint64_t xc_max_pages;    /* per-arena extent cache bound (pages) */
+    uint64_t xc_max_extent;   /* larger extents bypass the caches (pages) */
+    /* VEHs come from a per-heap pool and are only freed at close: a VEH read
+     * without the lock (small_lookup, slab_at) is always a VEH, never freed memory */
+    pm_veh *veh_pool;  /* free VEHs, linked by next */
+    void *veh_blocks;  /* allocated pool blocks, linked by their first word */
     uint64_t free_pages, nextents, nslabs;
     uint64_t decay_ns, last_decay_ns, retained_pages;
     pm_bkchunk *chunks;
@@ -261,7 +294,7 @@ struct pmalloc_heap {
     pthread_mutex_t ctr_lock;
     struct pm_ctrblk *ctrs;
     struct pm_ctrblk *ctr_shared; /* for a thread that could not get its own block */
-    uint64_t ctr_base[8];
+    uint64_t ctr_base[16]; /* >= PMC_N (asserted below) */
     uint64_t c_bkgc, c_bkfast;
 
     /* power-failure simulation */
@@ -277,6 +310,7 @@ struct pmalloc_heap {
 
     pmalloc_recovery_info ri;
     int lock_fd; /* holds an flock on the heap file while it is open */
+    struct pm_files *files; /* one file per node (format version 2, files.c); NULL: one file */
     struct pm_numa *numa; /* NUMA topology, node regions, two-phase remote free (numa.c, remote.c) */
 
     /* slab morphing (morph.c) */
@@ -375,12 +409,23 @@ pm_vslab *pm_slab_vol_new(pmalloc_heap *h, pm_veh *v, pm_slab_hdr *hd);
 
 /* persist.c: counters. Each thread adds to its own block (plain loads and
  * stores, no shared cache line between threads); readers sum the blocks. */
-enum { PMC_FLUSH, PMC_META, PMC_REFLUSH, PMC_FENCE, PMC_WAL, PMC_BK, PMC_LIVE_BYTES, PMC_LIVE_OBJS, PMC_N };
+enum { PMC_FLUSH, PMC_META, PMC_REFLUSH, PMC_FENCE, PMC_WAL, PMC_BK, PMC_LIVE_BYTES, PMC_LIVE_OBJS, PMC_XC_HIT, PMC_XC_MISS, PMC_N };
+NM_STATIC_ASSERT(PMC_N <= 16, "ctr_base holds every counter");
 typedef struct pm_ctrblk {
     uint64_t v[PMC_N];
     struct pm_ctrblk *next;
 } pm_ctrblk;
-void pm_ctr_add(pmalloc_heap *h, int which, uint64_t n);
+/* Every counted flush and fence reads these: initial-exec avoids a
+ * __tls_get_addr call per access in the PIC library (as SpeedMalloc and bmem do). */
+#define PM_TLS __thread __attribute__((tls_model("initial-exec")))
+#define PM_TL_CTRS 4
+typedef struct pm_tlctr {
+    uint64_t uid;
+    pm_ctrblk *b;
+} pm_tlctr;
+extern PM_TLS pm_tlctr pm_tl_ctr[PM_TL_CTRS]; /* this thread's block per heap (heap uid) */
+pm_ctrblk *pm_ctr_block_new(pmalloc_heap *h);
+static inline void pm_ctr_add(pmalloc_heap *h, int which, uint64_t n);
 uint64_t pm_ctr_sum(pmalloc_heap *h, int which);
 void pm_ctr_set(pmalloc_heap *h, int which, uint64_t v); /* not concurrent with adds */
 nm_err pm_ctr_init(pmalloc_heap *h);
@@ -405,10 +450,19 @@ void pm_large_free_all(pmalloc_heap *h);
 nm_err pm_extent_alloc(pmalloc_heap *h, uint64_t npages, int state, pm_veh **out);
 void pm_extent_release(pmalloc_heap *h, pm_veh *v);  /* back to the free list, coalesced */
 void pm_extent_decay(pmalloc_heap *h, uint64_t now_ns); /* punch long-free extents (every 50 ms) */
+pm_veh *pm_free_first(pmalloc_heap *h);             /* walk all free extents (no order) */
+pm_veh *pm_veh_new(pmalloc_heap *h);                 /* from the VEH pool (zeroed) */
+/* Give an extent's pages back to the free lists (coalesced); no counters. */
+void pm_extent_free_pages(pmalloc_heap *h, pm_veh *v);
+pm_veh *pm_free_next(pmalloc_heap *h, pm_veh *v);
 nm_err pm_extent_claim(pmalloc_heap *h, uint64_t page, uint64_t npages, int state, pm_veh **out);
 nm_err pm_bk_append(pmalloc_heap *h, uint64_t entry, int64_t *pos); /* persisted on return */
-nm_err pm_bk_record(pmalloc_heap *h, pm_veh *v);  /* normal entry for v */
+nm_err pm_bk_record(pmalloc_heap *h, pm_veh *v);  /* normal entry for v, persisted */
+/* The same, flushed but not drained: the caller drains (after dropping
+ * large_lock) before anything may depend on the entry being durable. */
+nm_err pm_bk_record_flush(pmalloc_heap *h, pm_veh *v);
 nm_err pm_bk_tombstone(pmalloc_heap *h, pm_veh *v);
+nm_err pm_bk_tombstone_flush(pmalloc_heap *h, pm_veh *v); /* flushed, not drained (see pm_bk_record_flush) */
 nm_err pm_bk_compact(pmalloc_heap *h);
 nm_err pm_large_check(pmalloc_heap *h);
 static inline pm_veh *pm_pmap_get(pmalloc_heap *h, uint64_t page)
@@ -419,6 +473,17 @@ static inline void pm_pmap_set(pmalloc_heap *h, uint64_t page, pm_veh *v)
 {
     __atomic_store_n(&h->pmap[page], v, __ATOMIC_RELEASE);
 }
+
+/* xcache.c: per-arena extent caches. Lock order: arena lock, then an xcache
+ * lock, then large_lock. */
+void pm_xc_init(pmalloc_heap *h);
+void pm_xc_destroy(pmalloc_heap *h);
+bool pm_xc_take(pmalloc_heap *h, pm_arena *a, uint64_t npages, pm_veh **out); /* state ALLOC, no log entry yet */
+bool pm_xc_eligible(const pmalloc_heap *h, const pm_veh *v);
+void pm_xc_put(pmalloc_heap *h, pm_arena *a, pm_veh *v); /* tombstone durable; not under large_lock */
+bool pm_xc_flush_all(pmalloc_heap *h);                 /* true if anything was cached; no locks held */
+void pm_xc_lock_all(pmalloc_heap *h, bool lock);
+uint64_t pm_xc_pages(pmalloc_heap *h);                 /* cached pages, all arenas */
 
 /* WAL clocks */
 static inline unsigned pm_arena_dom(const struct pm_arena *a) { return a->id % PM_WCLK_LARGE; }
@@ -620,7 +685,86 @@ static inline bool pm_numa_shadowed(const pm_vslab *s, uint32_t idx)
 }
 /* ==== end NUMA ==== */
 
+/* ==== one heap file per NUMA node (paper Sec. 6.1, 7; files.c, docs/pmalloc.md
+ * "Node memory: one heap file per node") ====
+ * A heap created with N >= 2 nodes (format version 2) is a main file holding
+ * bytes [0, data_off) of the heap (superblock, roots, WAL, bookkeeping log,
+ * NUMA region) and one file per node holding node k's data pages, followed by
+ * a one-page trailer. All are mapped back to back into one reserved range, so
+ * heap offsets (pmalloc_ptr) are those of a one-file heap. */
+#define PM_VERSION_FILES 2u
+#define PM_FILES_LINE 6u                       /* superblock line of pm_files_hdr */
+#define PM_FILES_MAGIC 0x53454c49464d4e4eull   /* "NNMFILES" */
+#define PM_NODE_MAGIC 0x45444f4e504d4e4eull    /* "NNMPNODE" */
+#define PM_NODE_TRAILER PM_PAGE                /* bytes after the node's range in its file */
+
+typedef struct pm_files_hdr { /* superblock line 6; lines 7-14: uint64 start page of each node's file */
+    uint64_t magic;
+    uint32_t nfiles;
+    uint32_t pad0;
+    uint64_t heap_id;    /* random at create: every node file carries it */
+    uint64_t data_off;   /* written before the rest of the superblock: an interrupted */
+    uint64_t data_pages; /* create's leftovers can be found from this line alone */
+    uint64_t check;      /* XXH64 of the fields above and of the nfiles start pages */
+    uint8_t pad[16];
+} pm_files_hdr;
+NM_STATIC_ASSERT(sizeof(pm_files_hdr) == PM_LINE, "files header is one line");
+
+typedef struct pm_node_trailer { /* first line of a node file's last page */
+    uint64_t magic;
+    uint32_t version, node, nfiles, pad0;
+    uint64_t heap_id;
+    uint64_t range_off;   /* heap offset of the node's first byte */
+    uint64_t range_bytes; /* the file holds exactly these, then this page */
+    uint64_t dir_hash;    /* XXH64 of the heap directory's real path: the orphan of a heap
+                           * whose main file was deleted may be replaced by a new heap there */
+    uint64_t check;       /* XXH64 of the fields above */
+} pm_node_trailer;
+
+typedef struct pm_files {
+    unsigned n;                             /* node files */
+    uint64_t heap_id, dir_hash;
+    uint64_t lo[PM_NUMA_MAX_NODES + 1];     /* data page where file k starts; lo[n] = data_pages */
+    int fd[PM_NUMA_MAX_NODES];
+    char *path[PM_NUMA_MAX_NODES];
+    char *marker;                           /* the main file's name during create (renamed at commit) */
+    char *main_path;
+    char *map;                              /* reservation (munmap'ed whole) */
+    size_t map_len;
+    unsigned pmem;                          /* mappings found to be persistent memory (of n + 1) */
+    unsigned pmem_nodes;                    /* ... of which node files */
+    unsigned bound;                         /* node mappings given a memory policy (real nodes) */
+    uint64_t created;                       /* node files this create made (bit k), removed if it fails */
+    bool committed;                         /* create: the main file has its name */
+} pm_files;
+
+nm_err pm_files_create(pmalloc_heap *h, const char *dir, const pmalloc_options *o, unsigned nfiles, uint64_t data_off,
+                       uint64_t heap_size, int *is_pmem); /* maps everything; sets base, size, lock_fd */
+void pm_files_persist_hdr(pmalloc_heap *h);                 /* into the simulation image (create) */
+nm_err pm_files_commit(pmalloc_heap *h);                    /* create done: the main file gets its name */
+nm_err pm_files_open(pmalloc_heap *h, const char *dir, const pmalloc_options *o, const pm_super *sb, int *is_pmem);
+void pm_files_discard(pmalloc_heap *h);                     /* failed create: remove what it made */
+void pm_files_unmap(pmalloc_heap *h);
+bool pm_data_punch(pmalloc_heap *h, uint64_t page, uint64_t npages); /* hole punch (decay), in the right file(s) */
+nm_err pm_files_snapshot(pmalloc_heap *h, const char *dir,
+                         nm_err (*write_range)(void *arg, int fd, uint64_t off, uint64_t len), void *arg);
+/* ==== end node files ==== */
+
 static inline void pm_count(uint64_t *c, uint64_t n) { __atomic_fetch_add(c, n, __ATOMIC_RELAXED); }
 static inline uint64_t pm_off(const pmalloc_heap *h, const void *p) { return (uint64_t)((const char *)p - h->base); }
+
+/* Per-thread counter blocks: a plain store to a line no other thread writes. */
+static inline void pm_ctr_add(pmalloc_heap *h, int which, uint64_t n)
+{
+    pm_ctrblk *b = NULL;
+    for (unsigned i = 0; i < PM_TL_CTRS; i++)
+        if (pm_tl_ctr[i].uid == h->uid) { b = pm_tl_ctr[i].b; break; }
+    if (NM_UNLIKELY(!b)) b = pm_ctr_block_new(h);
+    if (NM_UNLIKELY(b == h->ctr_shared)) {
+        __atomic_fetch_add(&b->v[which], n, __ATOMIC_RELAXED);
+        return;
+    }
+    __atomic_store_n(&b->v[which], __atomic_load_n(&b->v[which], __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
+}
 
 #endif

@@ -232,8 +232,9 @@ static bool loc_live(pmalloc_heap *h, uint64_t off)
     if (off >= h->sb->roots_off && off < h->sb->roots_off + (uint64_t)PMALLOC_NROOTS * 8) return true;
     pm_veh *v = pm_pmap_get(h, (off - h->sb->data_off) / PM_PAGE);
     if (!v) return false;
-    if (v->state == PM_VEH_ALLOC) return true;
-    if (v->state != PM_VEH_SLAB || !v->slab) return false;
+    int st = __atomic_load_n(&v->state, __ATOMIC_ACQUIRE); /* unlocked: VEHs are type-stable (large.c) */
+    if (st == PM_VEH_ALLOC) return true;
+    if (st != PM_VEH_SLAB || !v->slab) return false;
     pm_vslab *s = v->slab;
     pm_slab_enter(h, s); /* a morph may change the geometry */
     bool live = false;
@@ -297,33 +298,57 @@ nm_err pmalloc_malloc_to(pmalloc_heap *h, size_t size, pmalloc_ptr *dst)
         return NM_OK;
     }
 
-    /* large_lock covers the DRAM extent search and the log append, not the
-     * WAL entry and the user pointer (two fences): the extent is ours (ALLOC
-     * in DRAM) from the search on, and no WAL entry is begun under the lock
-     * (wal_retire may wait for other threads' operations, which may need it). */
+    /* An extent comes from the arena's cache of freed extents (xcache.c, the
+     * arena lock) or from the extent allocator (large_lock: best fit, split).
+     * large_lock is not held across the WAL entry and the user pointer (two
+     * fences): the extent is ours (ALLOC in DRAM) from here on, and no WAL
+     * entry is begun under the lock (wal_retire may wait for other threads'
+     * operations, which may need it). */
     uint64_t npages = (size + PM_PAGE - 1) / PM_PAGE;
-    pthread_mutex_lock(&h->large_lock);
     pm_veh *v;
-    err = pm_numa_extent_alloc(h, tc->node, npages, PM_VEH_ALLOC, true, &v);
-    pthread_mutex_unlock(&h->large_lock);
-    if (err) return err;
+    bool cached = pm_xc_take(h, tc->arena, npages, &v);
+    pm_ctr_add(h, cached ? PMC_XC_HIT : PMC_XC_MISS, 1);
+    if (!cached) {
+        pthread_mutex_lock(&h->large_lock);
+        err = pm_numa_extent_alloc(h, tc->node, npages, PM_VEH_ALLOC, true, &v);
+        pthread_mutex_unlock(&h->large_lock);
+        if (err == NM_ENOMEM && pm_xc_flush_all(h)) { /* cached space is free space */
+            pthread_mutex_lock(&h->large_lock);
+            err = pm_numa_extent_alloc(h, tc->node, npages, PM_VEH_ALLOC, true, &v);
+            pthread_mutex_unlock(&h->large_lock);
+        }
+        if (err) return err;
+    }
     uint64_t e = h->sb->data_off + v->page * PM_PAGE, old = load_ptr(dst);
     wal_begin(h, tc, PM_WCLK_LARGE, PM_OP_ALLOC_LARGE, e, dst_off, npages);
     store_ptr(dst, e);
     pm_flush(h, dst, sizeof *dst, PM_USER);
     pm_drain(h);
+    /* The log entry is the completion record. It is flushed under the lock
+     * and drained after it, so two threads' fences do not serialise on the
+     * lock. That is safe: until the drain returns, the WAL entry stays in
+     * flight (not retirable), and recovery redoes an allocation whose pointer
+     * is durable but whose entry is not (wal_recover); replay skips empty
+     * slots, so a later entry durable before ours leaves no gap that matters;
+     * a tombstone appended meanwhile flushes our line itself (rec_pending). */
     pthread_mutex_lock(&h->large_lock);
-    err = pm_bk_record(h, v);
+    err = pm_bk_record_flush(h, v);
     if (err) { /* log full: put the pointer back; recovery would see "not done" */
         store_ptr(dst, old);
         pm_persist(h, dst, sizeof *dst, PM_USER);
-        pm_extent_release(h, v);
-    } else {
+        if (cached) pm_extent_free_pages(h, v); /* never counted */
+        else pm_extent_release(h, v);
+    } else if (cached) {
+        h->nextents++;
+    }
+    pthread_mutex_unlock(&h->large_lock);
+    if (!err) {
+        pm_drain(h);
+        __atomic_store_n(&v->rec_pending, false, __ATOMIC_RELEASE);
         pm_ctr_add(h, PMC_LIVE_BYTES, npages * PM_PAGE);
         pm_ctr_add(h, PMC_LIVE_OBJS, 1);
     }
     wal_end(tc);
-    pthread_mutex_unlock(&h->large_lock);
     return err;
 }
 
@@ -348,7 +373,23 @@ nm_err pmalloc_free_from(pmalloc_heap *h, pmalloc_ptr *src)
     if (!is_small || !s) pm_slab_leave(h, hs);
     if (is_small) {
         if (!s) return nm_fail(NM_EBADFREE, "pmalloc_free_from: %#llx is inside a slab but not at a block start", (unsigned long long)p);
+        /* NUMA heaps: claim the block first. A direct free clears the bitmap
+         * bit, a two-phase one sets a shadow bit (another word, under another
+         * lock): without a common claim, two concurrent frees of one block,
+         * one from each side, could both succeed. Released once the bit is
+         * clear or the shadow bit set (pm_numa_remote_free), so a later free
+         * sees that. Old blocks of a morphed slab always go the direct way. */
+        uint64_t *cw = NULL, cm = 0;
+        if (s->claim && !(idx & PM_IDX_OLD)) {
+            cw = &s->claim[idx / 64u];
+            cm = 1ull << (idx % 64u);
+            if (__atomic_fetch_or(cw, cm, __ATOMIC_SEQ_CST) & cm) {
+                pm_slab_leave(h, s);
+                return nm_fail(NM_EDOUBLEFREE, "pmalloc_free_from: block %#llx is being freed concurrently", (unsigned long long)p);
+            }
+        }
         if (!pm_pbit(s, idx) || (!(idx & PM_IDX_OLD) && pm_numa_shadowed(s, idx))) {
+            if (cw) __atomic_fetch_and(cw, ~cm, __ATOMIC_SEQ_CST);
             pm_slab_leave(h, s);
             return nm_fail(NM_EDOUBLEFREE, "pmalloc_free_from: block %#llx is already free", (unsigned long long)p);
         }
@@ -363,11 +404,12 @@ nm_err pmalloc_free_from(pmalloc_heap *h, pmalloc_ptr *src)
             store_ptr(src, 0);
             pm_flush(h, src, sizeof *src, PM_USER);
             pm_drain(h);
-            if (remote) was = pm_numa_remote_free(h, tc, s, idx) == NM_OK; /* completion record: the log entry */
+            if (remote) was = pm_numa_remote_free(h, tc, s, idx) == NM_OK; /* completion record: the log entry; releases the claim */
             else {
                 was = pbit_update(s, idx, false, &w);
                 pm_flush(h, w, sizeof *w, PM_META);
                 pm_drain(h);
+                if (cw) __atomic_fetch_and(cw, ~cm, __ATOMIC_SEQ_CST);
             }
             wal_end(tc);
         } else {
@@ -375,7 +417,10 @@ nm_err pmalloc_free_from(pmalloc_heap *h, pmalloc_ptr *src)
             pm_flush(h, src, sizeof *src, PM_USER);
             pm_drain(h);
             if (remote) was = pm_numa_remote_free(h, tc, s, idx) == NM_OK;
-            else was = pbit_update(s, idx, false, &w);
+            else {
+                was = pbit_update(s, idx, false, &w);
+                if (cw) __atomic_fetch_and(cw, ~cm, __ATOMIC_SEQ_CST);
+            }
             if (idx & PM_IDX_OLD) pm_persist(h, w, sizeof *w, PM_META); /* old bits stay exact under GC (morph.c) */
         }
         if (!was) { /* lost a race with another free of the same block */
@@ -398,15 +443,19 @@ nm_err pmalloc_free_from(pmalloc_heap *h, pmalloc_ptr *src)
     uint64_t rel = p - h->sb->data_off, page = rel / PM_PAGE;
     pthread_mutex_lock(&h->large_lock);
     pm_veh *v = pm_pmap_get(h, page);
-    if (!v || v->state != PM_VEH_ALLOC || v->page != page || rel % PM_PAGE || v->freeing) {
-        bool dbl = ((!v || v->state == PM_VEH_FREE) && rel % PM_PAGE == 0) || (v && v->freeing);
+    /* state and freeing first (atomics: a cached VEH changes under its arena's
+     * cache lock); an ALLOC VEH that is not being freed is stable under ours */
+    int st = v ? __atomic_load_n(&v->state, __ATOMIC_ACQUIRE) : PM_VEH_FREE;
+    bool freeing = v && __atomic_load_n(&v->freeing, __ATOMIC_RELAXED);
+    if (st != PM_VEH_ALLOC || freeing || v->page != page || rel % PM_PAGE || v->bkpos < 0) {
+        bool dbl = ((st == PM_VEH_FREE || st == PM_VEH_CACHED) && rel % PM_PAGE == 0) || freeing;
         pthread_mutex_unlock(&h->large_lock);
         if (dbl) return nm_fail(NM_EDOUBLEFREE, "pmalloc_free_from: %#llx is not allocated (already free?)", (unsigned long long)p);
         return nm_fail(NM_EBADFREE, "pmalloc_free_from: %#llx is not the start of an allocated extent", (unsigned long long)p);
     }
     /* as in malloc_to, the lock is not held across the WAL entry and the user
      * pointer; `freeing` makes a concurrent second free fail meanwhile */
-    v->freeing = true;
+    __atomic_store_n(&v->freeing, true, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&h->large_lock);
     wal_begin(h, tc, PM_WCLK_LARGE, PM_OP_FREE_LARGE, p, src_off, v->npages);
     store_ptr(src, 0);
@@ -420,19 +469,32 @@ nm_err pmalloc_free_from(pmalloc_heap *h, pmalloc_ptr *src)
         wal_end(tc);
         return NM_OK;
     }
+    /* To the arena's cache: the tombstone is flushed under the lock and
+     * drained after it, before the extent can be reused (cached). Otherwise
+     * back to the extent allocator, under the lock, after a drained tombstone
+     * (another thread may reuse the pages at once). */
+    bool to_cache = pm_xc_eligible(h, v);
     pthread_mutex_lock(&h->large_lock);
-    err = pm_bk_tombstone(h, v);
+    err = to_cache ? pm_bk_tombstone_flush(h, v) : pm_bk_tombstone(h, v);
     if (err) {
         store_ptr(src, p);
         pm_persist(h, src, sizeof *src, PM_USER);
-        v->freeing = false;
+        __atomic_store_n(&v->freeing, false, __ATOMIC_RELAXED);
+    } else if (to_cache) {
+        h->nextents--;
     } else {
         pm_extent_release(h, v);
+    }
+    pthread_mutex_unlock(&h->large_lock);
+    if (!err) {
+        if (to_cache) {
+            pm_drain(h);
+            pm_xc_put(h, tc->arena, v);
+        }
         pm_ctr_add(h, PMC_LIVE_BYTES, -bytes);
         pm_ctr_add(h, PMC_LIVE_OBJS, -(uint64_t)1);
     }
     wal_end(tc);
-    pthread_mutex_unlock(&h->large_lock);
     return err;
 }
 
@@ -514,7 +576,8 @@ nm_err pmalloc_stats_get(pmalloc_heap *h, pmalloc_stats *st)
     pthread_mutex_lock(&h->large_lock);
     st->slabs = h->nslabs;
     st->extents = h->nextents;
-    st->free_bytes = h->free_pages * PM_PAGE;
+    st->cached_bytes = pm_xc_pages(h) * PM_PAGE;
+    st->free_bytes = h->free_pages * PM_PAGE + st->cached_bytes;
     st->retained_bytes = h->retained_pages * PM_PAGE;
     st->bklog_gcs = __atomic_load_n(&h->c_bkgc, __ATOMIC_RELAXED);
     st->bklog_fast_gcs = __atomic_load_n(&h->c_bkfast, __ATOMIC_RELAXED);
@@ -529,6 +592,8 @@ nm_err pmalloc_stats_get(pmalloc_heap *h, pmalloc_stats *st)
     st->fences = pm_ctr_sum(h, PMC_FENCE);
     st->wal_appends = pm_ctr_sum(h, PMC_WAL);
     st->bklog_appends = pm_ctr_sum(h, PMC_BK);
+    st->extent_cache_hits = pm_ctr_sum(h, PMC_XC_HIT);
+    st->extent_cache_misses = pm_ctr_sum(h, PMC_XC_MISS);
     st->stripes = h->interleave ? h->stripes : 1;
     st->eadr = h->eadr;
     st->model = h->model;
@@ -551,6 +616,7 @@ void pmalloc_recovery_info_get(const pmalloc_heap *h, pmalloc_recovery_info *ri)
 nm_err pmalloc_walk(pmalloc_heap *h, pmalloc_walk_fn fn, void *arg)
 {
     if (!h || !fn) return nm_fail(NM_EINVAL, "pmalloc_walk: NULL argument");
+    pm_xc_lock_all(h, true); /* cached extents change under these */
     pthread_mutex_lock(&h->large_lock);
     int stop = 0;
     for (uint64_t p = 0; p < h->data_pages && !stop;) {
@@ -568,6 +634,7 @@ nm_err pmalloc_walk(pmalloc_heap *h, pmalloc_walk_fn fn, void *arg)
         p += v->npages;
     }
     pthread_mutex_unlock(&h->large_lock);
+    pm_xc_lock_all(h, false);
     return NM_OK;
 }
 
@@ -575,6 +642,7 @@ nm_err pmalloc_check(pmalloc_heap *h)
 {
     if (!h) return nm_fail(NM_EINVAL, "pmalloc_check: NULL heap");
     pm_numa_lock_arenas(h, true); /* synchronisation threads pause */
+    pm_xc_lock_all(h, true);
     pthread_mutex_lock(&h->large_lock);
     nm_err err = pm_large_check(h);
     uint64_t live = 0, objs = 0;
@@ -601,6 +669,7 @@ nm_err pmalloc_check(pmalloc_heap *h)
     }
     if (!err) err = pm_numa_check(h);
     pthread_mutex_unlock(&h->large_lock);
+    pm_xc_lock_all(h, false);
     pm_numa_lock_arenas(h, false);
     uint64_t cb = pm_ctr_sum(h, PMC_LIVE_BYTES), co = pm_ctr_sum(h, PMC_LIVE_OBJS);
     if (!err && (live != cb || objs != co))
@@ -826,10 +895,12 @@ static void heap_free(pmalloc_heap *h)
     pm_large_free_all(h);
     if (h->arenas) {
         for (unsigned i = 0; i < h->narenas; i++) pthread_mutex_destroy(&h->arenas[i].lock);
+        pm_xc_destroy(h);
         free(h->arenas);
     }
     pm_sim_free(h);
-    if (h->base) pmem_unmap(h->base, h->size);
+    if (h->files) pm_files_unmap(h); /* node files: one reservation, several mappings */
+    else if (h->base) pmem_unmap(h->base, h->size);
     if (h->lock_fd >= 0) close(h->lock_fd);
     pthread_mutex_destroy(&h->large_lock);
     pthread_mutex_destroy(&h->tc_lock);
@@ -839,13 +910,24 @@ static void heap_free(pmalloc_heap *h)
     free(h);
 }
 
+/* A failed create removes what it made (the main file, or the node files and
+ * the temporary main file), after unmapping. */
+static nm_err create_failed(pmalloc_heap *h, const char *path, nm_err e)
+{
+    bool files = h->files != NULL;
+    if (files) pm_files_discard(h);
+    heap_free(h);
+    if (!files) unlink(path);
+    return e;
+}
+
 static nm_err validate_super(const pm_super *sb, size_t len)
 {
     if (sb->magic != PM_MAGIC)
         return nm_fail(NM_EFORMAT, "pmalloc: not a PMAlloc heap (bad magic %016llx; an interrupted create leaves none)",
                        (unsigned long long)sb->magic);
-    if (sb->version != PM_VERSION)
-        return nm_fail(NM_EFORMAT, "pmalloc: heap format version %u, this build reads %u", sb->version, PM_VERSION);
+    if (sb->version != PM_VERSION && sb->version != PM_VERSION_FILES)
+        return nm_fail(NM_EFORMAT, "pmalloc: heap format version %u, this build reads %u and %u", sb->version, PM_VERSION, PM_VERSION_FILES);
     if (sb->check != super_check(sb)) return nm_fail(NM_ECORRUPT, "pmalloc: superblock checksum mismatch");
     uint64_t numa_bytes;
     nm_err e = pm_numa_region_of(sb, &numa_bytes);
@@ -883,7 +965,9 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
     if (!exists && !o.create) return nm_fail(NM_ENOENT, "pmalloc_open: %s does not exist", path);
     if (!exists && (o.size < PM_MIN_HEAP || o.size % PM_PAGE))
         return nm_fail(NM_ERANGE, "pmalloc_open: heap size %zu must be a multiple of 4 KiB and >= %u", o.size, PM_MIN_HEAP);
-    if (exists && (size_t)st.st_size < PM_MIN_HEAP)
+    if (!exists && o.log_chunks && (o.log_chunks < 4 || o.log_chunks > PM_MAX_CHUNKS || (uint64_t)o.log_chunks * PM_CHUNK_BYTES > o.size / 4))
+        return nm_fail(NM_ERANGE, "pmalloc_open: %u log chunks (need 4 .. heap/4 KiB)", o.log_chunks);
+    if (exists && (size_t)st.st_size < PM_PAGE) /* a main file of a heap with node files may be below PM_MIN_HEAP */
         return nm_fail(NM_EFORMAT, "pmalloc: %s (%lld bytes) is too small to be a PMAlloc heap", path, (long long)st.st_size);
 
     pmalloc_heap *h = calloc(1, sizeof *h);
@@ -904,6 +988,10 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
         free(h);
         return nm_fail(NM_ENOMEM, "pmalloc_open: no host memory");
     }
+    nm_err err = pm_numa_setup(h, &o); /* before mapping: the node count decides the file layout of a new heap */
+    if (err) { heap_free(h); return err; }
+    size_t mapped = 0;
+    int is_pmem = 0;
     if (exists) {
         /* one user at a time: two processes (or handles) on one heap would corrupt it */
         h->lock_fd = open(path, O_RDWR | O_CLOEXEC);
@@ -916,11 +1004,36 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
             heap_free(h);
             return nm_fail(NM_EBUSY, "pmalloc_open: %s is open in another handle or process", path);
         }
+        /* the superblock decides: one file (version 1), or node files too (version 2) */
+        pm_super *sb0 = aligned_alloc(PM_LINE, PM_PAGE);
+        if (!sb0) { heap_free(h); return nm_fail(NM_ENOMEM, "pmalloc_open: no host memory"); }
+        if (pread(h->lock_fd, sb0, PM_PAGE, 0) != (ssize_t)PM_PAGE) memset(sb0, 0, PM_PAGE);
+        if (sb0->magic == PM_MAGIC && sb0->version == PM_VERSION_FILES) {
+            if (!(err = validate_super(sb0, sb0->heap_size))) err = pm_files_open(h, dir, &o, sb0, &is_pmem);
+            free(sb0);
+            if (err) { heap_free(h); return err; }
+            mapped = h->size;
+        } else {
+            free(sb0);
+            if (st.st_size < (off_t)PM_MIN_HEAP) {
+                heap_free(h);
+                return nm_fail(NM_EFORMAT, "pmalloc: %s (%lld bytes) is too small to be a PMAlloc heap", path, (long long)st.st_size);
+            }
+            h->base = pmem_map_file(path, 0, 0, 0, &mapped, &is_pmem);
+        }
+    } else if (h->numa->nnodes > 1 && !o.single_file) {
+        /* one file per node (Sec. 6.1); the layout is known before any file exists */
+        layout l0;
+        compute_layout(o.size, o.log_chunks, pm_numa_new_region(h, o.size, &o), &l0);
+        if ((err = pm_files_create(h, dir, &o, h->numa->nnodes, l0.data_off, o.size, &is_pmem))) {
+            pm_files_discard(h);
+            heap_free(h);
+            return err;
+        }
+        mapped = h->size;
+    } else {
+        h->base = pmem_map_file(path, o.size, PMEM_FILE_CREATE | PMEM_FILE_EXCL, 0600, &mapped, &is_pmem);
     }
-    size_t mapped = 0;
-    int is_pmem = 0;
-    h->base = exists ? pmem_map_file(path, 0, 0, 0, &mapped, &is_pmem)
-                     : pmem_map_file(path, o.size, PMEM_FILE_CREATE | PMEM_FILE_EXCL, 0600, &mapped, &is_pmem);
     if (!h->base) {
         nm_err e = nm_fail(NM_EIO, "pmalloc_open: cannot map %s: %s", path, pmem_errormsg());
         heap_free(h);
@@ -928,7 +1041,7 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
     }
     h->size = mapped;
     h->sb = (pm_super *)h->base;
-    if (!exists) {
+    if (!exists && !h->files) {
         h->lock_fd = open(path, O_RDWR | O_CLOEXEC);
         if (h->lock_fd < 0 || flock(h->lock_fd, LOCK_EX | LOCK_NB) != 0) {
             heap_free(h);
@@ -936,8 +1049,11 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
             return nm_fail(NM_EBUSY, "pmalloc_open: cannot lock the new heap %s", path);
         }
     }
-    nm_err err = NM_OK;
-    if (exists && (err = validate_super(h->sb, mapped))) { heap_free(h); return err; }
+    if (exists && !h->files && (err = validate_super(h->sb, mapped))) { heap_free(h); return err; }
+    if (exists && !h->files && h->sb->version != PM_VERSION) {
+        heap_free(h);
+        return nm_fail(NM_ECORRUPT, "pmalloc: %s says version %u (node files) but its header was not readable", path, PM_VERSION_FILES);
+    }
 
     /* persistence mode and eADR */
     h->persist = o.persist == PMALLOC_PERSIST_AUTO ? (is_pmem ? PMALLOC_PERSIST_CPU : PMALLOC_PERSIST_MSYNC) : o.persist;
@@ -946,25 +1062,19 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
     h->stripes = h->eadr ? 1 : o.stripes;
     h->interleave = h->stripes > 1;
     if (h->persist == PMALLOC_PERSIST_SIM) {
-        if ((err = pm_sim_init(h, !exists))) { heap_free(h); if (!exists) unlink(path); return err; }
+        if ((err = pm_sim_init(h, !exists))) { if (!exists) return create_failed(h, path, err); heap_free(h); return err; }
         h->sim_hook = o.sim_hook;
         h->sim_arg = o.sim_arg;
     }
 
-    if ((err = pm_numa_setup(h, &o))) { heap_free(h); if (!exists) unlink(path); return err; }
     layout l;
-    if (!exists && o.log_chunks && (o.log_chunks < 4 || o.log_chunks > PM_MAX_CHUNKS || (uint64_t)o.log_chunks * PM_CHUNK_BYTES > mapped / 4)) {
-        heap_free(h);
-        unlink(path);
-        return nm_fail(NM_ERANGE, "pmalloc_open: %u log chunks (need 4 .. heap/4 KiB)", o.log_chunks);
-    }
     uint64_t numa_bytes = 0;
     if (exists) pm_numa_region_of(h->sb, &numa_bytes); /* validated above */
     else numa_bytes = pm_numa_new_region(h, mapped, &o);
     compute_layout(exists ? h->sb->heap_size : mapped, exists ? h->sb->nchunks : o.log_chunks, numa_bytes, &l);
     if (!exists) {
         pm_super *sb = h->sb;
-        sb->version = PM_VERSION;
+        sb->version = h->files ? PM_VERSION_FILES : PM_VERSION; /* node files: older builds refuse the heap */
         sb->model = o.model;
         sb->heap_size = mapped;
         sb->stripes = h->stripes;
@@ -977,7 +1087,7 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
         sb->data_off = l.data_off;
         sb->state = PM_STATE_RUNNING;
         sb->wal_retired = 0;
-        if (numa_bytes && (err = pm_numa_create(h, l.numa_off))) { heap_free(h); unlink(path); return err; }
+        if (numa_bytes && (err = pm_numa_create(h, l.numa_off))) return create_failed(h, path, err);
     }
     h->model = (pmalloc_model)h->sb->model;
     h->morph_su = o.morph_su == PMALLOC_MORPH_OFF ? 0 : o.morph_su ? o.morph_su : PM_MORPH_DEFAULT_SU;
@@ -989,19 +1099,27 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
     h->narenas = pm_numa_narenas(h, o.narenas ? o.narenas : nm_nproc()); /* a multiple of the nodes */
     h->wclk = aligned_alloc(_Alignof(pm_wclk), PM_WCLK_N * sizeof(pm_wclk));
     if (h->wclk) memset(h->wclk, 0, PM_WCLK_N * sizeof(pm_wclk));
-    h->arenas = h->wclk ? calloc(h->narenas, sizeof *h->arenas) : NULL;
-    if (!h->arenas) { heap_free(h); if (!exists) unlink(path); return nm_fail(NM_ENOMEM, "pmalloc_open: arenas"); }
+    h->arenas = h->wclk ? aligned_alloc(_Alignof(pm_arena), h->narenas * sizeof *h->arenas) : NULL;
+    if (h->arenas) memset(h->arenas, 0, h->narenas * sizeof *h->arenas);
+    if (!h->arenas) {
+        err = nm_fail(NM_ENOMEM, "pmalloc_open: arenas");
+        if (!exists) return create_failed(h, path, err);
+        heap_free(h);
+        return err;
+    }
     for (unsigned i = 0; i < h->narenas; i++) {
         pthread_mutex_init(&h->arenas[i].lock, NULL);
         h->arenas[i].id = i;
         h->arenas[i].node = pm_numa_arena_node(h, i);
     }
-    if ((err = pm_small_init(h)) || (err = pm_large_init(h, !exists))) { heap_free(h); if (!exists) unlink(path); return err; }
+    pm_xc_init(h);
+    if ((err = pm_small_init(h)) || (err = pm_large_init(h, !exists))) { if (!exists) return create_failed(h, path, err); heap_free(h); return err; }
     if (!exists) {
         /* the zero-filled file already has empty roots and WAL rings; the
          * magic goes last, so an interrupted create is refused, not misread */
         h->sb->check = super_check(h->sb);
         pm_persist(h, h->sb, 128, PM_META);
+        if (h->files) pm_files_persist_hdr(h); /* written and synced before the node files; this is for the simulation image */
         h->sb->magic = PM_MAGIC;
         h->sb->check = super_check(h->sb);
         pm_persist(h, h->sb, 3 * PM_LINE, PM_META);
@@ -1014,7 +1132,8 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
         p += v->npages;
     }
     if (!err) err = pm_numa_open(h); /* validate the deallocation logs; replay them (LOG) */
-    if (err) { heap_free(h); if (!exists) unlink(path); return err; }
+    if (!err && !exists && h->files) err = pm_files_commit(h); /* node files: the main file gets its name last */
+    if (err) { if (!exists) return create_failed(h, path, err); heap_free(h); return err; }
     wal_clocks_raise(h, (h->sb->wal_retired >> 8) + 1);
     if (exists) {
         uint64_t state = h->sb->state;

@@ -419,10 +419,14 @@ nm_err pm_numa_remote_free(pmalloc_heap *h, pm_tcache *tc, pm_vslab *s, uint32_t
     uint64_t block = pm_off(h, s->data) + (uint64_t)idx * s->block_size;
     pthread_mutex_lock(&rs->lock);
     if (__atomic_load_n(&rs->shadow[idx / 64u], __ATOMIC_RELAXED) & m) {
+        if (s->claim) __atomic_fetch_and(&s->claim[idx / 64u], ~m, __ATOMIC_SEQ_CST);
         pthread_mutex_unlock(&rs->lock);
         return nm_fail(NM_EDOUBLEFREE, "pmalloc_free_from: block was freed concurrently");
     }
-    __atomic_fetch_or(&rs->shadow[idx / 64u], m, __ATOMIC_RELAXED);
+    __atomic_fetch_or(&rs->shadow[idx / 64u], m, __ATOMIC_SEQ_CST);
+    /* the caller's claim (pmalloc_free_from) ends once the shadow bit is
+     * visible, and before the owner may apply it and release the slab */
+    if (s->claim) __atomic_fetch_and(&s->claim[idx / 64u], ~m, __ATOMIC_SEQ_CST);
     rs->nshadow++;
     uint64_t ts = __atomic_fetch_add(&n->dts, 1, __ATOMIC_SEQ_CST);
     if (!rs->queued) {

@@ -53,6 +53,10 @@ static pm_vslab *vslab_new(pmalloc_heap *h, pm_veh *v, pm_slab_hdr *hd)
     if (!s) return NULL;
     s->vbm = calloc(nm_bitmap_words(hd->nblocks), sizeof(uint64_t));
     if (!s->vbm) { free(s); return NULL; }
+    if (h->numa && h->numa->nnodes > 1) { /* sized for any geometry: morphing keeps it */
+        s->claim = calloc(nm_bitmap_words(PMALLOC_SLAB_SIZE / 16u), sizeof(uint64_t));
+        if (!s->claim) { free(s->vbm); free(s); return NULL; }
+    }
     s->veh = v;
     s->hdr = hd;
     s->pbm = (uint64_t *)((char *)hd + PM_LINE);
@@ -72,6 +76,7 @@ void pm_slab_free_vol(pm_vslab *s)
     pm_morph_free(s);
     pm_numa_rslab_free(s);
     free(s->vbm);
+    free(s->claim);
     free(s);
 }
 
@@ -128,8 +133,14 @@ static pm_vslab *slab_new(pmalloc_heap *h, pm_arena *a, unsigned cls)
     pm_veh *v;
     pthread_mutex_lock(&h->large_lock);
     if (pm_numa_extent_alloc(h, a->node, PM_SLAB_PAGES, PM_VEH_SLAB, false, &v)) {
+        /* the arenas' extent caches hold free space: give it back and retry once */
         pthread_mutex_unlock(&h->large_lock);
-        return NULL;
+        if (!pm_xc_flush_all(h)) return NULL;
+        pthread_mutex_lock(&h->large_lock);
+        if (pm_numa_extent_alloc(h, a->node, PM_SLAB_PAGES, PM_VEH_SLAB, false, &v)) {
+            pthread_mutex_unlock(&h->large_lock);
+            return NULL;
+        }
     }
     /* these pages' past operations drew from the extent clock; their new
      * blocks draw from the arena's, which must therefore be ahead of it */
@@ -273,8 +284,10 @@ pm_tcache *pm_tc_get(pmalloc_heap *h)
 {
     pm_tcache *tc = pthread_getspecific(h->tc_key);
     if (NM_LIKELY(tc != NULL)) return tc;
-    tc = calloc(1, sizeof *tc);
+    /* its own cache lines: `inflight` is written twice per operation */
+    tc = aligned_alloc(PM_LINE, NM_ALIGN_UP(sizeof *tc, PM_LINE));
     if (!tc) return NULL;
+    memset(tc, 0, sizeof *tc);
     tc->h = h;
     tc->ring = -1;
     pthread_mutex_lock(&h->tc_lock);

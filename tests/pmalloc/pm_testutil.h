@@ -15,11 +15,10 @@ static inline void pmt_tmpdir(char *buf, size_t n, const char *tag)
     if (!mkdtemp(buf)) abort();
 }
 
+/* The heap's main file and its node files (heaps created with several nodes). */
 static inline void pmt_rmheap(const char *dir)
 {
-    char p[4200];
-    snprintf(p, sizeof p, "%s/%s", dir, PMALLOC_FILE_NAME);
-    unlink(p);
+    (void)pmalloc_remove(dir, NULL);
 }
 
 static inline void pmt_rmdir(const char *dir)

@@ -261,11 +261,10 @@ static void test_replay_crash(void **st)
     for (uint64_t at = 1; at < 160; at++) { /* the replay comes first in the recovery */
         /* copy the crashed heap, recover the copy under simulation, crash it at flush `at` */
         char cmd[1400];
-        snprintf(cmd, sizeof cmd, "cp %s/%s %s/work.heap", dir, PMALLOC_FILE_NAME, snap);
-        assert_int_equal(system(cmd), 0);
         char wdir[300];
         snprintf(wdir, sizeof wdir, "%s/w", snap);
-        snprintf(cmd, sizeof cmd, "mkdir -p %s && mv %s/work.heap %s/%s", wdir, snap, wdir, PMALLOC_FILE_NAME);
+        /* the main file and the node files */
+        snprintf(cmd, sizeof cmd, "mkdir -p %s && cp %s/pmalloc.heap %s/pmalloc.node*.heap %s/", wdir, dir, dir, wdir);
         assert_int_equal(system(cmd), 0);
         rep_ctx c = {snap, at, false};
         pmalloc_options so = o;

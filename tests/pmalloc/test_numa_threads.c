@@ -328,6 +328,71 @@ static void test_mixed_migrations(void **st)
     pmt_rmdir(dir);
 }
 
+/* Two threads on different nodes free the same object through two roots at
+ * once: one takes the direct path (owner node), the other the two-phase one.
+ * Exactly one succeeds, the other gets NM_EDOUBLEFREE, for blocks and extents
+ * (the per-block claim of NUMA heaps; without it both could succeed). */
+typedef struct ndf_arg {
+    pmalloc_heap *h;
+    unsigned root, node, rounds;
+    pthread_barrier_t *bar;
+    nm_err *err; /* [rounds] */
+} ndf_arg;
+
+static void *ndf_worker(void *p)
+{
+    ndf_arg *a = p;
+    if (pmalloc_numa_set_node(a->h, (int)a->node) != NM_OK) return NULL;
+    for (unsigned r = 0; r < a->rounds; r++) {
+        pthread_barrier_wait(a->bar); /* the object is ready */
+        a->err[r] = pmalloc_free_from(a->h, pmalloc_root_slot(a->h, a->root));
+        pthread_barrier_wait(a->bar); /* both done */
+    }
+    return NULL;
+}
+
+static void test_concurrent_double_free_nodes(void **st)
+{
+    (void)st;
+    char dir[256];
+    pmt_tmpdir(dir, sizeof dir, "numadf");
+    pmalloc_options o = pmt_opts(16u << 20, PMALLOC_LOG, PMALLOC_PERSIST_MSYNC); /* slow steps: the frees overlap */
+    o.numa_vnodes = 2;
+    pmalloc_heap *h;
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+    assert_int_equal(pmalloc_numa_set_node(h, 0), NM_OK); /* objects of node 0 */
+    enum { ROUNDS = 300 };
+    static nm_err ea[ROUNDS], eb[ROUNDS];
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, 3);
+    ndf_arg a = {h, 0, 0, ROUNDS, &bar, ea}, b = {h, 1, 1, ROUNDS, &bar, eb};
+    pthread_t ta, tb;
+    pthread_create(&ta, NULL, ndf_worker, &a);
+    pthread_create(&tb, NULL, ndf_worker, &b);
+    unsigned remote_ok = 0;
+    for (unsigned r = 0; r < ROUNDS; r++) {
+        size_t size = r % 3 == 2 ? 40000 : 100; /* blocks and extents */
+        assert_int_equal(pmalloc_malloc_to(h, size, pmalloc_root_slot(h, 0)), NM_OK);
+        assert_int_equal(pmalloc_set_root(h, 1, pmalloc_get_root(h, 0)), NM_OK);
+        pthread_barrier_wait(&bar);
+        pthread_barrier_wait(&bar);
+        assert_true((ea[r] == NM_OK && eb[r] == NM_EDOUBLEFREE) || (ea[r] == NM_EDOUBLEFREE && eb[r] == NM_OK));
+        remote_ok += eb[r] == NM_OK;
+        assert_int_equal(pmalloc_set_root(h, 0, 0), NM_OK);
+        assert_int_equal(pmalloc_set_root(h, 1, 0), NM_OK);
+    }
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    pthread_barrier_destroy(&bar);
+    print_message("double frees across nodes: the remote one won %u of %u\n", remote_ok, (unsigned)ROUNDS);
+    assert_int_equal(pmalloc_check(h), NM_OK);
+    pmalloc_stats s;
+    assert_int_equal(pmalloc_stats_get(h, &s), NM_OK);
+    assert_int_equal(s.objects_live, 0);
+    assert_int_equal(pmalloc_close(h), NM_OK);
+    pmt_rmdir(dir);
+}
+
 static void test_prodcon_log_2(void **s) { (void)s; run(PMALLOC_LOG, 2); }
 static void test_prodcon_log_4(void **s) { (void)s; run(PMALLOC_LOG, 4); }
 static void test_prodcon_gc_2(void **s) { (void)s; run(PMALLOC_GC, 2); }
@@ -341,6 +406,7 @@ int main(void)
         cmocka_unit_test(test_prodcon_gc_2),
         cmocka_unit_test(test_prodcon_gc_4),
         cmocka_unit_test(test_mixed_migrations),
+        cmocka_unit_test(test_concurrent_double_free_nodes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -93,7 +93,9 @@ static nm_err numa_part(nm_demo *d, const char *dir)
         if ((e = pmalloc_free_from(h, &roots[i]))) return e;
     pmalloc_numa_stats ns;
     pmalloc_numa_stats_get(h, &ns);
-    nm_demo_say(d, "NUMA, 2 virtual nodes: node 0 allocated %u blocks, node 1 freed them: %llu two-phase remote frees, "
+    nm_demo_say(d, "NUMA, 2 virtual nodes: %u heap files hold the nodes' memory (%s/pmalloc.node0.heap, ...node1.heap), "
+                   "mapped after the main file into one range", ns.node_files, sub);
+    nm_demo_say(d, "node 0 allocated %u blocks, node 1 freed them: %llu two-phase remote frees, "
                    "%llu logged and not yet applied by node 0", N, (unsigned long long)ns.remote_frees, (unsigned long long)ns.pending);
     pmalloc_abandon(h); /* crash between the two phases */
     o.create = false;
@@ -106,10 +108,7 @@ static nm_err numa_part(nm_demo *d, const char *dir)
     if (st.objects_live != 0) return nm_fail(NM_ECORRUPT, "%llu objects left after the replay", (unsigned long long)st.objects_live);
     if ((e = pmalloc_check(h))) return e;
     e = pmalloc_close(h);
-    size_t len = strlen(sub);
-    snprintf(sub + len, sizeof sub - len, "/%s", PMALLOC_FILE_NAME);
-    unlink(sub);
-    sub[len] = 0;
+    if (!e) e = pmalloc_remove(sub, NULL); /* the main file and the node files */
     rmdir(sub);
     return e;
 }
