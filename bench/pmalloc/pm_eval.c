@@ -42,8 +42,7 @@ void pe_force_pmem(void) { setenv("PMEM_IS_PMEM_FORCE", "1", 1); }
 void pe_cleanup(const char *dir)
 {
     char f[700];
-    snprintf(f, sizeof f, "%s/%s", dir, PMALLOC_FILE_NAME);
-    unlink(f);
+    pmalloc_remove(dir, NULL); /* the main file and any node files (virtual nodes) */
     snprintf(f, sizeof f, "%s/%s", dir, PE_PMDK_FILE);
     unlink(f);
     rmdir(dir);
