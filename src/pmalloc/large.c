@@ -303,6 +303,40 @@ static inline bool tomb_valid(const pmalloc_heap *h, uint64_t e)
     return tc < h->nchunks && h->chunks[tc].in_list && h->chunks[tc].gen == PM_BK_TGEN(e);
 }
 
+/* Is chunk c some lane's open chunk (appends still go there)? */
+static bool bk_open(const pmalloc_heap *h, uint32_t c)
+{
+    for (unsigned l = 0; l < PM_BK_LANES; l++)
+        if (h->bk_lane_chunk[l] == c) return true;
+    return false;
+}
+
+static void bk_lanes_reset(pmalloc_heap *h, uint32_t c0, uint32_t count0)
+{
+    for (unsigned l = 0; l < PM_BK_LANES; l++) {
+        h->bk_lane_chunk[l] = PM_CHUNK_NONE;
+        h->bk_lane_count[l] = PM_CHUNK_ENTRIES;
+    }
+    h->bk_lane_chunk[0] = c0;
+    h->bk_lane_count[0] = count0;
+}
+
+/* Lanes in use: one per 32 chunks of log, at most PM_BK_LANES, so that the
+ * lanes' partly filled chunks never take the room a compaction needs (see
+ * bk_max_live); a small log has one lane, the single tail of part 1. */
+static unsigned bk_nlanes(const pmalloc_heap *h)
+{
+    unsigned n = h->nchunks / 32u;
+    return n < 1 ? 1u : n > PM_BK_LANES ? PM_BK_LANES : n;
+}
+
+/* The calling thread's lane: its arena's (lane 0 without a thread cache, e.g. recovery). */
+static unsigned bk_lane(pmalloc_heap *h)
+{
+    const pm_tcache *tc = pthread_getspecific(h->tc_key);
+    return tc && tc->arena ? tc->arena->id % bk_nlanes(h) : 0u;
+}
+
 /* Fast GC (Sec. 5.3): unlink, in place, every chunk (but the tail) whose
  * normal entries are all dead. A chunk's tombstones may only disappear once
  * the chunks they point into are gone, so chunks are unlinked in dependency
@@ -331,7 +365,7 @@ static void bk_fast_gc(pmalloc_heap *h)
             size_t pos = (size_t)c * 128 + i;
             if (ents[i] && PM_BK_TYPE(ents[i]) != PM_BK_TOMB && !(killed[pos / 64] >> (pos % 64) & 1)) live[c]++;
         }
-        if (live[c] == 0 && c != h->bk_tail) st[c] = 1;
+        if (live[c] == 0 && c != h->bk_tail && !bk_open(h, c)) st[c] = 1;
     }
     for (bool changed = true; changed;) {
         changed = false;
@@ -382,7 +416,7 @@ out:
     free(st);
 }
 
-static nm_err new_tail_chunk(pmalloc_heap *h)
+static nm_err new_tail_chunk(pmalloc_heap *h, unsigned lane)
 {
     if (h->bk_free_count <= h->nchunks / 2 && h->bk_tombs > 0) bk_fast_gc(h);
     /* Slow GC once half the chunks are in use (and there is something to
@@ -392,7 +426,8 @@ static nm_err new_tail_chunk(pmalloc_heap *h)
     if (h->bk_free_count <= h->nchunks / 2 && h->bk_tombs > 0) {
         nm_err e = pm_bk_compact(h);
         if (e) return e;
-        if (h->bk_tail_count < PM_CHUNK_ENTRIES) return NM_OK; /* compaction left room */
+        if (h->bk_lane_chunk[lane] != PM_CHUNK_NONE && h->bk_lane_count[lane] < PM_CHUNK_ENTRIES)
+            return NM_OK; /* compaction left room in this lane's chunk */
     }
     uint32_t c = take_free_chunk(h);
     if (c == PM_CHUNK_NONE) return nm_fail(NM_ENOMEM, "pmalloc: bookkeeping log full (%u chunks)", h->nchunks);
@@ -407,55 +442,70 @@ static nm_err new_tail_chunk(pmalloc_heap *h)
     h->bk_free_count--;
     h->bk_list_len++;
     h->bk_tail = c;
-    h->bk_tail_count = 0;
+    h->bk_lane_chunk[lane] = c;
+    h->bk_lane_count[lane] = 0;
     return NM_OK;
 }
 
 /* Make sure the next append has a free slot, running the slow GC if needed.
  * Callers reserve BEFORE computing an entry: the GC moves live entries, so a
  * tombstone's target position is only stable once no GC can intervene. */
-static nm_err bk_reserve(pmalloc_heap *h)
+static nm_err bk_reserve(pmalloc_heap *h, unsigned *lanep)
 {
+    unsigned lane = *lanep;
     for (;;) {
-        if (h->bk_tail_count >= PM_CHUNK_ENTRIES) {
-            nm_err e = new_tail_chunk(h);
+        uint32_t c = h->bk_lane_chunk[lane];
+        if (c == PM_CHUNK_NONE || h->bk_lane_count[lane] >= PM_CHUNK_ENTRIES) {
+            nm_err e = new_tail_chunk(h, lane);
+            if (e && lane != 0) { /* no chunk for this lane: share lane 0's (never expected: see the live cap in bk_record) */
+                lane = 0;
+                continue;
+            }
             if (e) return e;
             continue;
         }
-        if (chunk_ent(h, h->bk_tail)[bk_slot(h, h->bk_tail_count)] == 0) return NM_OK;
-        h->bk_tail_count++; /* written in another session with another slot order */
+        if (chunk_ent(h, c)[bk_slot(h, h->bk_lane_count[lane])] == 0) {
+            *lanep = lane;
+            return NM_OK;
+        }
+        h->bk_lane_count[lane]++; /* written in another session with another slot order */
     }
 }
 
-static nm_err bk_append(pmalloc_heap *h, uint64_t entry, int64_t *pos, bool drain)
+static nm_err bk_append(pmalloc_heap *h, unsigned lane, uint64_t entry, int64_t *pos, bool drain)
 {
     {
-        nm_err e = bk_reserve(h);
+        nm_err e = bk_reserve(h, &lane);
         if (e) return e;
-        uint64_t *ents = chunk_ent(h, h->bk_tail);
-        uint32_t idx = bk_slot(h, h->bk_tail_count++);
+        uint32_t c = h->bk_lane_chunk[lane];
+        uint64_t *ents = chunk_ent(h, c);
+        uint32_t idx = bk_slot(h, h->bk_lane_count[lane]++);
         __atomic_store_n(&ents[idx], entry, __ATOMIC_RELAXED);
         pm_flush(h, &ents[idx], sizeof(uint64_t), PM_META);
         if (drain) pm_drain(h);
         pm_ctr_add(h, PMC_BK, 1);
-        if (pos) *pos = (int64_t)h->bk_tail * 128 + idx;
+        if (pos) *pos = (int64_t)c * 128 + idx;
         return NM_OK;
     }
 }
 
-nm_err pm_bk_append(pmalloc_heap *h, uint64_t entry, int64_t *pos) { return bk_append(h, entry, pos, true); }
+nm_err pm_bk_append(pmalloc_heap *h, uint64_t entry, int64_t *pos) { return bk_append(h, bk_lane(h), entry, pos, true); }
 
 static nm_err bk_record(pmalloc_heap *h, pm_veh *v, bool drain)
 {
-    uint64_t max_live = (uint64_t)(h->nchunks / 2 - 1) * PM_CHUNK_ENTRIES;
+    /* A compaction runs once half the chunks are listed (and something is
+     * dead) and must fit the live entries in the other half; up to one partly
+     * filled chunk per lane may be listed besides them. */
+    uint64_t max_live = (uint64_t)(h->nchunks / 2 - bk_nlanes(h)) * PM_CHUNK_ENTRIES;
     if (h->bk_live_entries + 1 > max_live)
         return nm_fail(NM_ENOMEM, "pmalloc: bookkeeping log holds its maximum of %llu extents and slabs",
                        (unsigned long long)max_live);
-    nm_err r = bk_reserve(h);
+    unsigned lane = bk_lane(h);
+    nm_err r = bk_reserve(h, &lane);
     if (r) return r;
     uint64_t type = v->state == PM_VEH_SLAB ? PM_BK_SLAB : PM_BK_EXTENT;
     uint64_t e = type << 62 | v->npages << 36 | v->page;
-    nm_err err = bk_append(h, e, &v->bkpos, drain);
+    nm_err err = bk_append(h, lane, e, &v->bkpos, drain);
     if (!err) h->bk_live_entries++;
     if (!err && !drain) __atomic_store_n(&v->rec_pending, true, __ATOMIC_RELAXED);
     return err;
@@ -466,14 +516,15 @@ nm_err pm_bk_record_flush(pmalloc_heap *h, pm_veh *v) { return bk_record(h, v, f
 
 static nm_err bk_tombstone(pmalloc_heap *h, pm_veh *v, bool drain)
 {
-    nm_err err = bk_reserve(h);
+    unsigned lane = bk_lane(h);
+    nm_err err = bk_reserve(h, &lane);
     if (err) return err;
     uint32_t tc = (uint32_t)(v->bkpos / 128), slot = (uint32_t)(v->bkpos % 128);
     /* The entry's own thread may not have drained it yet (pm_bk_record_flush):
      * our fence does not cover its flush, so write the line back ourselves,
      * or a crash could keep this tombstone and lose the entry it names. */
     if (__atomic_load_n(&v->rec_pending, __ATOMIC_ACQUIRE)) pm_flush(h, &chunk_ent(h, tc)[slot], sizeof(uint64_t), PM_META);
-    err = bk_append(h, PM_BK_TOMB << 62 | (uint64_t)h->chunks[tc].gen << 31 | (uint64_t)tc << 7 | slot, NULL, drain);
+    err = bk_append(h, lane, PM_BK_TOMB << 62 | (uint64_t)h->chunks[tc].gen << 31 | (uint64_t)tc << 7 | slot, NULL, drain);
     if (err) return err;
     h->bk_live_entries--;
     h->bk_tombs++;
@@ -546,8 +597,7 @@ nm_err pm_bk_compact(pmalloc_heap *h)
     }
     for (size_t i = 0; i < n; i++) live[i]->bkpos = (int64_t)newc[i / PM_CHUNK_ENTRIES] * 128 + (int64_t)(i % PM_CHUNK_ENTRIES);
     h->bk_tail = newc[need - 1];
-    h->bk_tail_count = (uint32_t)(n - (size_t)(need - 1) * PM_CHUNK_ENTRIES);
-    if (n == 0) h->bk_tail_count = 0;
+    bk_lanes_reset(h, newc[need - 1], n == 0 ? 0u : (uint32_t)(n - (size_t)(need - 1) * PM_CHUNK_ENTRIES));
     h->bk_list_len = need;
     h->bk_free_count = h->nchunks - need;
     h->bk_live_entries = n;
@@ -680,7 +730,7 @@ nm_err pm_large_init(pmalloc_heap *h, bool fresh)
     h->bk_tail = last;
     h->bk_list_len = len;
     h->bk_free_count = h->nchunks - len;
-    h->bk_tail_count = 0; /* appends skip occupied slots */
+    bk_lanes_reset(h, last, 0); /* appends skip occupied slots */
     h->ri.bklog_live = h->bk_live_entries;
 out:
     free(norm);

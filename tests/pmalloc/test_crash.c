@@ -105,7 +105,7 @@ static void test_proc_log_mt(void **s) { (void)s; run_t(PMALLOC_LOG, false, 60, 
 /* NUMA (Sec. 6): virtual nodes, the workload hops between them, so frees are
  * often two-phase remote frees; crashes land between the two phases and the
  * recoveries replay the deallocation logs. */
-static void run_numa(pmalloc_model m, bool sim, unsigned vnodes, unsigned points, unsigned threads)
+static void run_numa_chunks(pmalloc_model m, bool sim, unsigned vnodes, unsigned points, unsigned threads, unsigned chunks)
 {
     char dir[256];
     pmt_tmpdir(dir, sizeof dir, sim ? "nsim" : "nproc");
@@ -114,7 +114,8 @@ static void run_numa(pmalloc_model m, bool sim, unsigned vnodes, unsigned points
     r.points = points;
     r.threads = threads;
     r.vnodes = vnodes;
-    r.seed = nm_test_seed(sim ? 24 : 25) + m + vnodes;
+    if (chunks) r.log_chunks = chunks;
+    r.seed = nm_test_seed(sim ? 24 : 25) + m + vnodes + chunks;
     int rc = sim ? pmc_run_sim(&r) : pmc_run_proc(&r);
     print_message("%s %s, %u nodes: %llu crash points, %llu between the two phases, %llu recoveries replayed %llu log entries, %llu failures %s\n",
                   sim ? "power-failure" : "process", m == PMALLOC_LOG ? "LOG" : "GC", vnodes, (unsigned long long)r.tried,
@@ -127,7 +128,15 @@ static void run_numa(pmalloc_model m, bool sim, unsigned vnodes, unsigned points
     if (sim && m == PMALLOC_LOG) assert_true(r.replay_points > 0);
     rmdir(dir);
 }
+static void run_numa(pmalloc_model m, bool sim, unsigned vnodes, unsigned points, unsigned threads)
+{
+    run_numa_chunks(m, sim, vnodes, points, threads, 0);
+}
 static void test_numa_sim_log(void **s) { (void)s; run_numa(PMALLOC_LOG, true, 2, 120, 1); }
+/* A log of 64 chunks has 2 append lanes (large.c): the arenas of the two
+ * nodes append into chunks of their own, and the log GCs run across them. */
+static void test_lanes_sim_log(void **s) { (void)s; run_numa_chunks(PMALLOC_LOG, true, 2, 120, 1, 64); }
+static void test_lanes_proc_log(void **s) { (void)s; run_numa_chunks(PMALLOC_LOG, false, 2, 40, 2, 64); }
 static void test_numa_sim_gc(void **s) { (void)s; run_numa(PMALLOC_GC, true, 4, 60, 1); }
 static void test_numa_proc_log(void **s) { (void)s; run_numa(PMALLOC_LOG, false, 3, 40, 2); }
 static void test_numa_proc_gc(void **s) { (void)s; run_numa(PMALLOC_GC, false, 2, 30, 2); }
@@ -143,6 +152,8 @@ int main(void)
         cmocka_unit_test(test_sim_loggc),
         cmocka_unit_test(test_proc_log_mt),
         cmocka_unit_test(test_numa_sim_log),
+        cmocka_unit_test(test_lanes_sim_log),
+        cmocka_unit_test(test_lanes_proc_log),
         cmocka_unit_test(test_numa_sim_gc),
         cmocka_unit_test(test_numa_proc_log),
         cmocka_unit_test(test_numa_proc_gc),
