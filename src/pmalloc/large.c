@@ -333,8 +333,8 @@ static unsigned bk_nlanes(const pmalloc_heap *h)
 /* The calling thread's lane: its arena's (lane 0 without a thread cache, e.g. recovery). */
 static unsigned bk_lane(pmalloc_heap *h)
 {
-    const pm_tcache *tc = pthread_getspecific(h->tc_key);
-    return tc && tc->arena ? tc->arena->id % bk_nlanes(h) : 0u;
+    const pm_ctrblk *b = pm_ctr_find(h);
+    return b ? b->lane % bk_nlanes(h) : 0u;
 }
 
 /* Fast GC (Sec. 5.3): unlink, in place, every chunk (but the tail) whose

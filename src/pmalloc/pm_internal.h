@@ -419,6 +419,7 @@ NM_STATIC_ASSERT(PMC_N <= 16, "ctr_base holds every counter");
 typedef struct pm_ctrblk {
     uint64_t v[PMC_N];
     struct pm_ctrblk *next;
+    uint32_t lane; /* this thread's bookkeeping-log append lane in this heap (large.c) */
 } pm_ctrblk;
 /* Every counted flush and fence reads these: initial-exec avoids a
  * __tls_get_addr call per access in the PIC library (as SpeedMalloc and bmem do). */
@@ -757,6 +758,24 @@ nm_err pm_files_snapshot(pmalloc_heap *h, const char *dir,
 
 static inline void pm_count(uint64_t *c, uint64_t n) { __atomic_fetch_add(c, n, __ATOMIC_RELAXED); }
 static inline uint64_t pm_off(const pmalloc_heap *h, const void *p) { return (uint64_t)((const char *)p - h->base); }
+
+/* This thread's block for heap h, or NULL if it has none yet (no allocation). */
+static inline pm_ctrblk *pm_ctr_find(const pmalloc_heap *h)
+{
+    for (unsigned i = 0; i < PM_TL_CTRS; i++)
+        if (pm_tl_ctr[i].uid == h->uid) return pm_tl_ctr[i].b != h->ctr_shared ? pm_tl_ctr[i].b : NULL;
+    return NULL;
+}
+
+/* The calling thread now works for arena `id`: its log appends go to that
+ * arena's lane. Kept per (thread, heap) with the counters, not looked up
+ * through the thread-cache key, which recovery and helper threads lack. */
+static inline void pm_set_lane(pmalloc_heap *h, unsigned id)
+{
+    pm_ctrblk *b = pm_ctr_find(h);
+    if (!b) b = pm_ctr_block_new(h);
+    if (b && b != h->ctr_shared) b->lane = id;
+}
 
 /* Per-thread counter blocks: a plain store to a line no other thread writes. */
 static inline void pm_ctr_add(pmalloc_heap *h, int which, uint64_t n)

@@ -303,6 +303,7 @@ pm_tcache *pm_tc_get(pmalloc_heap *h)
     pm_arena *best = pm_numa_pick_arena(h, tc);
     best->nthreads++;
     tc->arena = best;
+    pm_set_lane(h, best->id);
     tc->next = h->tcaches;
     h->tcaches = tc;
     pthread_mutex_unlock(&h->tc_lock);
@@ -458,4 +459,5 @@ void pm_tc_rebind(pmalloc_heap *h, pm_tcache *tc)
     a->nthreads++;
     tc->arena = a;
     pthread_mutex_unlock(&h->tc_lock);
+    pm_set_lane(h, a->id);
 }
