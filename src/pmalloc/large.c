@@ -35,7 +35,7 @@ static inline uint32_t bk_slot(const pmalloc_heap *h, uint32_t k)
 
 /* A zeroed VEH from the pool. VEHs are recycled, never freed while the heap is
  * open, so the unlocked readers of the page map never touch freed memory. */
-static pm_veh *veh_new(pmalloc_heap *h)
+pm_veh *pm_veh_new(pmalloc_heap *h)
 {
     if (!h->veh_pool) {
         /* one block: a link word (padded to a VEH) and PM_VEH_BLOCK - 1 VEHs */
@@ -50,14 +50,9 @@ static pm_veh *veh_new(pmalloc_heap *h)
     }
     pm_veh *v = h->veh_pool;
     h->veh_pool = v->next;
-    int st = PM_VEH_FREE;
-    /* state is read without the lock: keep it an atomic store */
-    memset(v, 0, sizeof *v);
-    __atomic_store_n(&v->state, st, __ATOMIC_RELAXED);
+    memset(v, 0, sizeof *v); /* state 0 = PM_VEH_FREE */
     return v;
 }
-
-pm_veh *pm_veh_new(pmalloc_heap *h) { return veh_new(h); }
 
 static void veh_put(pmalloc_heap *h, pm_veh *v)
 {
@@ -138,12 +133,12 @@ static void pmap_mark_alloc(pmalloc_heap *h, pm_veh *v)
 /* Carve [page, page+npages) out of free extent f; the part becomes `state`. */
 static pm_veh *carve(pmalloc_heap *h, pm_veh *f, uint64_t page, uint64_t npages, int state)
 {
-    pm_veh *a = veh_new(h), *r = NULL;
+    pm_veh *a = pm_veh_new(h), *r = NULL;
     if (!a) return NULL;
     uint64_t fend = f->page + f->npages, end = page + npages, freed = f->freed_ns;
     bool was_retained = f->retained;
     if (end < fend) {
-        r = veh_new(h);
+        r = pm_veh_new(h);
         if (!r) { veh_put(h, a); return NULL; }
     }
     free_list_del(h, f);
@@ -704,13 +699,13 @@ nm_err pm_large_init(pmalloc_heap *h, bool fresh)
             goto out;
         }
         if (pg > cur) {
-            pm_veh *f = veh_new(h);
+            pm_veh *f = pm_veh_new(h);
             if (!f) { err = nm_fail(NM_ENOMEM, "replay"); goto out; }
             f->page = cur; f->npages = pg - cur; f->bkpos = -1;
             free_list_add(h, f);
             pmap_mark_free(h, f);
         }
-        pm_veh *v = veh_new(h);
+        pm_veh *v = pm_veh_new(h);
         if (!v) { err = nm_fail(NM_ENOMEM, "replay"); goto out; }
         v->page = pg; v->npages = np; v->bkpos = norm[i].pos;
         v->state = PM_BK_TYPE(e) == PM_BK_SLAB ? PM_VEH_SLAB : PM_VEH_ALLOC;
@@ -721,7 +716,7 @@ nm_err pm_large_init(pmalloc_heap *h, bool fresh)
         cur = pg + np;
     }
     if (cur < h->data_pages) {
-        pm_veh *f = veh_new(h);
+        pm_veh *f = pm_veh_new(h);
         if (!f) { err = nm_fail(NM_ENOMEM, "replay"); goto out; }
         f->page = cur; f->npages = h->data_pages - cur; f->bkpos = -1;
         free_list_add(h, f);

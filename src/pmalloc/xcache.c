@@ -111,7 +111,6 @@ bool pm_xc_take(pmalloc_heap *h, pm_arena *a, uint64_t npages, pm_veh **out)
             r->next = NULL;
             r->page = f->page;
             r->npages = npages;
-            r->bkpos = -1;
             f->page += npages;
             f->npages -= npages;
             __atomic_store_n(&c->pages, c->pages - npages, __ATOMIC_RELAXED);
