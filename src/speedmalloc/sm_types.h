@@ -1,0 +1,241 @@
+/* SpeedMalloc's data model (the paper: ../../../shared/papers/speedmalloc.md, Sec. 3-5).
+ *
+ * Who owns what. The paper puts every allocator data structure on a support core
+ * reached through hardware message queues; here the support core is a server
+ * thread, the queues are single-producer/single-consumer rings in ordinary memory,
+ * and *allocator metadata has one owner at a time*: whoever holds the metadata
+ * lock (sm_g.srv_lock) runs the server's code. No client ever performs an atomic
+ * read-modify-write on metadata.
+ *
+ *   segment (4 MiB, aligned)      slice 0 = struct segment (header); slices 1..63 hold pages
+ *     slice_info[64]              client-READ: one 32-bit word per slice (class, page start,
+ *                                 page owner); written by the metadata owner with one store
+ *     pages[64], free masks       metadata: page descriptors with free *bitmaps* (the blocks'
+ *                                 bytes are never read or written by the server), decay state
+ *   page (1..32 slices)           blocks of one of 60 size classes (16 B .. 1 MiB)
+ *   large object (> 1 MiB)        its own mapping with a header page (struct large_hdr) in front;
+ *                                 recorded in the metadata's hash map
+ *   registry                      one byte per 4 MiB of the 47-bit address space: not ours /
+ *                                 segment / large objects (free() reads it before anything else)
+ *   client (one per thread)       the thread's queues, grouped by writer on separate cache
+ *                                 lines: ready rings (metadata side produces, client consumes),
+ *                                 a free ring (client produces), a request slot, a doorbell;
+ *                                 then the client-private magazines (bounded LIFOs of blocks,
+ *                                 per class); then fields only the metadata owner touches
+ *   sm_g (struct sm_global)       immutable tables after init; published control state;
+ *                                 the metadata (partial-page lists, segment list, large map,
+ *                                 statistics) */
+/* How requests flow (SpeedMalloc in software: all allocator metadata on one server thread).
+ *
+ * The paper (SpeedMalloc, Sec. 3-5) puts every allocator data structure on a
+ * lightweight support core reached through hardware message queues. Here the
+ * support core is a server thread and the queues are SPSC rings in ordinary
+ * memory. A naive port pays a cross-core round trip on every malloc, so the
+ * client's fast path never waits for the server:
+ *
+ *   - per (thread, size class) a ready ring that the server keeps filled ahead
+ *     of demand (prefetched magazines); the client pops locally and publishes
+ *     its consumer index only at a low-water mark, with a doorbell;
+ *   - per (thread, size class) a small private magazine of freed blocks that
+ *     malloc reuses first; its overflow goes to the server in batches through
+ *     the thread's free ring, fire and forget;
+ *   - only when a ready ring is empty does malloc post a request and wait
+ *     (spin, then futex) -- the paper's "mallocstart ... end signal" (Sec. 4.1).
+ *
+ * The server serves refills and synchronous requests before frees and visits
+ * clients round-robin (Sec. 5.2), and blocks on a futex when idle. Its metadata
+ * (page descriptors and free bitmaps, segment slice maps, the large-object map,
+ * statistics) is never written by a client, and no client performs an atomic
+ * read-modify-write on it: rings use plain release/acquire stores and loads,
+ * wake-ups use a store-fence-load (Dekker) handshake. The server never touches
+ * the bytes of a block (its free lists are bitmaps), so block memory is not
+ * pulled into the server's cache (Sec. 5.1.1). Blocks are not owned by threads:
+ * a block freed anywhere can be reused anywhere, and every magazine is bounded,
+ * so there is no blowup (Sec. 5.1.2).
+ *
+ * Memory layout: 4 MiB segments, aligned, cut into 64 KiB slices; slice 0 is
+ * the header (an immutable-while-live slice->class table that clients read on
+ * free, then server-private page descriptors on other cache lines). A page is
+ * 1..32 slices of one class. Objects above the largest class are mmapped with
+ * a header page. A byte per 4 MiB region of the address space (a lazily mapped
+ * registry) tells free() whether a pointer is ours before it is dereferenced. */
+#ifndef SM_TYPES_H
+#define SM_TYPES_H
+
+/* ---- geometry ---------------------------------------------------------- */
+#define SEG_SHIFT 22
+#define SEG_SIZE ((uintptr_t)1 << SEG_SHIFT) /* 4 MiB */
+#define SLICE_SHIFT 16
+#define SLICE_SIZE ((uintptr_t)1 << SLICE_SHIFT) /* 64 KiB */
+#define SLICES (SEG_SIZE / SLICE_SIZE)           /* 64; slice 0 is the header */
+#define MAX_CLASS_SIZE ((size_t)1 << 20)         /* larger objects are mmapped */
+#define NCLS_MAX 64
+#define RING 64        /* ready-ring slots per (thread, class) */
+#define FRING 512      /* free-ring slots per thread */
+#define MAG_STRIDE 256 /* magazine array stride per (thread, class): slot 0 unused */
+#define LCAP_MAX (MAG_STRIDE - 1) /* private magazine slots per (thread, class) */
+#define MAX_CLIENTS 4096
+#define PAGE_SIZE_OS 4096
+#define ADDR_BITS 47
+#define REG_KIND_SEG 1  /* registry: 0 = not ours, 1 = segment, >= 2 = large objects + 1 */
+#define LARGE_MAGIC 0x53504d4c41524745ull /* "SPMLARGE" */
+#define SEG_MAGIC 0x53504d53u
+
+#define LCACHE_N 16                 /* freed large mappings kept for reuse ... */
+#define LCACHE_BYTES ((size_t)32 << 20) /* ... up to this many bytes, for DECAY_NS */
+#define SPIN_SERVER_NS 2000000ull   /* server polls this long after its last work before sleeping */
+#define DECAY_NS 500000000ull       /* empty pages go back to the OS after this (madvise) */
+#define CLIENT_SPIN 20000           /* polls before a waiting client blocks */
+
+/* ---- shared data structures --------------------------------------------- */
+struct page {               /* server-private */
+    struct page *next, *prev; /* in the class's partial list */
+    uintptr_t start;          /* first block */
+    uint32_t cls, nslices, capacity, nfree;
+    struct page **list;       /* the partial list it is on (a client's or the global one), or NULL */
+    uint32_t owner, owner_gen; /* the client whose ready rings it feeds (slot + 1), 0 = none */
+    uint64_t free_bits[4096 / 64]; /* 1 = free in the server's hands */
+};
+
+struct segment {
+    /* client-read; the server writes a slice's word with one store */
+    /* One word per slice (first in the header, so its address is one mask and one shift), so free() reads everything it needs with one load:
+     *   bits 0-15  owner of the page (client slot + 1, 0 = none): frees of other
+     *              threads' blocks go back to the server, so threads do not share
+     *              cache lines (no false sharing, cache-scratch);
+     *   bits 16-21 first slice of the page holding this slice (so w & 0x3f0000 is
+     *              the page's offset in the segment);
+     *   bits 24-31 class (SI_NOCLS = header or free slice). */
+    uint32_t slice_info[SLICES];
+    uint32_t magic;
+    /* server-private from here on (own cache lines) */
+    _Alignas(SM_CL) struct segment *next;
+    uint64_t free_slices; /* bit i: slice i free */
+    uint64_t dirty_slices; /* free but not yet returned to the OS */
+    uint64_t dirty_since;
+    struct page pages[SLICES]; /* indexed by the page's first slice */
+};
+_Static_assert(sizeof(struct segment) <= SLICE_SIZE, "segment header must fit slice 0");
+_Static_assert(offsetof(struct segment, slice_info) == 0, "free() indexes slice words from the segment base");
+
+struct large_hdr { /* the page before a large object's first byte */
+    uint64_t magic;
+    uintptr_t base;
+    size_t maplen;
+    size_t size;     /* requested size */
+    size_t align;
+    uint64_t recycled; /* 1: the mapping came from the cache, so calloc must clear it */
+};
+
+enum { ST_FREE = 0, ST_ACTIVE = 1, ST_EXITING = 2 };
+enum { REQ_NONE = 0, REQ_LARGE_MALLOC, REQ_LARGE_REALLOC, REQ_STATS };
+
+struct cls_priv { /* client-private per class */
+    uint32_t head, ctail, low; /* ready-ring consumer index, cached producer index, low-water mark */
+};
+
+struct client {
+    /* client-written, server-read */
+    _Alignas(SM_CL) uint64_t doorbell;
+    uint32_t state;
+    uint32_t id; /* slot index + 1, fixed */
+    uint32_t free_tail;
+    uint32_t req_seq, req_kind;
+    size_t req_size, req_align;
+    void *req_ptr;
+    void *req_out;
+    _Alignas(SM_CL) uint32_t head_pub[NCLS_MAX];
+    _Alignas(SM_CL) uint32_t miss[NCLS_MAX];
+    _Alignas(SM_CL) uint64_t c_fast, c_ring, c_miss, c_block; /* client counters, read by the server for stats */
+    /* written by both, never read-modify-written: the client sets 1, the server 0 */
+    _Alignas(SM_CL) uint32_t wait_word;
+    /* server-written, client-read */
+    _Alignas(SM_CL) uint32_t tail[NCLS_MAX];
+    _Alignas(SM_CL) uint32_t free_head;
+    uint32_t oom_seq;   /* bumped when a miss could not be served: out of memory */
+    uint32_t resp_seq;
+    void *resp_ptr;
+    int resp_err;
+    _Alignas(SM_CL) void *ring[NCLS_MAX][RING];
+    _Alignas(SM_CL) void *fring[FRING];
+    /* client-private */
+    _Alignas(SM_CL) uint32_t my_free_tail, my_free_head_cache, my_req_seq, my_oom_seen;
+    uint64_t my_doorbell;
+    struct cls_priv priv[NCLS_MAX];
+    uint32_t mag_n[NCLS_MAX];    /* blocks in each class's magazine, at mag[cls][1..n] */
+    uint32_t mag_lcap[NCLS_MAX]; /* copy of sm_g.cls_lcap, next to mag_n */
+    /* entries at mag[cls][1..n]; slot 0 stays NULL (free_keyed scans down to 1) */
+    _Alignas(SM_CL) void *mag[NCLS_MAX][MAG_STRIDE];
+    /* server-private */
+    _Alignas(SM_CL) uint64_t sv_doorbell;
+    uint64_t sv_served;                /* classes with a ready ring to keep full */
+    uint32_t sv_req_seq;
+    uint64_t sv_last_ns;               /* last doorbell seen: is this thread busy? */
+    uint32_t sv_gen;                   /* bumped at reclaim: pages owned by the old thread go stale */
+    struct page *sv_partial[NCLS_MAX]; /* pages this thread owns that have free blocks */
+    uint32_t sv_target[NCLS_MAX];
+    uint32_t sv_miss[NCLS_MAX];
+};
+
+/* ---- global state --------------------------------------------------------- */
+enum { MODE_INLINE = 0, MODE_THREAD = 1 };
+enum { INIT_NONE = 0, INIT_BUSY = 1, INIT_DONE = 2, INIT_FAILED = 3 };
+
+struct sm_global {
+    /* immutable after init, read by everybody */
+    _Alignas(SM_CL) uint32_t nclass;
+    uint32_t cls_size[NCLS_MAX];
+    uint32_t cls_nslices[NCLS_MAX];
+    uint32_t cls_lcap[NCLS_MAX];   /* private magazine capacity */
+    uint32_t cls_tmax[NCLS_MAX];   /* ready-ring target cap */
+    uint64_t cls_recip[NCLS_MAX];  /* ceil(2^40 / size): exact division of page offsets */
+    uint8_t cls_shares_lines[NCLS_MAX]; /* size not a multiple of 64: blocks share cache lines */
+    /* free()'s block-start check, indexed by the slice word's class byte (256 entries, so
+     * SI_NOCLS and stray bytes fail without a separate range test): off is a block start
+     * iff off < lim and off * div <= div - 1 (divisibility by one multiply: Lemire, Kaser
+     * and Kurz, "Faster remainder by direct computation", 2019). lim = 0: no such class. */
+    struct { uint64_t div; uint64_t lim; } cls_chk[256];
+    uint8_t lut_small[1024 / 16 + 1];  /* (size + 15) / 16 -> class */
+    uint8_t lut_big[MAX_CLASS_SIZE / 1024 + 1]; /* (size + 1023) / 1024 -> smallest class >= that, refined */
+    uint8_t *registry; /* one byte per 4 MiB region */
+    /* Written into word 1 of every block a client's magazine holds (glibc's tcache "key"
+     * idea): a free that finds it there scans its magazine, so a double free is caught even
+     * when other frees came in between. Random per process (AT_RANDOM), never 0. */
+    uint64_t free_key;
+    /* published control state */
+    _Alignas(SM_CL) uint32_t init;
+    uint32_t mode;
+    uint32_t nclients;
+    struct client *clients[MAX_CLIENTS];
+    _Alignas(SM_CL) uint32_t srv_sleeping; /* futex; the server sets 1, a waker 0 */
+    _Alignas(SM_CL) uint32_t pause_req, paused; /* fork quiescence */
+    pthread_mutex_t reg_lock;  /* client registration (a control path, not the fast path) */
+    pthread_mutex_t srv_lock;  /* held by whoever runs server code in inline mode */
+    pthread_mutex_t fb_lock;   /* the fallback client, for threads past their TLS destructor */
+    struct client *fallback;
+    pthread_key_t key;
+    bool thread_wanted;
+    uint32_t starting;
+    int pin_cpu;
+    bool print_stats;
+    unsigned ncpu;
+    uint32_t oversub; /* server -> clients hint: more busy threads than CPUs, so yield instead of spinning */
+    /* server-private */
+    _Alignas(SM_CL) struct page *partial[NCLS_MAX];
+    struct segment *segs;
+    uint32_t rr;
+    uint64_t now_ns; /* the server's clock, refreshed every few polls */
+    uint64_t last_work_ns;
+    uint64_t dirty_pages;
+    struct { uintptr_t key; struct large_hdr *hdr; } *lmap; /* open addressing, key 0 = empty, 1 = tombstone */
+    struct { uintptr_t base; size_t len; uint64_t since; } lcache[LCACHE_N]; /* freed large mappings */
+    unsigned lcache_n;
+    size_t lcache_bytes;
+    size_t lmap_cap, lmap_used;
+    nm_speedmalloc_stats st;
+    uint64_t blocks_out[NCLS_MAX];
+    uint32_t reported_invalid, reported_double, reported_oom;
+    pthread_t server_thread;
+};
+
+#endif
