@@ -252,10 +252,55 @@ static void *glibc_thread(void *arg)
     return NULL;
 }
 
+
+/* ---- glibc-simple: glibc's bench-malloc-simple shape. Batches of n same-size blocks
+ * (n = 25, 100, 400, 1600; sizes 16, 32, 64 B), every block filled with ints, freed in
+ * allocation order; 2M blocks per (size, n) per phase; three phases: the main thread,
+ * a new thread, the main thread again (as glibc's: main arena, thread arena, main arena
+ * after a thread existed). Single-threaded: THREADS is ignored (the phases run in turn). */
+static uint64_t gs_batches(size_t size, int n, size_t iters)
+{
+    int **arr = malloc(1600 * sizeof *arr);
+    uint64_t sum = 0;
+    size_t words = size / sizeof(int);
+    for (size_t j = 0; j < iters; j++) {
+        for (int i = 0; i < n; i++) {
+            int *p = malloc(size);
+            if (!p) { fprintf(stderr, "out of memory\n"); exit(1); }
+            for (size_t k = 0; k < words; k++) p[k] = (int)(k + (size_t)i);
+            arr[i] = p;
+        }
+        for (int i = 0; i < n; i++) {
+            if (arr[i][0] != i || arr[i][words - 1] != (int)(words - 1 + (size_t)i)) __atomic_store_n(&g_bad, 1, __ATOMIC_RELAXED);
+            sum += (uint64_t)arr[i][words / 2];
+            free(arr[i]);
+        }
+    }
+    free(arr);
+    return sum;
+}
+static void gs_phase(void)
+{
+    static const int ns[4] = {25, 100, 400, 1600};
+    for (size_t size = 16; size <= 64; size *= 2)
+        for (int i = 0; i < 4; i++) g_sum += gs_batches(size, ns[i], scaled(2000000.0 / ns[i]));
+}
+static void *gs_thread(void *arg) { (void)arg; gs_phase(); return NULL; }
+static void *glibc_simple(void *arg)
+{
+    if ((uintptr_t)arg != 0) return NULL; /* one thread does the work */
+    gs_phase();
+    pthread_t t;
+    pthread_create(&t, NULL, gs_thread, NULL);
+    pthread_join(t, NULL);
+    gs_phase();
+    return NULL;
+}
+
 static const struct { const char *name; void *(*fn)(void *); } k_work[] = {
     {"larson", larson}, {"xmalloc-test", xmalloc_test}, {"cache-scratch", cache_scratch},
     {"sh6bench", sh6bench}, {"sh8bench", sh8bench}, {"mstress", mstress},
-    {"alloc-test", alloc_test}, {"glibc-thread", glibc_thread},
+    {"alloc-test", alloc_test}, {"glibc-thread", glibc_thread}, {"glibc-simple", glibc_simple},
 };
 
 int main(int argc, char **argv)

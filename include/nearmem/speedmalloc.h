@@ -37,10 +37,10 @@ typedef struct nm_speedmalloc_stats {
     uint64_t size_classes;
     uint64_t refill_blocks;       /* blocks pushed into ready rings */
     uint64_t refill_rounds;       /* (client, class) refills */
-    uint64_t client_misses;       /* malloc found its ready ring empty and waited */
-    uint64_t client_blocks;       /* client waits that ended in a futex sleep */
-    uint64_t frees_received;      /* blocks the server took back from free rings */
-    uint64_t sync_requests;       /* large malloc/realloc, stats, ... */
+    uint64_t client_misses;       /* malloc found its ready ring empty */
+    uint64_t inline_serves;       /* a client ran the server's code itself (under the metadata lock) */
+    uint64_t frees_received;      /* blocks taken back from free rings */
+    uint64_t sync_requests;       /* large malloc/realloc, stats (always served under the lock) */
     uint64_t large_live;          /* live large (mmap) objects */
     uint64_t large_live_bytes;
     uint64_t large_allocs;
@@ -52,6 +52,8 @@ typedef struct nm_speedmalloc_stats {
     uint64_t server_wakeups;      /* futex wake-ups of the server */
     uint64_t server_sleeps;
     uint64_t server_cpu_ns;       /* CPU time of the server thread */
+    uint64_t server_busy_ns;      /* ... of which in passes that found work (the rest: spinning, waking) */
+    uint64_t server_oversub;      /* times the server found itself waiting for a CPU and stepped back */
     uint64_t invalid_frees;       /* reported once on stderr, then ignored */
     uint64_t double_frees;
     uint64_t fast_mallocs;        /* served from the thread's own magazine, no server involved */

@@ -19,35 +19,51 @@ static __attribute__((noinline)) void *ring_pop(struct client *c, unsigned cls, 
     STORE_RLX(&c->c_ring, c->c_ring + 1);
     return p;
 }
+/* The ready ring in use after this class's magazine overflowed: blocks of the class went out to the
+ * metadata owner and have to come back, i.e. the magazine is smaller than the thread's
+ * working set of the class (glibc's bench-malloc-simple frees batches of 1600 blocks).
+ * Double it (bounded per class and per thread), so the steady state stays in it. */
+static SM_SLOW void mag_grow(struct client *c, unsigned cls)
+{
+    uint32_t cap = c->mag_lcap[cls], max = sm_g.cls_lcap_max[cls];
+    if (cap >= max) return;
+    uint32_t n = cap * 2 > max ? max : cap * 2;
+    uint64_t add = (uint64_t)(n - cap) * sm_g.cls_size[cls];
+    if (c->mag_bytes + add > MAG_THREAD_BYTES) return;
+    c->mag_bytes += add;
+    c->mag_lcap[cls] = n;
+}
+
 static SM_SLOW void *ring_pop_slow(struct client *c, unsigned cls, bool borrow)
 {
     struct cls_priv *q = &c->priv[cls];
+    if (c->mag_flushed[cls]) { /* blocks went out and come back through the ring */
+        mag_grow(c, cls);
+        c->mag_flushed[cls] = 0;
+    }
     uint32_t t = LOAD_ACQ(&c->tail[cls]);
     if (t == q->head) {
-        /* Empty: post the request (the paper's round trip, now the rare case)... */
+        /* Empty: post the miss (the paper's round trip, now the rare case)... */
         STORE_REL(&c->free_tail, c->my_free_tail); /* with any remote frees still unpublished */
         STORE_REL(&c->head_pub[cls], q->head);
         STORE_REL(&c->miss[cls], c->miss[cls] + 1);
         STORE_RLX(&c->c_miss, c->c_miss + 1);
         sm_ring_doorbell(c);
-        if (LOAD_ACQ(&sm_g.mode) == MODE_INLINE) { /* nobody else will serve the miss */
-            sm_client_wait(c, sm_cond_tail_moved, cls);
-            t = LOAD_ACQ(&c->tail[cls]);
-            borrow = false;
-            if (t == q->head) { c->my_oom_seen = LOAD_ACQ(&c->oom_seq); return NULL; }
+        /* ... and while an awake server answers it, take a block of a slightly bigger class
+         * that this thread already holds (not for aligned requests: a bigger class may not
+         * be aligned). free() finds the block's real class from its address. Without a
+         * prompt server the client serves itself at once (sm_client_wait): no borrowing. */
+        if (borrow && sm_server_prompt()) {
+            for (unsigned k = cls + 1; k < sm_g.nclass && k <= cls + 4; k++) {
+                struct cls_priv *o = &c->priv[k];
+                if (c->mag_n[k]) return sm_unkey(c->mag[k][c->mag_n[k]--]);
+                if (o->head != o->ctail) return ring_pop(c, k, false);
+            }
         }
-        /* ... but rather than wait, take a block of a slightly bigger class that this
-         * thread already holds (not for aligned requests: a bigger class may not be
-         * aligned). free() finds the block's real class from its address. */
-        for (unsigned k = cls + 1; borrow && k < sm_g.nclass && k <= cls + 4; k++) {
-            struct cls_priv *o = &c->priv[k];
-            if (c->mag_n[k]) return sm_unkey(c->mag[k][c->mag_n[k]--]);
-            if (o->head != o->ctail) return ring_pop(c, k, false);
-        }
-        if (t == q->head) sm_client_wait(c, sm_cond_tail_moved, cls);
+        sm_client_wait(c, sm_cond_tail_moved, cls);
         t = LOAD_ACQ(&c->tail[cls]);
         c->my_oom_seen = LOAD_ACQ(&c->oom_seq);
-        if (t == q->head) return NULL; /* the server had no memory: malloc returns NULL, ENOMEM */
+        if (t == q->head) return NULL; /* no memory from the OS: malloc returns NULL, ENOMEM */
     }
     q->ctail = t;
     q->low = q->head + (t - q->head + 1) / 2; /* publish the consumer index when half is used */
@@ -64,26 +80,43 @@ static inline void *client_malloc_cls(struct client *c, unsigned cls, bool borro
     }
     return ring_pop(c, cls, borrow);
 }
+/* Large objects are served under the metadata lock by the calling thread: mmap and munmap
+ * cost more than any round trip, and a round trip would wait for a server that may not be
+ * running. This thread's queued frees go first, so a large block it just freed is reused
+ * at once instead of unmapping it and mapping another (each munmap costs a TLB-shootdown
+ * interrupt to every CPU running the process). */
 static SM_SLOW void *sm_large_malloc(size_t size, size_t align)
 {
-    bool locked;
+    int err = 0;
+    void *p;
     if (sm_tls_state == 3) { /* the server thread itself (only libc internals could get here) */
-        int err = 0;
-        void *p = sm_srv_large_malloc(size, align, &err);
+        bool l = sm_meta_lock();
+        p = sm_srv_large_malloc(size, align, &err);
+        sm_meta_unlock(l);
         if (!p) errno = err;
         return p;
     }
+    bool locked;
     struct client *c = sm_client_or_fallback(&locked);
     if (!c) return sm_boot_alloc(size, align);
-    int err = 0;
-    void *p = sm_sync_request(c, REQ_LARGE_MALLOC, NULL, size, align, NULL, &err);
+    STORE_REL(&c->free_tail, c->my_free_tail);
+    pthread_mutex_lock(&sm_g.srv_lock);
+    sm_drain_frees(c, UINT32_MAX);
+    p = sm_srv_large_malloc(size, align, &err);
+    sm_g.st.sync_requests++;
+    pthread_mutex_unlock(&sm_g.srv_lock);
     if (locked) pthread_mutex_unlock(&sm_g.fb_lock);
     if (!p) errno = err ? err : ENOMEM;
     return p;
 }
 static SM_SLOW void *malloc_cls_slow(unsigned cls, bool borrow)
 {
-    if (sm_tls_state == 3) return sm_server_self_malloc(cls);
+    if (sm_tls_state == 3) {
+        bool l = sm_meta_lock();
+        void *p = sm_server_self_malloc(cls);
+        sm_meta_unlock(l);
+        return p;
+    }
     bool locked;
     struct client *c = sm_client_or_fallback(&locked);
     if (!c) return sm_boot_alloc(sm_g.nclass ? sm_g.cls_size[cls] : 16, 16);
@@ -196,20 +229,13 @@ static SM_SLOW void free_keyed(struct client *c, unsigned cls, void *ptr)
 static SM_SLOW void free_remote(struct client *c, uintptr_t p)
 {
     int e = errno;
-    if (c->my_free_tail - c->my_free_head_cache + 1 > FRING) {
-        c->my_free_head_cache = LOAD_ACQ(&c->free_head);
-        if (c->my_free_tail - c->my_free_head_cache + 1 > FRING) {
-            STORE_REL(&c->free_tail, c->my_free_tail);
-            sm_ring_doorbell(c);
-            sm_client_wait(c, sm_cond_free_space, 1);
-            c->my_free_head_cache = LOAD_ACQ(&c->free_head);
-        }
-    }
+    sm_fring_reserve(c, 1);
     c->fring[c->my_free_tail % FRING] = (void *)p;
     c->my_free_tail++;
     if ((c->my_free_tail & 15) == 0) {
         STORE_REL(&c->free_tail, c->my_free_tail);
         sm_ring_doorbell(c);
+        sm_notify(c, c->my_free_tail - c->my_free_head_cache);
     }
     errno = e;
 }
@@ -217,6 +243,7 @@ static SM_SLOW void free_remote(struct client *c, uintptr_t p)
 static SM_SLOW void free_flush(struct client *c, unsigned cls)
 {
     int e = errno; /* free preserves errno */
+    c->mag_flushed[cls] = 1; /* a miss of this class before its next flush grows the magazine */
     sm_flush_magazine(c, cls, c->mag_n[cls] / 2);
     errno = e;
 }
@@ -236,11 +263,17 @@ static SM_SLOW void free_small_slow(uintptr_t p, unsigned cls)
         errno = e;
         return;
     }
-    if (sm_tls_state == 3) { sm_srv_free_small(p); errno = e; return; }
+    if (sm_tls_state == 3) {
+        bool l = sm_meta_lock();
+        sm_srv_free_small(p);
+        sm_meta_unlock(l);
+        errno = e;
+        return;
+    }
     bool locked;
     struct client *c = sm_client_or_fallback(&locked);
     if (c) {
-        if (c->mag_n[cls] == sm_g.cls_lcap[cls]) sm_flush_magazine(c, cls, c->mag_n[cls] / 2);
+        if (c->mag_n[cls] >= c->mag_lcap[cls]) sm_flush_magazine(c, cls, c->mag_n[cls] / 2);
         bool dup = false;
         if (((uint64_t *)p)[1] == sm_g.free_key)
             for (uint32_t k = 1; k <= c->mag_n[cls] && !dup; k++) dup = c->mag[cls][k] == (void *)p;
@@ -264,24 +297,11 @@ static SM_SLOW void free_other(uintptr_t p, unsigned kind)
     int e = errno;
     if (sm_in_boot((void *)p)) { errno = e; return; } /* bootstrap blocks are never reused */
     if (kind >= 2 && (p & (PAGE_SIZE_OS - 1)) == 0) {
-        if (sm_tls_state == 3) { sm_srv_free_large(p); errno = e; return; }
-        bool locked;
-        struct client *c = sm_client_or_fallback(&locked);
-        if (c) {
-            if (c->my_free_tail - c->my_free_head_cache + 1 > FRING) {
-                c->my_free_head_cache = LOAD_ACQ(&c->free_head);
-                if (c->my_free_tail - c->my_free_head_cache + 1 > FRING) {
-                    sm_ring_doorbell(c);
-                    sm_client_wait(c, sm_cond_free_space, 1);
-                    c->my_free_head_cache = LOAD_ACQ(&c->free_head);
-                }
-            }
-            c->fring[c->my_free_tail % FRING] = (void *)p;
-            c->my_free_tail++;
-            STORE_REL(&c->free_tail, c->my_free_tail);
-            sm_ring_doorbell(c);
-            if (locked) pthread_mutex_unlock(&sm_g.fb_lock);
-        }
+        /* under the metadata lock, here and now (see sm_large_malloc); the map check
+         * inside catches an invalid or double free of a large object */
+        bool l = sm_meta_lock();
+        sm_srv_free_large(p);
+        sm_meta_unlock(l);
         errno = e;
         return;
     }
@@ -343,16 +363,14 @@ static void *sm_realloc(void *ptr, size_t size)
     if (size > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
     unsigned kind = sm_in_boot(ptr) ? 0 : sm_reg_kind(p);
     if (kind == REG_KIND_SEG && size <= old && size > old / 2) return ptr;
-    if (kind >= 2 && size > MAX_CLASS_SIZE && sm_tls_state != 3 && !sm_tls_in_init) {
-        bool locked;
-        struct client *c = sm_client_or_fallback(&locked);
-        if (c) {
-            int err = 0;
-            void *r = sm_sync_request(c, REQ_LARGE_REALLOC, ptr, size, 0, NULL, &err);
-            if (locked) pthread_mutex_unlock(&sm_g.fb_lock);
-            if (!r) errno = err ? err : ENOMEM;
-            return r;
-        }
+    if (kind >= 2 && size > MAX_CLASS_SIZE && !sm_tls_in_init) { /* mremap, under the metadata lock */
+        int err = 0;
+        bool l = sm_meta_lock();
+        void *r = sm_srv_large_realloc(p, size, &err);
+        sm_g.st.sync_requests++;
+        sm_meta_unlock(l);
+        if (!r) errno = err ? err : ENOMEM;
+        return r;
     }
     void *n = sm_malloc(size);
     if (!n) return NULL;

@@ -164,7 +164,6 @@ void *sm_srv_large_realloc(uintptr_t p, size_t size, int *err);
 void sm_srv_free_any(uintptr_t p);
 
 /* ---- sm_server.c ------------------------------------------------------------ */
-void sm_wake_client(struct client *c);
 unsigned sm_drain_frees(struct client *c, unsigned budget);
 unsigned sm_drain_all_frees(void);
 unsigned sm_refill(struct client *c, unsigned cls, unsigned want);
@@ -175,22 +174,39 @@ bool sm_any_doorbell(void);
 void *sm_server_main(void *arg);
 
 /* ---- sm_queue.c ------------------------------------------------------------- */
-void sm_inline_service(void);
+void sm_serve_self(struct client *c);
+void sm_notify(struct client *c, uint32_t pending);
 void sm_client_wait(struct client *c, bool (*cond)(struct client *, uintptr_t), uintptr_t arg);
 bool sm_cond_tail_moved(struct client *c, uintptr_t cls);
-bool sm_cond_resp(struct client *c, uintptr_t seq);
 bool sm_cond_free_space(struct client *c, uintptr_t need);
+void sm_fring_reserve(struct client *c, uint32_t n);
 SM_SLOW void sm_flush_magazine(struct client *c, unsigned cls, unsigned keep);
-void *sm_sync_request(struct client *c, unsigned kind, void *ptr, size_t size, size_t align, void *out, int *err);
 
-static inline void sm_ring_doorbell(struct client *c)
+/* Tells an awake server that this client has something for it (a plain release store: an
+ * awake server polls doorbells; a sleeping one is woken only by sm_notify). */
+static inline void sm_ring_doorbell(struct client *c) { STORE_REL(&c->doorbell, ++c->my_doorbell); }
+
+/* Is the server thread awake and engaged, i.e. likely to answer within microseconds? */
+static inline bool sm_server_prompt(void)
 {
-    STORE_REL(&c->doorbell, ++c->my_doorbell);
-    FENCE_SC();
-    if (SM_UNLIKELY(LOAD_RLX(&sm_g.srv_sleeping))) {
-        STORE_RLX(&sm_g.srv_sleeping, 0);
-        sm_futex_wake(&sm_g.srv_sleeping);
-    }
+    return LOAD_ACQ(&sm_g.mode) == MODE_THREAD && !LOAD_RLX(&sm_g.srv_sleeping) && LOAD_RLX(&sm_g.srv_engaged);
+}
+
+/* The metadata lock from a thread that may already hold it: only the server thread can
+ * (libc inside a pass); everybody else takes it. Returns whether it was taken here. */
+extern SM_TLS uint8_t sm_tls_owner;
+static inline bool sm_meta_lock(void)
+{
+    if (sm_tls_state == 3 && sm_tls_owner) return false;
+    pthread_mutex_lock(&sm_g.srv_lock);
+    if (sm_tls_state == 3) sm_tls_owner = 1;
+    return true;
+}
+static inline void sm_meta_unlock(bool taken)
+{
+    if (!taken) return;
+    if (sm_tls_state == 3) sm_tls_owner = 0;
+    pthread_mutex_unlock(&sm_g.srv_lock);
 }
 
 /* ---- sm_lifecycle.c --------------------------------------------------------- */

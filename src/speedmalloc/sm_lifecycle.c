@@ -8,6 +8,7 @@ struct sm_global sm_g = {.reg_lock = PTHREAD_MUTEX_INITIALIZER, .srv_lock = PTHR
 SM_TLS struct client *sm_tls_client;
 SM_TLS uint8_t sm_tls_state;
 SM_TLS uint8_t sm_tls_in_init;
+SM_TLS uint8_t sm_tls_owner; /* the server thread holds srv_lock (see sm_meta_lock) */
 
 struct client *sm_client_alloc_slot(void)
 {
@@ -32,14 +33,15 @@ struct client *sm_client_alloc_slot(void)
         memset(c->miss, 0, sizeof c->miss);
         memset(c->priv, 0, sizeof c->priv);
         memset(c->mag_n, 0, sizeof c->mag_n);
+        memset(c->mag_flushed, 0, sizeof c->mag_flushed);
         memcpy(c->mag_lcap, sm_g.cls_lcap, sizeof c->mag_lcap);
-        c->my_free_tail = c->my_free_head_cache = c->my_req_seq = 0;
+        c->mag_bytes = 0;
+        c->my_free_tail = c->my_free_head_cache = 0;
         c->my_oom_seen = LOAD_ACQ(&c->oom_seq);
-        c->my_doorbell = c->doorbell = 0;
-        c->free_tail = 0;
-        c->req_seq = 0;
-        c->c_fast = c->c_ring = c->c_miss = c->c_block = 0;
-        c->wait_word = 0;
+        c->my_doorbell = 0;
+        STORE_RLX(&c->doorbell, 0);
+        STORE_RLX(&c->free_tail, 0);
+        c->c_fast = c->c_ring = c->c_miss = c->c_inline = 0;
         sm_g.st.clients_registered++;
         STORE_REL(&c->state, ST_ACTIVE);
     }
@@ -60,7 +62,8 @@ struct client *sm_client_get_slow(void)
     return c;
 }
 
-/* TLS destructor: hand everything back, mark the slot for the server to reclaim. */
+/* TLS destructor: hand everything back and recycle the slot (under the metadata lock,
+ * so it does not wait for a server that may be asleep or descheduled). */
 void sm_client_exit(void *arg)
 {
     struct client *c = arg;
@@ -74,8 +77,9 @@ void sm_client_exit(void *arg)
     sm_tls_client = NULL;
     sm_tls_state = 2;
     STORE_REL(&c->state, ST_EXITING);
-    sm_ring_doorbell(c);
-    if (LOAD_ACQ(&sm_g.mode) == MODE_INLINE) sm_inline_service();
+    pthread_mutex_lock(&sm_g.srv_lock);
+    if (LOAD_ACQ(&c->state) == ST_EXITING) sm_reclaim_client(c); /* unless the server just did */
+    pthread_mutex_unlock(&sm_g.srv_lock);
     errno = e;
 }
 
@@ -123,23 +127,25 @@ void sm_fork_prepare(void)
     if (LOAD_ACQ(&sm_g.init) != INIT_DONE) return;
     pthread_mutex_lock(&sm_g.reg_lock);
     pthread_mutex_lock(&sm_g.fb_lock);
-    pthread_mutex_lock(&sm_g.srv_lock);
+    /* Park the server first: it takes srv_lock for its passes, so it must not be
+     * waiting for it while we hold it. It parks at the top of its loop, lock-free. */
     if (LOAD_ACQ(&sm_g.mode) == MODE_THREAD) {
         STORE_SC(&sm_g.pause_req, 1);
         STORE_RLX(&sm_g.srv_sleeping, 0);
         sm_futex_wake(&sm_g.srv_sleeping);
         while (!LOAD_ACQ(&sm_g.paused)) sched_yield();
     }
+    pthread_mutex_lock(&sm_g.srv_lock);
 }
 void sm_fork_parent(void)
 {
     if (LOAD_ACQ(&sm_g.init) != INIT_DONE) return;
+    pthread_mutex_unlock(&sm_g.srv_lock);
     if (LOAD_ACQ(&sm_g.pause_req)) {
         STORE_REL(&sm_g.pause_req, 0);
         sm_futex_wake(&sm_g.pause_req);
         while (LOAD_ACQ(&sm_g.paused)) sched_yield();
     }
-    pthread_mutex_unlock(&sm_g.srv_lock);
     pthread_mutex_unlock(&sm_g.fb_lock);
     pthread_mutex_unlock(&sm_g.reg_lock);
 }
@@ -163,6 +169,7 @@ void sm_fork_child(void)
     sm_g.pause_req = 0;
     sm_g.paused = 0;
     sm_g.srv_sleeping = 0;
+    sm_g.srv_engaged = 0;
     sm_g.mode = MODE_INLINE;
     sm_g.starting = 0;
     pthread_mutex_init(&sm_g.srv_lock, NULL);
@@ -206,6 +213,8 @@ bool sm_global_init(void)
         if (s && *s >= '0' && *s <= '9') sm_g.pin_cpu = atoi(s);
         s = getenv("NEARMEM_SPEEDMALLOC_INLINE");
         sm_g.thread_wanted = !(s && *s && *s != '0');
+        s = getenv("NEARMEM_SPEEDMALLOC_WAKE");
+        sm_g.wake_async = !(s && *s == '0');
         sm_g.mode = MODE_INLINE;
         pthread_atfork(sm_fork_prepare, sm_fork_parent, sm_fork_child);
     }

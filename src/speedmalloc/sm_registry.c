@@ -17,7 +17,11 @@ bool sm_classes_init(void)
         sm_g.cls_nslices[c] = (uint32_t)ns;
         /* a magazine holds up to 128 KiB: at least 8 small blocks, 2 big ones */
         size_t lcap = (128u << 10) / s, lmin = s <= (16u << 10) ? 8 : 2;
-        sm_g.cls_lcap[c] = (uint32_t)(lcap < lmin ? lmin : lcap > LCAP_MAX ? LCAP_MAX : lcap);
+        lcap = lcap < lmin ? lmin : lcap > 255 ? 255 : lcap;
+        sm_g.cls_lcap[c] = (uint32_t)lcap;
+        /* a magazine that overflows and then misses doubles, up to MAG_GROW_BYTES (sm_client.c) */
+        size_t lmax = MAG_GROW_BYTES / s;
+        sm_g.cls_lcap_max[c] = (uint32_t)(lmax < lcap ? lcap : lmax > LCAP_MAX ? LCAP_MAX : lmax);
         size_t tmax = (128u << 10) / s;
         sm_g.cls_tmax[c] = (uint32_t)(tmax < 2 ? 2 : tmax > RING ? RING : tmax);
         sm_g.cls_recip[c] = ((1ull << 40) + s - 1) / s;

@@ -3,16 +3,7 @@
  * (see sm_types.h for the data model, sm_internal.h for what the files share). */
 #include "sm_internal.h"
 
-/* ---- serving clients ------------------------------------------------------- */
-void sm_wake_client(struct client *c)
-{
-    FENCE_SC();
-    if (LOAD_RLX(&c->wait_word)) {
-        STORE_RLX(&c->wait_word, 0);
-        sm_futex_wake(&c->wait_word);
-    }
-}
-
+/* ---- serving clients (the metadata owner: the server, or a client under srv_lock) ---- */
 unsigned sm_drain_frees(struct client *c, unsigned budget)
 {
     uint32_t t = LOAD_ACQ(&c->free_tail);
@@ -36,8 +27,7 @@ unsigned sm_drain_all_frees(void)
     for (uint32_t i = 0; i < nc; i++) {
         struct client *c = sm_g.clients[i];
         if (LOAD_ACQ(&c->state) == ST_FREE) continue;
-        unsigned k = sm_drain_frees(c, FRING);
-        if (k) { n += k; sm_wake_client(c); }
+        n += sm_drain_frees(c, FRING);
     }
     return n;
 }
@@ -88,27 +78,6 @@ unsigned sm_refill(struct client *c, unsigned cls, unsigned want)
 bool sm_serve_requests(struct client *c)
 {
     bool work = false;
-    uint32_t rs = LOAD_ACQ(&c->req_seq);
-    if (rs != c->sv_req_seq) {
-        int err = 0;
-        void *r = NULL;
-        /* This thread's queued frees first: a large block it just freed can then be
-         * reused at once instead of mapping a new one (and unmapping the old one,
-         * which costs a TLB-shootdown interrupt to every CPU running the process). */
-        if (sm_drain_frees(c, FRING)) work = true;
-        switch (c->req_kind) {
-        case REQ_LARGE_MALLOC: r = sm_srv_large_malloc(c->req_size, c->req_align, &err); break;
-        case REQ_LARGE_REALLOC: r = sm_srv_large_realloc((uintptr_t)c->req_ptr, c->req_size, &err); break;
-        case REQ_STATS: sm_drain_all_frees(); sm_fill_stats((nm_speedmalloc_stats *)c->req_out); break;
-        default: err = EINVAL;
-        }
-        sm_g.st.sync_requests++;
-        c->sv_req_seq = rs;
-        c->resp_ptr = r;
-        c->resp_err = err;
-        STORE_REL(&c->resp_seq, rs);
-        work = true;
-    }
     /* Refills: new classes and growth on misses, then top every ring up to its target. */
     bool filled = false;
     for (unsigned cls = 0; cls < sm_g.nclass; cls++) {
@@ -136,7 +105,6 @@ bool sm_serve_requests(struct client *c)
         STORE_REL(&c->oom_seq, c->oom_seq + 1);
         work = true;
     }
-    if (filled || work) sm_wake_client(c);
     return filled || work;
 }
 
@@ -161,10 +129,8 @@ void sm_reclaim_client(struct client *c)
     }
     c->sv_gen++;
     c->sv_served = 0;
-    c->sv_doorbell = 0;
-    c->sv_req_seq = 0;
-    c->free_head = 0;
-    c->resp_seq = 0;
+    STORE_RLX(&c->sv_doorbell, 0);
+    STORE_RLX(&c->free_head, 0);
     sm_g.st.clients_reclaimed++;
     STORE_REL(&c->state, ST_FREE);
 }
@@ -181,9 +147,9 @@ bool sm_server_poll(void)
         uint32_t st = LOAD_ACQ(&c->state);
         if (st == ST_FREE) continue;
         uint64_t db = LOAD_ACQ(&c->doorbell);
-        if (db != c->sv_doorbell || st == ST_EXITING) {
-            c->sv_doorbell = db;
-            c->sv_last_ns = sm_g.now_ns;
+        if (db != LOAD_RLX(&c->sv_doorbell) || st == ST_EXITING) {
+            STORE_RLX(&c->sv_doorbell, db);
+            STORE_RLX(&c->sv_last_ns, sm_g.now_ns);
             if (sm_serve_requests(c)) work = true;
         }
     }
@@ -191,7 +157,7 @@ bool sm_server_poll(void)
         struct client *c = sm_g.clients[(start + k) % nc];
         uint32_t st = LOAD_ACQ(&c->state);
         if (st == ST_FREE) continue;
-        if (sm_drain_frees(c, 256)) { work = true; sm_wake_client(c); }
+        if (sm_drain_frees(c, 256)) work = true;
         if (st == ST_EXITING) { sm_reclaim_client(c); work = true; }
     }
     return work;
@@ -204,10 +170,64 @@ bool sm_any_doorbell(void)
         struct client *c = sm_g.clients[i];
         uint32_t st = LOAD_ACQ(&c->state);
         if (st == ST_FREE) continue;
-        if (st == ST_EXITING || LOAD_ACQ(&c->doorbell) != c->sv_doorbell || LOAD_ACQ(&c->free_tail) != c->free_head)
+        if (st == ST_EXITING || LOAD_ACQ(&c->doorbell) != LOAD_RLX(&c->sv_doorbell) ||
+            LOAD_ACQ(&c->free_tail) != LOAD_RLX(&c->free_head))
             return true;
     }
     return false;
+}
+
+/* ---- the server thread: when it runs, and when it steps back ------------------------------
+ *
+ * A software support core is an ordinary thread. It pays for itself only when it gets a
+ * CPU promptly and finds work when it looks; otherwise its spinning is CPU the program
+ * pays for, and a client that waits for it stalls (issue 18: 4-18x slowdowns when other
+ * programs kept the cores busy). So:
+ *
+ *   - it takes the metadata lock only for passes that have work, with trylock (if a client
+ *     holds the lock, that client is doing the work), so it never blocks while awake;
+ *   - idle, it spins only on a budget earned by work done (1/SPIN_EARN_DIV of its busy
+ *     time, at most SPIN_MAX_NS): its spinning costs at most ~1/8 of its useful CPU;
+ *   - every WINDOW_NS awake it compares its CPU time with the wall time: a spinning thread
+ *     that got less than 90% of the wall time was waiting for a CPU (the cores are
+ *     oversubscribed). It then disengages (clients stop waiting for it and stop waking it;
+ *     they serve themselves) and sleeps for a back-off (10 ms doubling to 1 s), after
+ *     which it tries again;
+ *   - when the application's busy threads already fill every CPU it does not spin at all. */
+static bool server_pass(void)
+{
+    if (pthread_mutex_trylock(&sm_g.srv_lock) != 0) return false; /* a client is serving */
+    sm_tls_owner = 1;
+    bool any = false;
+    for (int k = 0; k < 8 && sm_server_poll(); k++) any = true;
+    sm_tls_owner = 0;
+    pthread_mutex_unlock(&sm_g.srv_lock);
+    return any;
+}
+
+static void server_sleep(uint64_t timeout_ns)
+{
+    /* deferred work first (decay, exited threads) */
+    if (pthread_mutex_trylock(&sm_g.srv_lock) == 0) {
+        sm_tls_owner = 1;
+        sm_g.now_ns = sm_mono_ns();
+        while (sm_server_poll()) {}
+        sm_decay_sweep(sm_g.now_ns);
+        sm_tls_owner = 0;
+        pthread_mutex_unlock(&sm_g.srv_lock);
+    }
+    if (sm_g.dirty_pages || sm_g.lcache_n) {
+        if (!timeout_ns || timeout_ns > DECAY_NS) timeout_ns = DECAY_NS;
+    }
+    /* Announce, re-check, block (Dekker with sm_notify; a doorbell that is not followed by
+     * a wake may wait for the next wake-up: the client serves itself if it needs it). */
+    STORE_SC(&sm_g.srv_sleeping, 1);
+    FENCE_SC();
+    if (LOAD_ACQ(&sm_g.pause_req)) { STORE_RLX(&sm_g.srv_sleeping, 0); return; }
+    sm_g.st.server_sleeps++;
+    sm_futex_wait(&sm_g.srv_sleeping, 1, timeout_ns);
+    STORE_RLX(&sm_g.srv_sleeping, 0);
+    sm_g.st.server_wakeups++;
 }
 
 void *sm_server_main(void *arg)
@@ -223,49 +243,63 @@ void *sm_server_main(void *arg)
     pthread_mutex_lock(&sm_g.srv_lock);
     STORE_REL(&sm_g.mode, MODE_THREAD);
     pthread_mutex_unlock(&sm_g.srv_lock);
-    sm_g.last_work_ns = sm_g.now_ns = sm_mono_ns();
-    unsigned idle_polls = 0, work_polls = 0;
+    STORE_RLX(&sm_g.srv_engaged, 1);
+    uint64_t now = sm_mono_ns(), last = now, budget = SPIN_START_NS, backoff = BACKOFF_MIN_NS;
+    uint64_t win_wall = now, win_cpu = sm_thread_cpu_ns();
+    uint32_t beat = 0;
+    unsigned idle = 0;
     for (;;) {
         if (SM_UNLIKELY(LOAD_ACQ(&sm_g.pause_req))) { /* fork: park at a safe point */
             STORE_REL(&sm_g.paused, 1);
             while (LOAD_ACQ(&sm_g.pause_req)) sm_futex_wait(&sm_g.pause_req, 1, 0);
             STORE_REL(&sm_g.paused, 0);
+            now = last = win_wall = sm_mono_ns();
+            win_cpu = sm_thread_cpu_ns();
         }
-        if (sm_server_poll()) {
-            idle_polls = 0;
-            sm_g.last_work_ns = 0;
-            if ((++work_polls & 63) == 0) sm_g.now_ns = sm_mono_ns();
+        STORE_RLX(&sm_g.srv_beat, ++beat);
+        if (sm_any_doorbell() && server_pass()) {
+            uint64_t t = sm_mono_ns();
+            sm_g.st.server_busy_ns += t - last;
+            budget += (t - last) / SPIN_EARN_DIV;
+            if (budget > SPIN_MAX_NS) budget = SPIN_MAX_NS;
+            last = sm_g.now_ns = t;
+            idle = 0;
             continue;
         }
-        idle_polls++;
         sm_cpu_relax();
-        if ((idle_polls & 63) != 0) continue;
-        uint64_t now = sm_mono_ns();
+        if ((++idle & 63) != 0) continue;
+        now = sm_mono_ns();
         sm_g.now_ns = now;
-        if (!sm_g.last_work_ns) sm_g.last_work_ns = now;
-        /* With a spare CPU the server spins like a dedicated support core; when the
-         * application's busy threads already fill every CPU, it yields and sleeps
-         * sooner, so it does not steal their time (this machine has 2 cores). */
-        unsigned busy = 0;
-        uint32_t nc = LOAD_ACQ(&sm_g.nclients);
-        for (uint32_t i = 0; i < nc; i++)
-            if (LOAD_RLX(&sm_g.clients[i]->state) == ST_ACTIVE && now - sm_g.clients[i]->sv_last_ns < 5000000ull) busy++;
-        bool over = busy + 1 > sm_g.ncpu;
-        if (over != (bool)LOAD_RLX(&sm_g.oversub)) STORE_RLX(&sm_g.oversub, over);
-        if (over || (idle_polls & 1023) == 0) sched_yield();
-        if (now - sm_g.last_work_ns < (over ? SPIN_SERVER_NS / 10 : SPIN_SERVER_NS)) continue;
-        sm_decay_sweep(now);
-        /* Sleep: announce, re-check (Dekker with sm_ring_doorbell), then block. */
-        STORE_SC(&sm_g.srv_sleeping, 1);
-        FENCE_SC();
-        if (sm_any_doorbell() || LOAD_ACQ(&sm_g.pause_req)) { STORE_RLX(&sm_g.srv_sleeping, 0); continue; }
-        sm_g.st.server_sleeps++;
-        sm_futex_wait(&sm_g.srv_sleeping, 1, (sm_g.dirty_pages || sm_g.lcache_n) ? DECAY_NS : 0);
-        STORE_RLX(&sm_g.srv_sleeping, 0);
-        sm_g.st.server_wakeups++;
-        sm_g.last_work_ns = sm_mono_ns();
-        idle_polls = 0;
+        budget = now - last >= budget ? 0 : budget - (now - last);
+        last = now;
+        bool step_back = false;
+        if (now - win_wall >= WINDOW_NS) {
+            uint64_t cpu = sm_thread_cpu_ns();
+            bool oversub = (cpu - win_cpu) * 10 < (now - win_wall) * 9;
+            /* the application's threads that rang a doorbell recently: do they fill every CPU? */
+            unsigned busy = 0;
+            uint32_t nc = LOAD_ACQ(&sm_g.nclients);
+            for (uint32_t i = 0; i < nc; i++)
+                if (LOAD_RLX(&sm_g.clients[i]->state) == ST_ACTIVE && now - LOAD_RLX(&sm_g.clients[i]->sv_last_ns) < 5000000ull) busy++;
+            if (busy + 1 > sm_g.ncpu) budget = 0;
+            if (oversub) { step_back = true; sm_g.st.server_oversub++; }
+            else backoff = BACKOFF_MIN_NS; /* a good window: the next step back starts short */
+            win_wall = now;
+            win_cpu = cpu;
+        }
+        if (!step_back && budget) continue;
+        uint64_t timeout = 0;
+        if (step_back) { /* clients serve themselves and do not wake it until the back-off ends */
+            STORE_RLX(&sm_g.srv_engaged, 0);
+            timeout = backoff;
+            backoff = backoff * 2 > BACKOFF_MAX_NS ? BACKOFF_MAX_NS : backoff * 2;
+        }
+        server_sleep(timeout);
+        now = last = win_wall = sm_mono_ns();
+        win_cpu = sm_thread_cpu_ns();
+        budget = SPIN_START_NS;
+        idle = 0;
+        STORE_RLX(&sm_g.srv_engaged, 1); /* a probe after a back-off: the next window tells */
     }
     return NULL;
 }
-

@@ -72,8 +72,11 @@
 #define NCLS_MAX 64
 #define RING 64        /* ready-ring slots per (thread, class) */
 #define FRING 512      /* free-ring slots per thread */
-#define MAG_STRIDE 256 /* magazine array stride per (thread, class): slot 0 unused */
-#define LCAP_MAX (MAG_STRIDE - 1) /* private magazine slots per (thread, class) */
+#define MAG_STRIDE 4096 /* magazine array stride per (thread, class): slot 0 unused; virtual
+                         * memory, only the slots a magazine has used are ever touched */
+#define LCAP_MAX (MAG_STRIDE - 1) /* private magazine slots per (thread, class), at most */
+#define MAG_GROW_BYTES ((size_t)512 << 10)  /* a magazine grows to at most this many bytes ... */
+#define MAG_THREAD_BYTES ((size_t)4 << 20)  /* ... and a thread's magazines grow by this many in all */
 #define MAX_CLIENTS 4096
 #define PAGE_SIZE_OS 4096
 #define ADDR_BITS 47
@@ -83,9 +86,17 @@
 
 #define LCACHE_N 16                 /* freed large mappings kept for reuse ... */
 #define LCACHE_BYTES ((size_t)32 << 20) /* ... up to this many bytes, for DECAY_NS */
-#define SPIN_SERVER_NS 2000000ull   /* server polls this long after its last work before sleeping */
 #define DECAY_NS 500000000ull       /* empty pages go back to the OS after this (madvise) */
-#define CLIENT_SPIN 20000           /* polls before a waiting client blocks */
+/* The server's spin budget (sm_server.c): it earns 1/SPIN_EARN_DIV of the time it spends
+ * serving, starts each wake-up with SPIN_START_NS, never holds more than SPIN_MAX_NS. */
+#define SPIN_EARN_DIV 8
+#define SPIN_START_NS 50000ull
+#define SPIN_MAX_NS 1000000ull
+#define WINDOW_NS 2000000ull        /* the server checks whether it gets its CPU this often */
+#define BACKOFF_MIN_NS 10000000ull  /* not paying: clients stop waking it for this long, ... */
+#define BACKOFF_MAX_NS 1000000000ull /* ... doubling up to this */
+#define CLIENT_WAIT_NS 5000ull      /* a client waits this long for an awake server, then serves itself */
+#define WAKE_PENDING (FRING / 2)    /* queued frees that justify waking a sleeping, engaged server */
 
 /* ---- shared data structures --------------------------------------------- */
 struct page {               /* server-private */
@@ -128,7 +139,6 @@ struct large_hdr { /* the page before a large object's first byte */
 };
 
 enum { ST_FREE = 0, ST_ACTIVE = 1, ST_EXITING = 2 };
-enum { REQ_NONE = 0, REQ_LARGE_MALLOC, REQ_LARGE_REALLOC, REQ_STATS };
 
 struct cls_priv { /* client-private per class */
     uint32_t head, ctail, low; /* ready-ring consumer index, cached producer index, low-water mark */
@@ -140,36 +150,29 @@ struct client {
     uint32_t state;
     uint32_t id; /* slot index + 1, fixed */
     uint32_t free_tail;
-    uint32_t req_seq, req_kind;
-    size_t req_size, req_align;
-    void *req_ptr;
-    void *req_out;
     _Alignas(SM_CL) uint32_t head_pub[NCLS_MAX];
     _Alignas(SM_CL) uint32_t miss[NCLS_MAX];
-    _Alignas(SM_CL) uint64_t c_fast, c_ring, c_miss, c_block; /* client counters, read by the server for stats */
-    /* written by both, never read-modify-written: the client sets 1, the server 0 */
-    _Alignas(SM_CL) uint32_t wait_word;
-    /* server-written, client-read */
+    _Alignas(SM_CL) uint64_t c_fast, c_ring, c_miss, c_inline; /* client counters, read for stats */
+    /* written by the metadata owner (server or this client under srv_lock), client-read */
     _Alignas(SM_CL) uint32_t tail[NCLS_MAX];
     _Alignas(SM_CL) uint32_t free_head;
     uint32_t oom_seq;   /* bumped when a miss could not be served: out of memory */
-    uint32_t resp_seq;
-    void *resp_ptr;
-    int resp_err;
     _Alignas(SM_CL) void *ring[NCLS_MAX][RING];
     _Alignas(SM_CL) void *fring[FRING];
     /* client-private */
-    _Alignas(SM_CL) uint32_t my_free_tail, my_free_head_cache, my_req_seq, my_oom_seen;
+    _Alignas(SM_CL) uint32_t my_free_tail, my_free_head_cache, my_oom_seen;
     uint64_t my_doorbell;
+    uint64_t mag_bytes;          /* magazine growth granted so far, in bytes: at most MAG_THREAD_BYTES */
     struct cls_priv priv[NCLS_MAX];
     uint32_t mag_n[NCLS_MAX];    /* blocks in each class's magazine, at mag[cls][1..n] */
-    uint32_t mag_lcap[NCLS_MAX]; /* copy of sm_g.cls_lcap, next to mag_n */
+    uint32_t mag_lcap[NCLS_MAX]; /* this thread's magazine capacity: starts at sm_g.cls_lcap, grows */
+    uint8_t mag_flushed[NCLS_MAX]; /* the magazine overflowed since this class's last miss */
     /* entries at mag[cls][1..n]; slot 0 stays NULL (free_keyed scans down to 1) */
     _Alignas(SM_CL) void *mag[NCLS_MAX][MAG_STRIDE];
-    /* server-private */
+    /* metadata: touched only under srv_lock (sv_doorbell and sv_last_ns are also read
+     * without it by the server's idle scan, hence relaxed atomic accesses) */
     _Alignas(SM_CL) uint64_t sv_doorbell;
     uint64_t sv_served;                /* classes with a ready ring to keep full */
-    uint32_t sv_req_seq;
     uint64_t sv_last_ns;               /* last doorbell seen: is this thread busy? */
     uint32_t sv_gen;                   /* bumped at reclaim: pages owned by the old thread go stale */
     struct page *sv_partial[NCLS_MAX]; /* pages this thread owns that have free blocks */
@@ -186,7 +189,8 @@ struct sm_global {
     _Alignas(SM_CL) uint32_t nclass;
     uint32_t cls_size[NCLS_MAX];
     uint32_t cls_nslices[NCLS_MAX];
-    uint32_t cls_lcap[NCLS_MAX];   /* private magazine capacity */
+    uint32_t cls_lcap[NCLS_MAX];   /* private magazine capacity at first */
+    uint32_t cls_lcap_max[NCLS_MAX]; /* ... and the most it grows to (MAG_GROW_BYTES) */
     uint32_t cls_tmax[NCLS_MAX];   /* ready-ring target cap */
     uint64_t cls_recip[NCLS_MAX];  /* ceil(2^40 / size): exact division of page offsets */
     uint8_t cls_shares_lines[NCLS_MAX]; /* size not a multiple of 64: blocks share cache lines */
@@ -208,9 +212,11 @@ struct sm_global {
     uint32_t nclients;
     struct client *clients[MAX_CLIENTS];
     _Alignas(SM_CL) uint32_t srv_sleeping; /* futex; the server sets 1, a waker 0 */
+    uint32_t srv_engaged; /* server -> clients: waking me for queued work pays (not oversubscribed) */
+    uint32_t srv_beat;    /* the server's loop counter: a client sees whether it is running */
     _Alignas(SM_CL) uint32_t pause_req, paused; /* fork quiescence */
     pthread_mutex_t reg_lock;  /* client registration (a control path, not the fast path) */
-    pthread_mutex_t srv_lock;  /* held by whoever runs server code in inline mode */
+    pthread_mutex_t srv_lock;  /* the metadata lock: held by whoever runs the server's code */
     pthread_mutex_t fb_lock;   /* the fallback client, for threads past their TLS destructor */
     struct client *fallback;
     pthread_key_t key;
@@ -219,13 +225,12 @@ struct sm_global {
     int pin_cpu;
     bool print_stats;
     unsigned ncpu;
-    uint32_t oversub; /* server -> clients hint: more busy threads than CPUs, so yield instead of spinning */
+    bool wake_async;  /* NEARMEM_SPEEDMALLOC_WAKE (default 1): clients wake an engaged server for queued frees */
     /* server-private */
     _Alignas(SM_CL) struct page *partial[NCLS_MAX];
     struct segment *segs;
     uint32_t rr;
     uint64_t now_ns; /* the server's clock, refreshed every few polls */
-    uint64_t last_work_ns;
     uint64_t dirty_pages;
     struct { uintptr_t key; struct large_hdr *hdr; } *lmap; /* open addressing, key 0 = empty, 1 = tombstone */
     struct { uintptr_t base; size_t len; uint64_t since; } lcache[LCACHE_N]; /* freed large mappings */
