@@ -3,7 +3,9 @@
  * (see sm_types.h for the data model, sm_internal.h for what the files share). */
 #include "sm_internal.h"
 
-struct sm_global sm_g = {.reg_lock = PTHREAD_MUTEX_INITIALIZER, .srv_lock = PTHREAD_MUTEX_INITIALIZER,
+/* The metadata lock is held for short stretches (a refill, a drain of at most one ring):
+ * an adaptive mutex spins briefly before it sleeps, instead of a futex round trip. */
+struct sm_global sm_g = {.reg_lock = PTHREAD_MUTEX_INITIALIZER, .srv_lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP,
                          .fb_lock = PTHREAD_MUTEX_INITIALIZER, .pin_cpu = -1};
 SM_TLS struct client *sm_tls_client;
 SM_TLS uint8_t sm_tls_state;
@@ -172,7 +174,11 @@ void sm_fork_child(void)
     sm_g.srv_engaged = 0;
     sm_g.mode = MODE_INLINE;
     sm_g.starting = 0;
-    pthread_mutex_init(&sm_g.srv_lock, NULL);
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
+    pthread_mutex_init(&sm_g.srv_lock, &ma);
+    pthread_mutexattr_destroy(&ma);
     pthread_mutex_init(&sm_g.fb_lock, NULL);
     pthread_mutex_init(&sm_g.reg_lock, NULL);
     /* The server thread is restarted lazily, outside the fork handler, on the first wait. */
@@ -214,7 +220,7 @@ bool sm_global_init(void)
         s = getenv("NEARMEM_SPEEDMALLOC_INLINE");
         sm_g.thread_wanted = !(s && *s && *s != '0');
         s = getenv("NEARMEM_SPEEDMALLOC_WAKE");
-        sm_g.wake_async = !(s && *s == '0');
+        sm_g.wake_async = s && *s && *s != '0'; /* default off: measured, see docs/speedmalloc.md */
         sm_g.mode = MODE_INLINE;
         pthread_atfork(sm_fork_prepare, sm_fork_parent, sm_fork_child);
     }

@@ -15,17 +15,20 @@ bool sm_classes_init(void)
         size_t ns = s <= 8192 ? 1 : (s * 8 + SLICE_SIZE - 1) / SLICE_SIZE;
         if (ns > 32) ns = 32;
         sm_g.cls_nslices[c] = (uint32_t)ns;
-        /* a magazine holds up to 128 KiB: at least 8 small blocks, 2 big ones */
-        size_t lcap = (128u << 10) / s, lmin = s <= (16u << 10) ? 8 : 2;
+        /* a magazine holds up to 128 KiB: at least 8 small blocks, 2 medium ones, and one
+         * block above 64 KiB (idle blocks of those sizes are megabytes of RSS) */
+        size_t lcap = (128u << 10) / s, lmin = s <= (16u << 10) ? 8 : s <= (64u << 10) ? 2 : 1;
         lcap = lcap < lmin ? lmin : lcap > 255 ? 255 : lcap;
         sm_g.cls_lcap[c] = (uint32_t)lcap;
-        /* a magazine that overflows and then misses doubles, up to MAG_GROW_BYTES (sm_client.c) */
-        size_t lmax = MAG_GROW_BYTES / s;
+        /* a small-block magazine that overflows and then misses doubles, up to MAG_GROW_BYTES
+         * (sm_client.c); above MAG_GROW_MAX_SIZE a refill costs little next to using the
+         * block, and idle big blocks in magazines cost RSS (the data cube: +9 MiB at 2 threads) */
+        size_t lmax = s <= MAG_GROW_MAX_SIZE ? MAG_GROW_BYTES / s : 0;
         sm_g.cls_lcap_max[c] = (uint32_t)(lmax < lcap ? lcap : lmax > LCAP_MAX ? LCAP_MAX : lmax);
         size_t tmax = (128u << 10) / s;
-        sm_g.cls_tmax[c] = (uint32_t)(tmax < 2 ? 2 : tmax > RING ? RING : tmax);
+        size_t tmin = s <= (64u << 10) ? 2 : 1;
+        sm_g.cls_tmax[c] = (uint32_t)(tmax < tmin ? tmin : tmax > RING ? RING : tmax);
         sm_g.cls_recip[c] = ((1ull << 40) + s - 1) / s;
-        sm_g.cls_shares_lines[c] = (s % 64) != 0;
         sm_g.cls_chk[c].div = UINT64_MAX / s + 1;
         sm_g.cls_chk[c].lim = (uint32_t)((ns * SLICE_SIZE) / s * s); /* capacity * size */
     }

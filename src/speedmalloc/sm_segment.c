@@ -62,9 +62,14 @@ struct page *sm_page_new(unsigned cls)
 {
     unsigned ns = sm_g.cls_nslices[cls];
     uint64_t run = ns == 64 ? ~0ull : ((1ull << ns) - 1);
-    for (int attempt = 0; attempt < 2; attempt++) {
+    /* First slices that are free but still resident (a page emptied less than the decay
+     * ago: reusing them costs no page faults and no RSS), then any free slices, then a new
+     * segment. Without the first pass, medium pages (up to 32 slices) landed in fresh
+     * memory while freed slices elsewhere stayed resident: the data-cube workload peaked
+     * at 1.7x mimalloc's RSS. */
+    for (int attempt = 0; attempt < 3; attempt++) {
         for (struct segment *s = sm_g.segs; s; s = s->next) {
-            uint64_t fs = s->free_slices;
+            uint64_t fs = s->free_slices & (attempt == 0 ? s->dirty_slices : ~0ull);
             if (!fs) continue;
             for (unsigned i = 1; i + ns <= SLICES; i++) {
                 if (((fs >> i) & run) != run) continue;
@@ -86,7 +91,7 @@ struct page *sm_page_new(unsigned cls)
                 return pg;
             }
         }
-        if (attempt == 0 && !sm_seg_new()) return NULL;
+        if (attempt == 1 && !sm_seg_new()) return NULL;
     }
     return NULL;
 }
@@ -155,8 +160,10 @@ void sm_srv_free_small(uintptr_t p)
     sm_g.blocks_out[cls]--;
     sm_g.st.bytes_out -= sm_g.cls_size[cls];
     if (pg->nfree == pg->capacity) {
-        /* Empty: back to the segment (keep it if it is its list's only page, to avoid thrash). */
-        if (!pg->list || *pg->list != pg || pg->next) {
+        /* Empty: back to the segment. A one-slice page (64 KiB) that is its list's only page
+         * stays, to avoid thrash; a bigger page always goes (kept empty, medium pages of up
+         * to 2 MiB each held 40 MiB at the data cube's peak: 1.7x mimalloc's RSS). */
+        if (!pg->list || *pg->list != pg || pg->next || pg->nslices > 1) {
             if (pg->list) sm_list_remove(pg);
             sm_page_set_owner(pg, NULL);
             sm_page_release(s, pg);

@@ -75,8 +75,9 @@
 #define MAG_STRIDE 4096 /* magazine array stride per (thread, class): slot 0 unused; virtual
                          * memory, only the slots a magazine has used are ever touched */
 #define LCAP_MAX (MAG_STRIDE - 1) /* private magazine slots per (thread, class), at most */
-#define MAG_GROW_BYTES ((size_t)512 << 10)  /* a magazine grows to at most this many bytes ... */
-#define MAG_THREAD_BYTES ((size_t)4 << 20)  /* ... and a thread's magazines grow by this many in all */
+#define MAG_GROW_MAX_SIZE 1024              /* magazines of classes up to this size grow, ... */
+#define MAG_GROW_BYTES ((size_t)256 << 10)  /* ... each to at most this many bytes, ... */
+#define MAG_THREAD_BYTES ((size_t)1 << 20)  /* ... a thread's by this many in all */
 #define MAX_CLIENTS 4096
 #define PAGE_SIZE_OS 4096
 #define ADDR_BITS 47
@@ -193,7 +194,6 @@ struct sm_global {
     uint32_t cls_lcap_max[NCLS_MAX]; /* ... and the most it grows to (MAG_GROW_BYTES) */
     uint32_t cls_tmax[NCLS_MAX];   /* ready-ring target cap */
     uint64_t cls_recip[NCLS_MAX];  /* ceil(2^40 / size): exact division of page offsets */
-    uint8_t cls_shares_lines[NCLS_MAX]; /* size not a multiple of 64: blocks share cache lines */
     /* free()'s block-start check, indexed by the slice word's class byte (256 entries, so
      * SI_NOCLS and stray bytes fail without a separate range test): off is a block start
      * iff off < lim and off * div <= div - 1 (divisibility by one multiply: Lemire, Kaser
@@ -225,7 +225,7 @@ struct sm_global {
     int pin_cpu;
     bool print_stats;
     unsigned ncpu;
-    bool wake_async;  /* NEARMEM_SPEEDMALLOC_WAKE (default 1): clients wake an engaged server for queued frees */
+    bool wake_async;  /* NEARMEM_SPEEDMALLOC_WAKE=1: clients wake an engaged server for queued frees (default off) */
     /* server-private */
     _Alignas(SM_CL) struct page *partial[NCLS_MAX];
     struct segment *segs;
