@@ -44,7 +44,7 @@ struct client *sm_client_alloc_slot(void)
         STORE_RLX(&c->doorbell, 0);
         STORE_RLX(&c->free_tail, 0);
         c->c_fast = c->c_ring = c->c_miss = c->c_inline = 0;
-        sm_g.st.clients_registered++;
+        STORE_RLX(&sm_g.clients_registered, sm_g.clients_registered + 1); /* under reg_lock */
         STORE_REL(&c->state, ST_ACTIVE);
     }
     pthread_mutex_unlock(&sm_g.reg_lock);

@@ -149,7 +149,7 @@ bool sm_server_poll(void)
         uint64_t db = LOAD_ACQ(&c->doorbell);
         if (db != LOAD_RLX(&c->sv_doorbell) || st == ST_EXITING) {
             STORE_RLX(&c->sv_doorbell, db);
-            STORE_RLX(&c->sv_last_ns, sm_g.now_ns);
+            STORE_RLX(&c->sv_last_ns, LOAD_RLX(&sm_g.now_ns));
             if (sm_serve_requests(c)) work = true;
         }
     }
@@ -208,26 +208,27 @@ static bool server_pass(void)
 static void server_sleep(uint64_t timeout_ns)
 {
     /* deferred work first (decay, exited threads) */
+    bool pending = true; /* unknown (a client holds the lock): assume deferred work */
     if (pthread_mutex_trylock(&sm_g.srv_lock) == 0) {
         sm_tls_owner = 1;
-        sm_g.now_ns = sm_mono_ns();
+        uint64_t now = sm_mono_ns();
+        STORE_RLX(&sm_g.now_ns, now);
         while (sm_server_poll()) {}
-        sm_decay_sweep(sm_g.now_ns);
+        sm_decay_sweep(now);
+        pending = sm_g.dirty_pages || sm_g.lcache_n; /* read under the lock */
         sm_tls_owner = 0;
         pthread_mutex_unlock(&sm_g.srv_lock);
     }
-    if (sm_g.dirty_pages || sm_g.lcache_n) {
-        if (!timeout_ns || timeout_ns > DECAY_NS) timeout_ns = DECAY_NS;
-    }
+    if (pending && (!timeout_ns || timeout_ns > DECAY_NS)) timeout_ns = DECAY_NS;
     /* Announce, re-check, block (Dekker with sm_notify; a doorbell that is not followed by
      * a wake may wait for the next wake-up: the client serves itself if it needs it). */
     STORE_SC(&sm_g.srv_sleeping, 1);
     FENCE_SC();
     if (LOAD_ACQ(&sm_g.pause_req)) { STORE_RLX(&sm_g.srv_sleeping, 0); return; }
-    sm_g.st.server_sleeps++;
+    STORE_RLX(&sm_g.srv_sleeps, sm_g.srv_sleeps + 1);
     sm_futex_wait(&sm_g.srv_sleeping, 1, timeout_ns);
     STORE_RLX(&sm_g.srv_sleeping, 0);
-    sm_g.st.server_wakeups++;
+    STORE_RLX(&sm_g.srv_wakeups, sm_g.srv_wakeups + 1);
 }
 
 void *sm_server_main(void *arg)
@@ -259,17 +260,18 @@ void *sm_server_main(void *arg)
         STORE_RLX(&sm_g.srv_beat, ++beat);
         if (sm_any_doorbell() && server_pass()) {
             uint64_t t = sm_mono_ns();
-            sm_g.st.server_busy_ns += t - last;
+            STORE_RLX(&sm_g.srv_busy_ns, sm_g.srv_busy_ns + (t - last));
             budget += (t - last) / SPIN_EARN_DIV;
             if (budget > SPIN_MAX_NS) budget = SPIN_MAX_NS;
-            last = sm_g.now_ns = t;
+            last = t;
+            STORE_RLX(&sm_g.now_ns, t);
             idle = 0;
             continue;
         }
         sm_cpu_relax();
         if ((++idle & 63) != 0) continue;
         now = sm_mono_ns();
-        sm_g.now_ns = now;
+        STORE_RLX(&sm_g.now_ns, now);
         budget = now - last >= budget ? 0 : budget - (now - last);
         last = now;
         bool step_back = false;
@@ -282,7 +284,7 @@ void *sm_server_main(void *arg)
             for (uint32_t i = 0; i < nc; i++)
                 if (LOAD_RLX(&sm_g.clients[i]->state) == ST_ACTIVE && now - LOAD_RLX(&sm_g.clients[i]->sv_last_ns) < 5000000ull) busy++;
             if (busy + 1 > sm_g.ncpu) budget = 0;
-            if (oversub) { step_back = true; sm_g.st.server_oversub++; }
+            if (oversub) { step_back = true; STORE_RLX(&sm_g.srv_oversub, sm_g.srv_oversub + 1); }
             else backoff = BACKOFF_MIN_NS; /* a good window: the next step back starts short */
             win_wall = now;
             win_cpu = cpu;

@@ -6,6 +6,11 @@ void sm_fill_stats(nm_speedmalloc_stats *o)
 {
     *o = sm_g.st;
     o->server_running = LOAD_ACQ(&sm_g.mode) == MODE_THREAD;
+    o->server_busy_ns = LOAD_RLX(&sm_g.srv_busy_ns);
+    o->server_sleeps = LOAD_RLX(&sm_g.srv_sleeps);
+    o->server_wakeups = LOAD_RLX(&sm_g.srv_wakeups);
+    o->server_oversub = LOAD_RLX(&sm_g.srv_oversub);
+    o->clients_registered = LOAD_RLX(&sm_g.clients_registered);
     o->size_classes = sm_g.nclass;
     o->server_cpu_ns = 0;
     if (o->server_running) {

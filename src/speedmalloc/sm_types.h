@@ -214,6 +214,8 @@ struct sm_global {
     _Alignas(SM_CL) uint32_t srv_sleeping; /* futex; the server sets 1, a waker 0 */
     uint32_t srv_engaged; /* server -> clients: waking me for queued work pays (not oversubscribed) */
     uint32_t srv_beat;    /* the server's loop counter: a client sees whether it is running */
+    /* the server thread's own counters (it writes them without the lock; relaxed atomics) */
+    uint64_t srv_busy_ns, srv_sleeps, srv_wakeups, srv_oversub, clients_registered;
     _Alignas(SM_CL) uint32_t pause_req, paused; /* fork quiescence */
     pthread_mutex_t reg_lock;  /* client registration (a control path, not the fast path) */
     pthread_mutex_t srv_lock;  /* the metadata lock: held by whoever runs the server's code */
@@ -230,7 +232,7 @@ struct sm_global {
     _Alignas(SM_CL) struct page *partial[NCLS_MAX];
     struct segment *segs;
     uint32_t rr;
-    uint64_t now_ns; /* the server's clock, refreshed every few polls */
+    uint64_t now_ns; /* the server's clock, refreshed every few polls (relaxed atomic) */
     uint64_t dirty_pages;
     struct { uintptr_t key; struct large_hdr *hdr; } *lmap; /* open addressing, key 0 = empty, 1 = tombstone */
     struct { uintptr_t base; size_t len; uint64_t since; } lcache[LCACHE_N]; /* freed large mappings */
