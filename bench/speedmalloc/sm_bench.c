@@ -352,7 +352,9 @@ int nm_suite_speedmalloc_contention(nm_bench *b)
     if (err) return err;
     const bool quick = nm_bench_quick(b);
     const int reps = (int)nm_bench_param_num(b, "reps", quick ? 3 : 5);
-    const double scale = nm_bench_param_num(b, "scale", quick ? 0.05 : 0.3);
+    /* runs of a few hundred ms span many scheduler time slices, so one slice less or more
+     * does not decide a run's time */
+    const double scale = nm_bench_param_num(b, "scale", quick ? 0.05 : 0.5);
     const unsigned ncpu = nm_nproc();
     if (reps < 1 || reps > MAXREP) return nm_fail(NM_EINVAL, "reps must be 1..%d", MAXREP);
     unsigned levels[2] = {1, ncpu > 1 ? ncpu : 2};

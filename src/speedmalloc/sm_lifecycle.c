@@ -219,6 +219,8 @@ bool sm_global_init(void)
         if (s && *s >= '0' && *s <= '9') sm_g.pin_cpu = atoi(s);
         s = getenv("NEARMEM_SPEEDMALLOC_INLINE");
         sm_g.thread_wanted = !(s && *s && *s != '0');
+        s = getenv("NEARMEM_SPEEDMALLOC_FAULT");
+        sm_g.fault_stalled = s && strcmp(s, "stalled-server") == 0;
         s = getenv("NEARMEM_SPEEDMALLOC_WAKE");
         sm_g.wake_async = s && *s && *s != '0'; /* default off: measured, see docs/speedmalloc.md */
         sm_g.mode = MODE_INLINE;

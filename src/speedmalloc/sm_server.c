@@ -257,6 +257,13 @@ void *sm_server_main(void *arg)
             now = last = win_wall = sm_mono_ns();
             win_cpu = sm_thread_cpu_ns();
         }
+        if (SM_UNLIKELY(sm_g.fault_stalled)) {
+            /* Fault injection (tests): the worst case for a client, a server that looks awake
+             * and engaged but never runs (descheduled). Clients must notice and serve
+             * themselves. It still parks for fork. */
+            sm_futex_wait(&sm_g.pause_req, 0, 1000000ull);
+            continue;
+        }
         STORE_RLX(&sm_g.srv_beat, ++beat);
         if (sm_any_doorbell() && server_pass()) {
             uint64_t t = sm_mono_ns();

@@ -228,6 +228,7 @@ struct sm_global {
     bool print_stats;
     unsigned ncpu;
     bool wake_async;  /* NEARMEM_SPEEDMALLOC_WAKE=1: clients wake an engaged server for queued frees (default off) */
+    bool fault_stalled; /* NEARMEM_SPEEDMALLOC_FAULT=stalled-server: the server looks awake but never runs (tests) */
     /* server-private */
     _Alignas(SM_CL) struct page *partial[NCLS_MAX];
     struct segment *segs;

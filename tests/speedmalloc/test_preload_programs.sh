@@ -21,6 +21,10 @@ stress)
   NEARMEM_SPEEDMALLOC_INLINE=1 run "$stress" --quick
   # the server pinned to a CPU
   NEARMEM_SPEEDMALLOC_CPU=0 run "$stress" --quick
+  # a server that looks awake but never runs (issue 18: clients must not wait for it)
+  NEARMEM_SPEEDMALLOC_FAULT=stalled-server NEARMEM_SPEEDMALLOC_STATS=1 run "$stress" --quick 2> "$dir/stall.txt"
+  awk '/inline_serves/ { if ($2 > n) n = $2 } END { exit !(n > 0) }' "$dir/stall.txt"
+  NEARMEM_SPEEDMALLOC_FAULT=stalled-server run /usr/bin/python3 -c "import threading; r=[]; ts=[threading.Thread(target=lambda: r.append(sum(len(str(i)*7) for i in range(200000)))) for _ in range(3)]; [t.start() for t in ts]; [t.join() for t in ts]; assert len(r) == 3"
   ;;
 python)
   py=/usr/bin/python3
