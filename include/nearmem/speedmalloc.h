@@ -2,11 +2,12 @@
  *
  * Every allocator data structure (size-class pages and their free bitmaps, the
  * segment and large-object maps, the statistics, the policy of returning memory
- * to the OS) is owned and touched only by one server thread, the software
- * stand-in for the paper's support core (SpeedMalloc, Sec. 3, 5.1). Application
- * threads talk to it through per-thread single-producer/single-consumer rings:
- * the server keeps per-size-class ready rings filled ahead of demand (prefetched
- * magazines), frees go back in batches, fire and forget. See docs/speedmalloc.md.
+ * to the OS) has one owner at a time: the server thread, the software stand-in
+ * for the paper's support core (SpeedMalloc, Sec. 3, 5.1), when it runs promptly,
+ * otherwise the application thread that needs it, under the metadata lock.
+ * Application threads talk to the owner through per-thread single-producer/single-
+ * consumer rings: per-size-class ready rings of blocks, frees back in batches, fire
+ * and forget. See docs/speedmalloc.md.
  *
  * Two builds of the same code:
  *   libspeedmalloc.so   exports malloc, free, ... : use it as LD_PRELOAD or link it.
@@ -18,7 +19,11 @@
  *   NEARMEM_SPEEDMALLOC_STATS=1   print the statistics on stderr at exit
  *   NEARMEM_SPEEDMALLOC_CPU=n     pin the server thread to CPU n
  *   NEARMEM_SPEEDMALLOC_INLINE=1  no server thread: clients run the server's
- *                                 code themselves under a lock (fallback mode) */
+ *                                 code themselves under a lock (fallback mode)
+ *   NEARMEM_SPEEDMALLOC_WAKE=1    clients wake a sleeping server for queued frees
+ *                                 (off by default: it did not pay on the machines measured)
+ *   NEARMEM_SPEEDMALLOC_FAULT=stalled-server  tests only: a server that looks awake
+ *                                 but never runs; clients must serve themselves */
 #ifndef NEARMEM_SPEEDMALLOC_H
 #define NEARMEM_SPEEDMALLOC_H
 
@@ -33,7 +38,7 @@ typedef struct nm_speedmalloc_stats {
     uint64_t server_running;      /* 1 when a server thread serves requests, 0 in inline mode */
     uint64_t clients_active;      /* registered client threads */
     uint64_t clients_registered;  /* ever registered (slots are recycled) */
-    uint64_t clients_reclaimed;   /* exited threads whose queues the server drained */
+    uint64_t clients_reclaimed;   /* exited threads whose queues were taken back */
     uint64_t size_classes;
     uint64_t refill_blocks;       /* blocks pushed into ready rings */
     uint64_t refill_rounds;       /* (client, class) refills */

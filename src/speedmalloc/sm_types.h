@@ -19,46 +19,42 @@
  *                                 segment / large objects (free() reads it before anything else)
  *   client (one per thread)       the thread's queues, grouped by writer on separate cache
  *                                 lines: ready rings (metadata side produces, client consumes),
- *                                 a free ring (client produces), a request slot, a doorbell;
+ *                                 a free ring (client produces), a doorbell;
  *                                 then the client-private magazines (bounded LIFOs of blocks,
  *                                 per class); then fields only the metadata owner touches
  *   sm_g (struct sm_global)       immutable tables after init; published control state;
  *                                 the metadata (partial-page lists, segment list, large map,
  *                                 statistics) */
-/* How requests flow (SpeedMalloc in software: all allocator metadata on one server thread).
+/* How requests flow.
  *
- * The paper (SpeedMalloc, Sec. 3-5) puts every allocator data structure on a
- * lightweight support core reached through hardware message queues. Here the
- * support core is a server thread and the queues are SPSC rings in ordinary
- * memory. A naive port pays a cross-core round trip on every malloc, so the
- * client's fast path never waits for the server:
+ * A naive port pays a cross-core round trip on every malloc, so the client's fast
+ * path never involves the metadata owner:
  *
- *   - per (thread, size class) a ready ring that the server keeps filled ahead
- *     of demand (prefetched magazines); the client pops locally and publishes
- *     its consumer index only at a low-water mark, with a doorbell;
- *   - per (thread, size class) a small private magazine of freed blocks that
- *     malloc reuses first; its overflow goes to the server in batches through
- *     the thread's free ring, fire and forget;
- *   - only when a ready ring is empty does malloc post a request and wait
- *     (spin, then futex) -- the paper's "mallocstart ... end signal" (Sec. 4.1).
+ *   - per (thread, size class) a private magazine of freed blocks that malloc reuses
+ *     first (it grows when blocks of the class keep leaving and coming back); its
+ *     overflow goes out in batches through the thread's free ring, fire and forget;
+ *   - per (thread, size class) a ready ring of blocks refilled by the metadata owner,
+ *     ahead of demand when the server is awake (the client publishes its consumer
+ *     index at a low-water mark);
+ *   - when a ready ring is empty the client posts a miss; an awake, engaged server
+ *     answers within microseconds (the paper's "mallocstart ... end signal", Sec.
+ *     4.1); otherwise the client takes the metadata lock and refills it itself.
  *
- * The server serves refills and synchronous requests before frees and visits
- * clients round-robin (Sec. 5.2), and blocks on a futex when idle. Its metadata
- * (page descriptors and free bitmaps, segment slice maps, the large-object map,
- * statistics) is never written by a client, and no client performs an atomic
- * read-modify-write on it: rings use plain release/acquire stores and loads,
- * wake-ups use a store-fence-load (Dekker) handshake. The server never touches
- * the bytes of a block (its free lists are bitmaps), so block memory is not
- * pulled into the server's cache (Sec. 5.1.1). Blocks are not owned by threads:
- * a block freed anywhere can be reused anywhere, and every magazine is bounded,
- * so there is no blowup (Sec. 5.1.2).
+ * The metadata owner serves refills before frees and visits clients round-robin
+ * (Sec. 5.2). Rings use plain release/acquire stores and loads. The metadata owner
+ * never touches the bytes of a block (free lists are bitmaps), so block memory is
+ * not pulled into its cache (Sec. 5.1.1). A block freed by another thread than its
+ * page's owner goes back to that page; magazines and rings are bounded, so there
+ * is no blowup (Sec. 5.1.2). The server thread spins only on a budget earned by
+ * work, steps back when it finds itself waiting for a CPU, and sleeps when idle
+ * (sm_server.c).
  *
  * Memory layout: 4 MiB segments, aligned, cut into 64 KiB slices; slice 0 is
- * the header (an immutable-while-live slice->class table that clients read on
- * free, then server-private page descriptors on other cache lines). A page is
- * 1..32 slices of one class. Objects above the largest class are mmapped with
- * a header page. A byte per 4 MiB region of the address space (a lazily mapped
- * registry) tells free() whether a pointer is ours before it is dereferenced. */
+ * the header (the slice words that clients read on free, then metadata on other
+ * cache lines). A page is 1..32 slices of one class. Objects above the largest
+ * class are mmapped with a header page. A byte per 4 MiB region of the address
+ * space (a lazily mapped registry) tells free() whether a pointer is ours before
+ * it is dereferenced. */
 #ifndef SM_TYPES_H
 #define SM_TYPES_H
 
