@@ -41,6 +41,21 @@ static nm_err m_push_to(void *ctx, uint64_t off, const void *const *srcs, size_t
                 "dpu_push_xfer");
 }
 
+/* One rank (or any range): prepare only those DPUs; DPUs without a prepared buffer take
+ * no part, so the push is modeled as the ranks it touches. */
+static nm_err m_push_range(void *ctx, unsigned d0, unsigned d1, uint64_t off, const void *const *srcs, size_t len)
+{
+    mctx *m = ctx;
+    if (d0 >= d1 || d1 > m->nr) return nm_fail(NM_EINVAL, "pim_cache machine: DPUs [%u, %u) of %u", d0, d1, m->nr);
+    for (uint32_t i = d0; i < d1; i++) {
+        dpu_error_t e = dpu_prepare_xfer(nm_pim_set_dpu(m->set, i), (void *)(uintptr_t)srcs[i]);
+        if (e) return conv(e, "dpu_prepare_xfer");
+    }
+    return conv(dpu_push_xfer(m->set, DPU_XFER_TO_DPU, DPU_MRAM_HEAP_POINTER_NAME, (uint32_t)(off - m->heap_abs), len,
+                              DPU_XFER_DEFAULT),
+                "dpu_push_xfer");
+}
+
 static nm_err m_copy_from(void *ctx, unsigned dpu, uint64_t off, void *dst, size_t len)
 {
     mctx *m = ctx;
@@ -112,6 +127,9 @@ nm_err nm_pimc_machine_transport(struct dpu_set_t set, uint64_t heap_off, uint64
     if ((heap_off & 7u) || (size & 7u) || heap_off > heap_size || size > heap_size - heap_off || size == 0)
         return nm_fail(NM_ERANGE, "pim_cache machine: region [%llu, +%llu) outside the %llu-byte MRAM heap",
                        (unsigned long long)heap_off, (unsigned long long)size, (unsigned long long)heap_size);
+    nm_pim_cost cost;
+    e = conv(nm_pim_get_cost(set, &cost), "nm_pim_get_cost");
+    if (e) return e;
     mctx *m = malloc(sizeof *m);
     if (!m) return nm_fail(NM_ENOMEM, "pim_cache machine: no memory");
     *m = (mctx){set, nr, heap_abs};
@@ -123,7 +141,11 @@ nm_err nm_pimc_machine_transport(struct dpu_set_t set, uint64_t heap_off, uint64
                              .push_to = m_push_to,
                              .copy_from = m_copy_from,
                              .svb_decode = m_svb,
-                             .modeled_ns = m_modeled};
+                             .modeled_ns = m_modeled,
+                             .dpus_per_rank = NM_PIM_DPUS_PER_RANK,
+                             .push_range = m_push_range,
+                             /* the machine's rank bandwidth, for the decision (never tuned) */
+                             .push_gbps = cost.bw_rank_to_dpu};
     return NM_OK;
 }
 

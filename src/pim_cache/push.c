@@ -1,0 +1,345 @@
+/* PIM-CACHE parallel mode (beyond the paper; issue 17): built to be never worse than the
+ * transfer a UPMEM programmer already uses, dpu_prepare_xfer + one dpu_push_xfer, and
+ * better wherever redundancy exists. Sec. 6.8 of the paper observes that CAC cannot use
+ * dpu_push_xfer as is (sizes and destinations differ per DPU) and suggests pushing each
+ * DPU's data as soon as its DRM work is done; this is that idea, per rank:
+ *
+ *  1. Sample: fingerprint every sample_stride-th block (or chunk) of every DPU's buffers
+ *     and count the samples the DPU already holds (its table), that write tracking knows
+ *     unchanged, that repeat within the sample (spatial), or that only the previous copy's
+ *     sample saw (redundancy against data that went plain: it pays off from the next copy).
+ *  2. Decide: CAC costs its host work (fingerprinting the bytes not known unchanged, at the
+ *     host cost per byte measured on earlier copies) plus the transfer of what is missing;
+ *     a plain push costs its transfer. Plain push when CAC is not predicted cheaper.
+ *  3. CAC per rank: all host threads plan rank r (DPUs of a rank keep their BRB tops in
+ *     lockstep so one dpu_push_xfer per buffer kind serves the rank), then rank r's pushes
+ *     go out. On the hardware ranks are independent, so rank r's transfers overlap the
+ *     planning of rank r + 1. The emulated machine runs them one after the other; the
+ *     copy's total is the schedule they would follow:
+ *         total = max_r (H_pre + sum_{j <= r} H_j + X_r)
+ *     H_pre = host time before the stages (tracking, sampling, decision; measured),
+ *     H_j = host wall time of stage j (measured), X_r = modeled time of rank r's pushes.
+ *     A plain push is scored the same way: H_pre + its modeled time. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nearmem/common/error.h"
+#include "nearmem/common/timer.h"
+#include "internal.h"
+
+#define SAMPLE_SET_MAX 4096u
+
+typedef struct sample_job {
+    nm_pimc *c;
+    const batch *b;
+    uint32_t phase;
+    _Atomic unsigned next;
+    _Atomic int oom;
+    _Atomic uint64_t samples, now_hits, later_hits, clean_samples, sampled_bytes, firsts;
+} sample_job;
+
+/* A sample hits when the DPU holds it (table), or it repeats within this copy's sample
+ * (spatial); a sample seen only by the previous copy's sample counts for later copies. The
+ * first sample of a DPU to miss is the first occurrence of whatever repeats after it, so it
+ * is left out of the spatial estimate (with few samples per DPU that bias would dominate:
+ * two samples of a buffer of one repeated block would say 50%). */
+static inline void classify(dpu_state *s, bool table_hit, uint64_t fp, uint64_t *now, uint64_t *later,
+                            uint64_t *firsts, int *oom)
+{
+    if (table_hit || fpset_has(&s->cur, fp)) {
+        (*now)++;
+        return;
+    }
+    if (fpset_has(&s->prev, fp)) (*later)++;
+    if (s->cur.n == 0) (*firsts)++;
+    if (fpset_add(&s->cur, fp, SAMPLE_SET_MAX)) *oom = 1;
+}
+
+static inline void prefetch_block(const uint8_t *p, size_t n)
+{
+    for (size_t at = 0; at < n; at += 64) __builtin_prefetch(p + at);
+}
+
+static void sample_dpu(nm_pimc *c, unsigned d, sample_job *j)
+{
+    dpu_state *s = &c->d[d];
+    const batch *b = j->b;
+    const unsigned nd = c->t.nr_dpus, stride = c->o.sample_stride;
+    uint8_t tmp[4096] __attribute__((aligned(8)));
+    uint64_t samples = 0, now = 0, later = 0, clean = 0, bytes = 0, firsts = 0;
+    int oom = 0;
+    /* a different phase per DPU and per copy, so that DPUs sample different positions */
+    uint32_t phase = j->phase + d * 2654435761u;
+    fpset_clear(&s->cur);
+    for (unsigned k = 0; k < b->n; k++) {
+        const uint8_t *buf = b->bufs[(size_t)k * nd + d];
+        size_t len = b->lens[(size_t)k * nd + d];
+        track_view *tv = &s->tv[k];
+        if (!len || tv->all_clean) continue; /* known: nothing to sample */
+        if (c->o.chunking == NM_PIMC_FIXED) {
+            const uint32_t bs = c->bs;
+            uint32_t nb = pimc_nblocks(c, len);
+            /* at least two samples per buffer, whatever its size */
+            uint32_t st = NM_MAX(1u, NM_MIN(stride, nb / 2));
+            uint32_t i0 = (phase >> 7) % st;
+            /* Samples are far apart, so each one waits for memory: fetch the next one
+             * while hashing this one. */
+            if (i0 < nb) prefetch_block(buf + (size_t)i0 * bs, NM_MIN((size_t)bs, len - (size_t)i0 * bs));
+            for (uint32_t i = i0; i < nb; i += st) {
+                size_t at = (size_t)i * bs, n = NM_MIN((size_t)bs, len - at);
+                if ((uint64_t)i + st < nb) prefetch_block(buf + at + (size_t)st * bs, bs);
+                samples++;
+                if (tv->seg_valid && track_clean(tv->reg, (uintptr_t)buf + at, (uintptr_t)buf + at + n)) {
+                    clean++;
+                    now++;
+                    continue;
+                }
+                const uint8_t *p = buf + at;
+                if (n < bs) {
+                    memcpy(tmp, p, n);
+                    memset(tmp + n, 0, bs - n);
+                    p = tmp;
+                }
+                uint64_t fp = nm_pimc_fingerprint(c->o.hash, p, bs);
+                bytes += bs;
+                classify(s, pimc_table_get(&s->t, fp) != 0, fp, &now, &later, &firsts, &oom);
+            }
+        } else {
+            /* Chunks: from a sample point, the first cut re-synchronises with the chunking
+             * of the whole buffer (cuts depend on the last 64 bytes only); the chunk after
+             * it is the sample. */
+            size_t st = NM_MAX((size_t)1, NM_MIN((size_t)stride, len / c->o.cdc_avg / 2));
+            size_t step = st * c->o.cdc_avg;
+            for (size_t at = (size_t)((phase >> 7) % st) * c->o.cdc_avg; at < len; at += step) {
+                size_t first = cdc_cut(&c->cdc, buf + at, len - at);
+                bytes += first;
+                if (at + first >= len) break;
+                size_t n = cdc_cut(&c->cdc, buf + at + first, len - at - first);
+                uint64_t fp = nm_pimc_fingerprint(c->o.hash, buf + at + first, n);
+                bytes += n;
+                samples++;
+                classify(s, pimc_table_get(&s->t, fp) != 0, fp, &now, &later, &firsts, &oom);
+            }
+        }
+    }
+    /* The previous sample is the one of the last copy that sampled this DPU. */
+    fpset t = s->prev;
+    s->prev = s->cur;
+    s->cur = t;
+    atomic_fetch_add(&j->samples, samples);
+    atomic_fetch_add(&j->now_hits, now);
+    atomic_fetch_add(&j->later_hits, later);
+    atomic_fetch_add(&j->clean_samples, clean);
+    atomic_fetch_add(&j->sampled_bytes, bytes);
+    atomic_fetch_add(&j->firsts, firsts);
+    if (oom) atomic_store(&j->oom, 1);
+}
+
+static void sample_work(void *arg, unsigned tid, unsigned nt)
+{
+    (void)tid;
+    (void)nt;
+    sample_job *j = arg;
+    for (;;) {
+        unsigned d = atomic_fetch_add(&j->next, 1);
+        if (d >= j->c->t.nr_dpus) break;
+        sample_dpu(j->c, d, j);
+    }
+}
+
+/* Modeled ns of pushing `bytes` to one rank (0 when the transport has no model). */
+static double rank_ns(const nm_pimc *c, uint64_t bytes) { return c->t.push_gbps > 0 ? (double)bytes / c->t.push_gbps : 0.0; }
+
+/* Step 1 and 2: returns true for CAC. */
+static bool decide(nm_pimc *c, const batch *b, uint64_t *cpu)
+{
+    const unsigned nd = c->t.nr_dpus;
+    uint64_t t0 = nm_now_ns();
+    sample_job j = {.c = c, .b = b, .phase = c->seq * 37u + c->o.sample_stride / 2};
+    atomic_init(&j.next, 0);
+    atomic_init(&j.oom, 0);
+    atomic_init(&j.samples, 0);
+    atomic_init(&j.now_hits, 0);
+    atomic_init(&j.later_hits, 0);
+    atomic_init(&j.clean_samples, 0);
+    atomic_init(&j.sampled_bytes, 0);
+    atomic_init(&j.firsts, 0);
+    *cpu += pool_run_work(&c->pool, sample_work, &j, pimc_work_bytes(c, b, 0, nd) / c->o.sample_stride);
+    uint64_t sample_ns = nm_now_ns() - t0;
+    c->st.last_probe = true;
+    c->st.probes++;
+    /* the first miss of each DPU is left out (see classify) */
+    double samples = (double)(atomic_load(&j.samples) - atomic_load(&j.firsts)), now = (double)atomic_load(&j.now_hits),
+           later = (double)atomic_load(&j.later_hits), clean = (double)atomic_load(&j.clean_samples),
+           sbytes = (double)atomic_load(&j.sampled_bytes);
+    /* Bytes per rank: all of them (plain), the unknown ones (CAC host work). */
+    double total = 0, known = 0, plain_x = 0, list_x = 0;
+    for (unsigned r = 0; r < c->nranks; r++) {
+        uint64_t rank_bytes = 0, rank_list = 0;
+        for (unsigned d = r * c->dpr; d < NM_MIN(nd, (r + 1) * c->dpr); d++)
+            for (unsigned k = 0; k < b->n; k++) {
+                size_t len = b->lens[(size_t)k * nd + d];
+                rank_bytes += NM_ALIGN_UP(len, 8u);
+                rank_list += pimc_list_cap(c, len);
+                total += (double)len;
+                if (c->d[d].tv[k].all_clean) known += (double)len;
+            }
+        plain_x = NM_MAX(plain_x, rank_ns(c, rank_bytes));
+        list_x = NM_MAX(list_x, rank_ns(c, rank_list));
+    }
+    /* no sample at all: every byte is known unwritten, or nothing could be sampled */
+    double rate_now = samples > 0 ? now / samples : 0.0, rate_later = samples > 0 ? later / samples : 0.0;
+    double all = (double)atomic_load(&j.samples), rate_clean = all > 0 ? clean / all : 0.0;
+    double f_now = total > 0 ? (known + (total - known) * rate_now) / total : 1.0;
+    double hash_bytes = (total - known) * (1.0 - rate_clean);
+    c->st.last_sample_pct = f_now * 100.0;
+    c->st.last_drm_ns += sample_ns;
+    if (atomic_load(&j.oom)) return false; /* no memory for a sample: the push needs none */
+    bool cac;
+    if (c->t.push_gbps > 0) {
+        /* ns per byte of the DRM: learned from earlier CAC copies, else from this sample
+         * (which also looks up every sample: a fair stand-in). */
+        double h = c->drm_ns_per_byte > 0 ? c->drm_ns_per_byte : (sbytes > 0 ? (double)sample_ns / sbytes : 0.0);
+        double t_cac = h * hash_bytes + plain_x * (1.0 - f_now) + list_x;
+        cac = t_cac < plain_x;
+    } else {
+        cac = f_now >= c->o.fallback_threshold;
+    }
+    /* Redundancy against what went plain: the table does not hold it, so CAC would send it
+     * once more now and gain from the next copy on. Seed the table, but not twice in a row. */
+    bool seed = !cac && rate_later >= NM_MAX(c->o.fallback_threshold, 0.05) && c->since_seed > 0;
+    c->since_seed = seed ? 0 : c->since_seed + 1;
+    return cac || seed;
+}
+
+/* Step 3: CAC, rank by rank. */
+static nm_err cac_pipeline(nm_pimc *c, const batch *b, uint64_t host_pre, uint64_t cpu)
+{
+    const unsigned nd = c->t.nr_dpus;
+    const void **srcs = calloc(nd, sizeof *srcs);
+    if (!srcs) return nm_fail(NM_ENOMEM, "pim_cache: no memory");
+    c->seq++;
+    double ready = (double)host_pre, sched = 0, xsum = 0;
+    bool modeled = c->t.modeled_ns != NULL;
+    uint64_t drm = 0, sent = 0, meta = 0, hashed = 0, logical = 0, blocks = 0, hits = 0, clean = 0;
+    nm_err e = NM_OK;
+    for (unsigned r = 0; r < c->nranks && !e; r++) {
+        unsigned d0 = r * c->dpr, d1 = NM_MIN(nd, d0 + c->dpr);
+        uint64_t h0 = nm_now_ns();
+        uint32_t from = 0;
+        for (unsigned d = d0; d < d1; d++) from = NM_MAX(from, c->d[d].top);
+        int overflow, oom;
+        cpu += pimc_run_plan(c, b, d0, d1, 1, from, &overflow, &oom, NULL, NULL);
+        if (!oom && overflow) {
+            /* Global invalidation (Sec. 4.2) of the rank, whose tops move together. */
+            for (unsigned d = d0; d < d1; d++) {
+                pimc_invalidate(c, d);
+                for (unsigned k = 0; k < b->n; k++) c->d[d].tv[k].seg_valid = c->d[d].tv[k].all_clean = false;
+            }
+            from = 0;
+            cpu += pimc_run_plan(c, b, d0, d1, 1, 0, &overflow, &oom, NULL, NULL);
+        }
+        if (oom || overflow) {
+            e = oom ? nm_fail(NM_ENOMEM, "pim_cache: no host memory for the copy plan")
+                    : nm_fail(NM_ECORRUPT, "pim_cache: BRB overflow after invalidation (bug)");
+            break;
+        }
+        /* Stage the rank's pushes: every DPU sends as many bytes as the one with most
+         * misses (the rest is zero padding that only takes BRB room) and lists as long as
+         * the longest. */
+        uint64_t maxmiss = 0;
+        for (unsigned d = d0; d < d1; d++) maxmiss = NM_MAX(maxmiss, c->d[d].miss_bytes);
+        for (unsigned d = d0; d < d1 && !e; d++) {
+            dpu_state *s = &c->d[d];
+            if (maxmiss && pimc_reserve((void **)&s->bb, &s->bb_cap, maxmiss)) e = nm_fail(NM_ENOMEM, "pim_cache: no memory");
+            else if (maxmiss) memset(s->bb + s->miss_bytes, 0, maxmiss - s->miss_bytes);
+            blocks += s->blocks;
+            hits += s->hits;
+            hashed += s->hashed_bytes;
+            clean += s->clean_bytes;
+            for (unsigned k = 0; k < b->n; k++) logical += b->lens[(size_t)k * nd + d];
+        }
+        uint32_t maxob[64] = {0};
+        bool need[64] = {false};
+        for (unsigned k = 0; k < b->n && !e; k++) {
+            for (unsigned d = d0; d < d1; d++) {
+                maxob[k] = NM_MAX(maxob[k], c->d[d].ob_len[k]);
+                need[k] |= !c->d[d].ob_skip[k];
+            }
+            for (unsigned d = d0; d < d1 && need[k]; d++) {
+                dpu_state *s = &c->d[d];
+                if (pimc_reserve((void **)&s->ob[k], &s->ob_cap[k], maxob[k])) {
+                    e = nm_fail(NM_ENOMEM, "pim_cache: no memory");
+                    break;
+                }
+                memset((uint8_t *)s->ob[k] + s->ob_len[k], 0, maxob[k] - s->ob_len[k]);
+                s->ob_skip[k] = false; /* sent after all */
+            }
+        }
+        uint64_t h = nm_now_ns() - h0;
+        drm += h;
+        if (e) break;
+        double m0 = pimc_modeled_now(c);
+        if (maxmiss) {
+            for (unsigned d = d0; d < d1; d++) srcs[d] = c->d[d].bb;
+            e = c->t.push_range ? c->t.push_range(c->t.ctx, d0, d1, c->brb_base + from, srcs, maxmiss)
+                                : c->t.push_to(c->t.ctx, c->brb_base + from, srcs, maxmiss);
+            sent += maxmiss * (d1 - d0);
+        }
+        for (unsigned k = 0; k < b->n && !e; k++) {
+            if (!need[k]) continue;
+            for (unsigned d = d0; d < d1; d++) srcs[d] = c->d[d].ob[k];
+            uint64_t at = c->slot_addr[b->slots[k]];
+            e = c->t.push_range ? c->t.push_range(c->t.ctx, d0, d1, at, srcs, maxob[k])
+                                : c->t.push_to(c->t.ctx, at, srcs, maxob[k]);
+            meta += (uint64_t)maxob[k] * (d1 - d0);
+        }
+        double x = modeled ? pimc_modeled_now(c) - m0 : 0.0;
+        for (unsigned d = d0; d < d1; d++) c->d[d].top = (uint32_t)(from + maxmiss);
+        ready += (double)h;
+        sched = NM_MAX(sched, ready + x);
+        xsum += x;
+    }
+    free(srcs);
+    if (e) {
+        pimc_poison(c, b);
+        return e;
+    }
+    pimc_mark_written(c, b);
+    for (unsigned d = 0; d < nd; d++) pimc_commit_tracking(c, b, d, false, NULL);
+    if (hashed >= ((uint64_t)1 << 20)) {
+        /* learn the host cost per fingerprinted byte (stage wall time, all threads) */
+        double h = (double)drm / (double)hashed;
+        c->drm_ns_per_byte = c->drm_ns_per_byte > 0 ? 0.5 * c->drm_ns_per_byte + 0.5 * h : h;
+    }
+    c->mode = NM_PIMC_MODE_CAC;
+    c->st.last_mode = NM_PIMC_MODE_CAC;
+    c->st.last_logical_bytes = logical;
+    c->st.last_sent_bytes = sent;
+    c->st.last_meta_bytes = meta;
+    c->st.last_blocks = blocks;
+    c->st.last_hits = hits;
+    c->st.last_clean_bytes = clean;
+    c->st.last_dedup_pct = logical ? (1.0 - (double)sent / (double)logical) * 100.0 : 0.0;
+    c->st.last_drm_ns += drm;
+    c->st.last_xfer_modeled_ns = modeled ? xsum : NAN;
+    c->st.last_host_ns = host_pre + drm;
+    c->st.last_host_cpu_ns = cpu;
+    c->st.last_total_ns = sched;
+    c->st.cac_copies++;
+    return NM_OK;
+}
+
+nm_err pimc_copy_parallel(nm_pimc *c, const batch *b)
+{
+    uint64_t t0 = nm_now_ns(), cpu = 0;
+    bool cac = true;
+    if (c->o.fallback_threshold > 0) cac = decide(c, b, &cpu);
+    uint64_t host_pre = c->st.last_host_ns + (nm_now_ns() - t0);
+    if (cac) return cac_pipeline(c, b, host_pre, cpu);
+    c->mode = NM_PIMC_MODE_PLAIN;
+    nm_err e = pimc_copy_plain(c, b, host_pre);
+    c->st.last_host_cpu_ns = cpu + (c->st.last_host_ns - host_pre); /* the plain path runs on this thread */
+    return e;
+}
