@@ -575,17 +575,38 @@ static int plan_fixed(nm_pimc *c, unsigned d, unsigned k, const uint8_t *buf, si
 }
 
 /* Content-defined chunks of one buffer: each chunk is fingerprinted whole and, when new,
- * stored at an 8-byte aligned BRB address (UPMEM's DMA rule) with zero padding. */
+ * stored at an 8-byte aligned BRB address (UPMEM's DMA rule) with zero padding. With write
+ * tracking, a chunk of the last copy that starts where the chunker stands now and whose
+ * bytes were not written is taken as it was, unread: the chunker, started there, would
+ * cut it the same way, since a cut depends only on the bytes from the chunk start. */
 static int plan_cdc(nm_pimc *c, unsigned d, unsigned k, const uint8_t *buf, size_t len, uint32_t *list,
                     uint32_t *nent_out, uint64_t *pos)
 {
     dpu_state *s = &c->d[d];
     track_view *tv = &s->tv[k];
+    const seg *old = tv->seg_valid && !tv->sg->plain ? tv->sg : NULL;
+    uint32_t oi = 0; /* cursor in the old list */
     uint32_t nent = 0;
     uint64_t last_fp = 0;
     uint32_t last_off = 0;
     bool have_last = false;
     for (size_t at = 0; at < len;) {
+        if (old) {
+            while (oi < old->nb && old->loc[2 * oi + 1] < at) oi++;
+            if (oi < old->nb && old->loc[2 * oi + 1] == at) {
+                size_t end = oi + 1 < old->nb ? old->loc[2 * oi + 3] : len;
+                if (track_clean(tv->reg, (uintptr_t)buf + at, (uintptr_t)buf + end)) {
+                    list[2 * nent] = old->loc[2 * oi];
+                    list[2 * nent + 1] = (uint32_t)at;
+                    nent++;
+                    s->hits++;
+                    s->clean_bytes += end - at;
+                    have_last = false;
+                    at = end;
+                    continue;
+                }
+            }
+        }
         uint32_t n = (uint32_t)cdc_cut(&c->cdc, buf + at, len - at);
         const uint8_t *p = buf + at;
         uint64_t fp = nm_pimc_fingerprint(c->o.hash, p, n);
@@ -681,7 +702,17 @@ int pimc_plan_dpu(nm_pimc *c, unsigned d, const batch *b, uint32_t from)
         int r;
         if (c->o.chunking == NM_PIMC_CDC) {
             uint32_t nent = 0;
+            seg *sg = tv->sg;
+            bool was = sg && tv->seg_valid && !sg->plain;
+            uint32_t old_n = was ? sg->nb : 0;
+            /* keep the old list to compare: if nothing changed, a slot holding it needs nothing */
+            uint32_t *old_list = was ? malloc((size_t)old_n * 8u + 8) : NULL;
+            if (old_list) memcpy(old_list, sg->loc, (size_t)old_n * 8u);
             r = plan_cdc(c, d, k, buf, len, list, &nent, &pos);
+            if (!r && old_list && nent == old_n && memcmp(old_list, list, (size_t)nent * 8u) == 0)
+                s->ob_skip[k] = sg->slot == slot && c->slot_epoch[sidx] == sg->slot_epoch &&
+                                c->slot_gen[sidx] == c->d[d].gen;
+            free(old_list);
             if (!r) {
                 put_desc(s->ob[k], NM_PIMC_MODE_CHUNKS, len, nent, bs, 0, c->seq);
                 s->ob_len[k] = NM_PIMC_DESC_SIZE + nent * 8u;
@@ -1127,7 +1158,7 @@ static uint64_t prepare_tracking(nm_pimc *c, const batch *b, uint64_t *total)
             size_t i = (size_t)k * c->t.nr_dpus + d;
             track_view_of(c, b->bufs[i], b->lens[i], d, &c->d[d].tv[k]);
             *total += b->lens[i];
-            if (c->d[d].tv[k].all_clean) clean += b->lens[i];
+            clean += c->d[d].tv[k].clean_bytes;
         }
     return clean;
 }

@@ -77,6 +77,7 @@ typedef struct track_view {
     size_t off;              /* buffer start - registration base */
     bool seg_valid;          /* sg describes the last copy of exactly these bytes to this DPU */
     bool all_clean;          /* seg_valid and not one byte of the buffer was written since */
+    uint64_t clean_bytes;    /* bytes of the buffer in granules not written since (seg_valid) */
 } track_view;
 
 /* Record of the last copy of [off, off + len) of a registration to one DPU. Block i of
@@ -123,6 +124,7 @@ nm_err track_begin_copy(nm_pimc *c);
 void track_view_of(nm_pimc *c, const void *buf, size_t len, unsigned d, track_view *v);
 /* Byte range [a, b) of the registration unwritten since its last copy? (cur bitmap) */
 bool track_clean(const struct nm_pimc_reg *r, uintptr_t a, uintptr_t b);
+uint64_t track_clean_bytes(const struct nm_pimc_reg *r, uintptr_t a, uintptr_t b);
 int seg_reserve(seg *s, uint32_t n, bool with_fp);
 void track_destroy_all(nm_pimc *c);
 uint64_t track_faults_total(void);

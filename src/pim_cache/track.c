@@ -54,7 +54,6 @@ static trk_ent g_trk[TRK_MAX];
 static _Atomic int g_in_handler;
 static _Atomic uint64_t g_faults;
 static struct sigaction g_old;
-static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static int g_install_err;
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -76,9 +75,21 @@ static void chain(int sig, siginfo_t *si, void *uc)
     g_old.sa_handler(sig);
 }
 
+static _Thread_local int t_chaining;
+
 static void on_segv(int sig, siginfo_t *si, void *uc)
 {
     int saved = errno;
+    if (t_chaining) {
+        /* Back here through the handler we chained to (it chains to us in turn): stop the
+         * loop with the default action. */
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        sigemptyset(&dfl.sa_mask);
+        sigaction(sig, &dfl, NULL);
+        return;
+    }
     atomic_fetch_add(&g_in_handler, 1);
     uintptr_t a = (uintptr_t)si->si_addr;
     if (si->si_code == SEGV_ACCERR)
@@ -104,11 +115,20 @@ static void on_segv(int sig, siginfo_t *si, void *uc)
         }
     atomic_fetch_sub(&g_in_handler, 1);
     errno = saved;
+    t_chaining = 1;
     chain(sig, si, uc);
+    t_chaining = 0;
 }
 
+/* Installed at the first registration, and again at a later one if someone replaced it in
+ * between (it then chains to them). Under g_mu. */
 static void install(void)
 {
+    struct sigaction cur;
+    if (sigaction(SIGSEGV, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_segv) {
+        g_install_err = 0;
+        return;
+    }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_segv;
@@ -216,7 +236,9 @@ nm_err nm_pimc_register(nm_pimc *c, const void *buf, size_t len, nm_pimc_reg **o
     for (nm_pimc_reg *r = c->regs; r; r = r->next)
         if (base < r->base + r->len && r->base < base + len)
             return nm_fail(NM_EEXIST, "pim_cache: [%p, +%zu) overlaps a registered buffer", buf, len);
-    pthread_once(&g_once, install);
+    pthread_mutex_lock(&g_mu);
+    install();
+    pthread_mutex_unlock(&g_mu);
     if (g_install_err) return nm_fail(NM_EIO, "pim_cache: sigaction(SIGSEGV): %s", strerror(g_install_err));
     long pg = sysconf(_SC_PAGESIZE);
     if (pg <= 0) pg = 4096;
@@ -471,6 +493,21 @@ bool track_clean(const nm_pimc_reg *r, uintptr_t a, uintptr_t b)
     return true;
 }
 
+uint64_t track_clean_bytes(const nm_pimc_reg *r, uintptr_t a, uintptr_t b)
+{
+    a = NM_MAX(a, r->lo);
+    b = NM_MIN(b, r->hi);
+    if (a >= b) return 0;
+    uint64_t n = 0;
+    size_t g0 = (a - r->lo) / r->granule, g1 = (b - 1 - r->lo) / r->granule;
+    for (size_t g = g0; g <= g1; g++)
+        if (!(r->cur[g / 64] >> (g % 64) & 1)) {
+            uintptr_t s = NM_MAX(a, r->lo + g * r->granule), e = NM_MIN(b, r->lo + (g + 1) * r->granule);
+            n += e - s;
+        }
+    return n;
+}
+
 static uint64_t seg_hash(size_t off, unsigned d) { return ((uint64_t)off * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)d * 0xC2B2AE3D27D4EB4Full); }
 
 /* Records live in their own allocations (views keep pointers to them while the map grows). */
@@ -527,6 +564,7 @@ void track_view_of(nm_pimc *c, const void *buf, size_t len, unsigned d, track_vi
         v->off = off;
         v->seg_valid = s->gen != NO_GEN && s->gen == c->d[d].gen && s->len == len;
         v->all_clean = v->seg_valid && track_clean(r, p, p + len);
+        v->clean_bytes = v->all_clean ? len : v->seg_valid ? track_clean_bytes(r, p, p + len) : 0;
         return;
     }
 }
