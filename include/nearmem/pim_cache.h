@@ -175,6 +175,13 @@ typedef struct nm_pimc_stats {
      * total = max_r (host before the stages + sum_{j <= r} stage_j + xfer_r). */
     uint64_t last_host_ns, last_host_cpu_ns;
     double last_total_ns;
+    /* The same with the host's critical path instead of its wall time: the time the host
+     * work takes with each of its threads on a core of its own (CPU time of the calling
+     * thread, plus, for each parallel step, the part of its longest thread beyond the
+     * caller's share). About the wall time on a quiet machine, and what a machine whose
+     * cores other programs keep busy cannot show in wall time. The parallel decision uses it. */
+    uint64_t last_host_crit_ns;
+    double last_total_crit_ns;
     double last_sample_pct;    /* parallel mode: dedup % the sample predicted (NAN: no sample) */
     uint64_t last_clean_bytes; /* write tracking: bytes not read because unwritten since the last copy */
     /* totals */

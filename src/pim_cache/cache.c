@@ -212,6 +212,30 @@ int pimc_add_slots(nm_pimc *c, unsigned n)
     return 0;
 }
 
+/* A first estimate of the DRM's host cost per byte, measured here (not a constant): one
+ * thread fingerprints and looks up 4 MiB (more than most caches hold) at the cache's block
+ * size; the threads split the work, and the table and gathering add about half (measured
+ * on the DRM suite, pim-cache-hash: DRM/hash ~1.5). Later CAC copies replace it with what
+ * they measure. */
+static double calibrate(const nm_pimc_options *o, unsigned threads)
+{
+    const size_t n = (size_t)4 << 20;
+    uint8_t *buf = malloc(n);
+    if (!buf) return 0.1;
+    for (size_t i = 0; i < n; i += 8) {
+        uint64_t v = i * 0x9E3779B97F4A7C15ull;
+        memcpy(buf + i, &v, 8);
+    }
+    uint32_t bs = o->chunking == NM_PIMC_CDC ? o->cdc_avg : o->block_size;
+    uint64_t c0 = nm_thread_cpu_ns(), acc = 0;
+    for (size_t at = 0; at + bs <= n; at += bs) acc ^= nm_pimc_fingerprint(o->hash, buf + at, bs);
+    uint64_t ns = nm_thread_cpu_ns() - c0;
+    free(buf);
+    double per = (double)(ns + (acc & 1)) / (double)n;
+    if (o->chunking == NM_PIMC_CDC) per *= 3; /* the gear hash reads every byte once more, slowly */
+    return per * 1.5 / threads;
+}
+
 nm_err nm_pimc_create(const nm_pimc_transport *t, const nm_pimc_options *opt, nm_pimc **out)
 {
     if (!out) return nm_fail(NM_EINVAL, "pim_cache: out is NULL");
@@ -300,6 +324,7 @@ nm_err nm_pimc_create(const nm_pimc_transport *t, const nm_pimc_options *opt, nm
     }
     if (pool_init(&c->pool, o.threads)) goto oom;
     c->pool_ok = true;
+    if (o.parallel && o.fallback_threshold > 0 && t->push_gbps > 0) c->drm_ns_per_byte0 = calibrate(&o, c->pool.n + 1);
     c->mode = NM_PIMC_MODE_CAC;
     if (o.fallback_threshold > 0) {
         /* Start as if in fallback with a probe due, so a first copy without redundancy
@@ -309,7 +334,7 @@ nm_err nm_pimc_create(const nm_pimc_transport *t, const nm_pimc_options *opt, nm
         c->plain_run = o.probe_interval - 1;
     }
     c->st.last_xfer_modeled_ns = NAN;
-    c->st.last_total_ns = NAN;
+    c->st.last_total_ns = c->st.last_total_crit_ns = NAN;
     c->st.last_sample_pct = NAN;
     *out = c;
     return NM_OK;
@@ -504,6 +529,10 @@ static int plan_fixed(nm_pimc *c, unsigned d, unsigned k, const uint8_t *buf, si
     uint32_t nb = pimc_nblocks(c, len);
     /* same: the list comes out as the record's (so a slot holding it needs nothing) */
     *same = sg && tv->seg_valid && !sg->plain;
+    /* A plain record has no fingerprints: its unwritten blocks are fingerprinted once now
+     * and indexed where they lie (so later writes cost only the blocks that changed, and
+     * other buffers find them); the decision counted these bytes (push.c). */
+    bool adopt = sg && tv->seg_valid && sg->plain && !c->o.verify;
     if (sg) {
         if (tv->seg_valid && sg->plain) {
             /* make the implicit addresses of a plain record explicit before mixing */
@@ -525,7 +554,16 @@ static int plan_fixed(nm_pimc *c, unsigned d, unsigned k, const uint8_t *buf, si
         if (tv->seg_valid && track_clean(tv->reg, (uintptr_t)buf + at, (uintptr_t)buf + at + n)) {
             list[i] = sg->loc[i];
             s->hits++;
-            s->clean_bytes += n;
+            if (adopt) {
+                const uint8_t *p = block_at(c, buf, len, i, tmp);
+                uint64_t fp = nm_pimc_fingerprint(c->o.hash, p, bs);
+                s->hashed_bytes += bs;
+                sg->fp[i] = fp;
+                bit_set(sg->fp_ok, i);
+                if (!pimc_table_get(&s->t, fp) && table_put(&s->t, fp, (uint32_t)(sg->loc[i] - c->brb_base))) return -1;
+            } else {
+                s->clean_bytes += n;
+            }
             have_last = false;
             continue;
         }
@@ -868,6 +906,22 @@ static void probe_dpu(nm_pimc *c, unsigned d, const batch *b, plan_job *j)
 
 double pimc_modeled_now(const nm_pimc *c) { return c->t.modeled_ns ? c->t.modeled_ns(c->t.ctx) : NAN; }
 
+hclk hclk_now(const nm_pimc *c)
+{
+    uint64_t me = nm_thread_cpu_ns();
+    return (hclk){nm_now_ns(), me + c->pool.extra_cpu_ns, me + c->pool.extra_crit_ns};
+}
+
+void pimc_set_host(nm_pimc *c, hclk host)
+{
+    double x = isnan(c->st.last_xfer_modeled_ns) ? 0 : c->st.last_xfer_modeled_ns;
+    c->st.last_host_ns = host.wall;
+    c->st.last_host_cpu_ns = host.cpu;
+    c->st.last_host_crit_ns = host.crit;
+    c->st.last_total_ns = (double)host.wall + x;
+    c->st.last_total_crit_ns = (double)host.crit + x;
+}
+
 /* Serial mode (the paper's dpu_copy_to per DPU, Sec. 6.8): each DPU its missing blocks
  * (gathered, or straight from the caller's buffer as runs) and its offset buffers. */
 static nm_err send_serial(nm_pimc *c, const batch *b, uint64_t *sent, uint64_t *meta)
@@ -954,13 +1008,13 @@ void pimc_mark_written(nm_pimc *c, const batch *b)
 }
 
 /* Serial CAC copy (the paper's setting). */
-static nm_err copy_cac(nm_pimc *c, const batch *b, uint64_t host_before)
+static nm_err copy_cac(nm_pimc *c, const batch *b, hclk start)
 {
     const unsigned nd = c->t.nr_dpus;
     int overflow, oom;
     c->seq++;
     uint64_t t0 = nm_now_ns();
-    uint64_t cpu = pimc_run_plan(c, b, 0, nd, 0, 0, &overflow, &oom, NULL, NULL);
+    pimc_run_plan(c, b, 0, nd, 0, 0, &overflow, &oom, NULL, NULL);
     uint64_t drm = nm_now_ns() - t0;
     if (oom || overflow) {
         pimc_poison(c, b);
@@ -975,6 +1029,7 @@ static nm_err copy_cac(nm_pimc *c, const batch *b, uint64_t host_before)
         clean += s->clean_bytes;
         for (unsigned k = 0; k < b->n; k++) logical += b->lens[(size_t)k * nd + d];
     }
+    hclk host = hclk_sub(hclk_now(c), start); /* transfers are modeled, not host time */
     double m0 = pimc_modeled_now(c);
     uint64_t sent, meta;
     nm_err e = send_serial(c, b, &sent, &meta);
@@ -995,20 +1050,18 @@ static nm_err copy_cac(nm_pimc *c, const batch *b, uint64_t host_before)
     c->st.last_dedup_pct = logical ? (1.0 - (double)sent / (double)logical) * 100.0 : 0.0;
     c->st.last_drm_ns += drm;
     c->st.last_xfer_modeled_ns = pimc_modeled_now(c) - m0;
-    c->st.last_host_ns = host_before + drm;
-    c->st.last_host_cpu_ns += cpu;
-    c->st.last_total_ns = (double)c->st.last_host_ns + (isnan(c->st.last_xfer_modeled_ns) ? 0 : c->st.last_xfer_modeled_ns);
+    pimc_set_host(c, host);
     c->st.cac_copies++;
     return NM_OK;
 }
 
 /* The plain copy the fallback uses: one push of equal-sized buffers when every DPU gets
  * the same length, serial copies otherwise. Data lands at the BRB top, unindexed. */
-nm_err pimc_copy_plain(nm_pimc *c, const batch *b, uint64_t host_before)
+nm_err pimc_copy_plain(nm_pimc *c, const batch *b, hclk host)
 {
     const unsigned nd = c->t.nr_dpus;
-    uint64_t h0 = nm_now_ns();
-    uint64_t sent = 0, meta = 0, logical = 0, host_other = 0;
+    hclk h0 = hclk_now(c);
+    uint64_t sent = 0, meta = 0, logical = 0;
     nm_err e = NM_OK;
     const void **srcs = malloc(nd * sizeof *srcs);
     uint8_t(*tails)[8] = malloc(nd * sizeof *tails);
@@ -1033,7 +1086,7 @@ nm_err pimc_copy_plain(nm_pimc *c, const batch *b, uint64_t host_before)
     if (max_top + max_need > c->brb_size)
         for (unsigned d = 0; d < nd; d++) pimc_invalidate(c, d);
     double m0 = pimc_modeled_now(c);
-    host_other += nm_now_ns() - h0;
+    host = hclk_add(host, hclk_sub(hclk_now(c), h0));
     for (unsigned k = 0; k < b->n && !e; k++) {
         const size_t *lens = b->lens + (size_t)k * nd;
         const void *const *bufs = b->bufs + (size_t)k * nd;
@@ -1071,7 +1124,7 @@ nm_err pimc_copy_plain(nm_pimc *c, const batch *b, uint64_t host_before)
             }
         }
         /* Descriptors are 32 bytes everywhere: one push (unless plain_serial). */
-        uint64_t h1 = nm_now_ns();
+        hclk h1 = hclk_now(c);
         for (unsigned d = 0; d < nd && !e; d++) {
             dpu_state *s = &c->d[d];
             if (pimc_reserve((void **)&s->ob[k], &s->ob_cap[k], NM_PIMC_DESC_SIZE)) {
@@ -1084,7 +1137,7 @@ nm_err pimc_copy_plain(nm_pimc *c, const batch *b, uint64_t host_before)
             srcs[d] = s->ob[k];
             logical += lens[d];
         }
-        host_other += nm_now_ns() - h1;
+        host = hclk_add(host, hclk_sub(hclk_now(c), h1));
         if (!e && !c->o.plain_serial) e = c->t.push_to(c->t.ctx, c->slot_addr[b->slots[k]], srcs, NM_PIMC_DESC_SIZE);
         for (unsigned d = 0; d < nd && !e && c->o.plain_serial; d++)
             e = c->t.copy_to(c->t.ctx, d, c->slot_addr[b->slots[k]], srcs[d], NM_PIMC_DESC_SIZE);
@@ -1112,8 +1165,7 @@ nm_err pimc_copy_plain(nm_pimc *c, const batch *b, uint64_t host_before)
     c->st.last_clean_bytes = 0;
     c->st.last_dedup_pct = 0.0;
     c->st.last_xfer_modeled_ns = pimc_modeled_now(c) - m0;
-    c->st.last_host_ns = host_before + host_other;
-    c->st.last_total_ns = (double)c->st.last_host_ns + (isnan(c->st.last_xfer_modeled_ns) ? 0 : c->st.last_xfer_modeled_ns);
+    pimc_set_host(c, host);
     c->st.plain_copies++;
     return NM_OK;
 }
@@ -1167,7 +1219,7 @@ static nm_err copy_batch(nm_pimc *c, const batch *b)
 {
     nm_err e = validate(c, b);
     if (e) return e;
-    uint64_t t0 = nm_now_ns();
+    hclk t0 = hclk_now(c);
     c->copy_no++;
     c->cur_batch = b;
     e = track_begin_copy(c);
@@ -1176,19 +1228,15 @@ static nm_err copy_batch(nm_pimc *c, const batch *b)
     uint64_t total;
     uint64_t clean = prepare_tracking(c, b, &total);
     c->st.last_drm_ns = 0;
-    c->st.last_host_cpu_ns = 0;
     c->st.last_probe = false;
     c->st.last_sample_pct = NAN;
     c->st.copies++;
-    if (c->o.parallel) {
-        c->st.last_host_ns = nm_now_ns() - t0;
-        return pimc_copy_parallel(c, b);
-    }
+    if (c->o.parallel) return pimc_copy_parallel(c, b, t0);
     if (c->mode == NM_PIMC_MODE_PLAIN && ++c->plain_run % c->o.probe_interval == 0) {
         int overflow, oom;
         uint64_t samples, hits;
         uint64_t p0 = nm_now_ns();
-        c->st.last_host_cpu_ns += pimc_run_plan(c, b, 0, c->t.nr_dpus, 2, 0, &overflow, &oom, &samples, &hits);
+        pimc_run_plan(c, b, 0, c->t.nr_dpus, 2, 0, &overflow, &oom, &samples, &hits);
         c->st.last_drm_ns = nm_now_ns() - p0;
         c->st.last_probe = true;
         c->st.probes++;
@@ -1202,9 +1250,8 @@ static nm_err copy_batch(nm_pimc *c, const batch *b)
     /* Buffers tracked as unwritten cost nothing in CAC: go CAC when they are enough. */
     bool cac = c->mode == NM_PIMC_MODE_CAC ||
                (total && clean > 0 && (double)clean / (double)total >= NM_MAX(c->o.fallback_threshold, 1e-9));
-    uint64_t host_before = nm_now_ns() - t0 - c->st.last_drm_ns;
-    if (!cac) return pimc_copy_plain(c, b, host_before + c->st.last_drm_ns);
-    e = copy_cac(c, b, host_before);
+    if (!cac) return pimc_copy_plain(c, b, hclk_sub(hclk_now(c), t0));
+    e = copy_cac(c, b, t0);
     if (!e && c->st.last_logical_bytes && c->mode == NM_PIMC_MODE_CAC) record_dedup(c, c->st.last_dedup_pct / 100.0);
     return e;
 }
@@ -1275,7 +1322,7 @@ nm_err nm_pimc_copy_u32(nm_pimc *c, unsigned slot, const uint32_t *const *bufs, 
     /* Encode (real host time, like the DRM), host threads partitioning the DPUs (Sec. 4.2
      * "the CE partitions input buffers across host CPU threads"); each DPU's stream goes
      * into its block-buffer scratch. */
-    uint64_t t0 = nm_now_ns();
+    hclk t0 = hclk_now(c);
     uint8_t **enc = calloc(nd, sizeof *enc);
     size_t *enc_len = calloc(nd, sizeof *enc_len);
     nm_pimc_svb_job *jobs = calloc(nd, sizeof *jobs);
@@ -1290,7 +1337,7 @@ nm_err nm_pimc_copy_u32(nm_pimc *c, unsigned slot, const uint32_t *const *bufs, 
     }
     if (!e) {
         enc_job ej = {nd, bufs, counts, enc, enc_len};
-        c->st.last_host_cpu_ns = pool_run(&c->pool, enc_work, &ej);
+        pool_run(&c->pool, enc_work, &ej);
     }
     size_t maxlen = 0;
     bool equal = true;
@@ -1298,7 +1345,8 @@ nm_err nm_pimc_copy_u32(nm_pimc *c, unsigned slot, const uint32_t *const *bufs, 
         maxlen = NM_MAX(maxlen, enc_len[d]);
         equal &= enc_len[d] == enc_len[0];
     }
-    c->st.last_drm_ns = nm_now_ns() - t0;
+    hclk host = hclk_sub(hclk_now(c), t0);
+    c->st.last_drm_ns = host.wall;
     double m0 = pimc_modeled_now(c);
     uint64_t sent = 0, logical = 0;
     if (!e) {
@@ -1373,8 +1421,7 @@ nm_err nm_pimc_copy_u32(nm_pimc *c, unsigned slot, const uint32_t *const *bufs, 
         c->st.last_blocks = c->st.last_hits = 0;
         c->st.last_dedup_pct = logical ? (1.0 - (double)sent / (double)logical) * 100.0 : 0.0;
         c->st.last_xfer_modeled_ns = pimc_modeled_now(c) - m0;
-        c->st.last_host_ns = c->st.last_drm_ns;
-        c->st.last_total_ns = (double)c->st.last_drm_ns + (isnan(c->st.last_xfer_modeled_ns) ? 0 : c->st.last_xfer_modeled_ns);
+        pimc_set_host(c, host);
         c->st.last_probe = false;
     }
     free(enc);

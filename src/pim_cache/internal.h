@@ -34,7 +34,8 @@ typedef struct pool {
     bool stop;
     pool_fn fn;
     void *arg;
-    _Atomic uint64_t cpu_ns;
+    _Atomic uint64_t cpu_ns, max_ns;
+    uint64_t extra_cpu_ns, extra_crit_ns; /* see hclk_now */
 } pool;
 int pool_init(pool *p, unsigned threads);
 void pool_destroy(pool *p);
@@ -43,6 +44,15 @@ uint64_t pool_run(pool *p, pool_fn fn, void *arg);
 /* The same, on the caller alone when the work (bytes to read) is too small to pay for
  * waking the others. */
 uint64_t pool_run_work(pool *p, pool_fn fn, void *arg, uint64_t work_bytes);
+
+/* Host clocks of a copy, read by the calling thread: wall time; the CPU time of every host
+ * thread; and the critical path, i.e. the time the host work would take with each of its
+ * threads on a core of its own (the calling thread's CPU time, plus for each parallel run
+ * the part of its longest thread beyond the caller's share). On a quiet machine crit is
+ * about wall; on a shared one wall also holds the time other programs had the cores. */
+typedef struct hclk {
+    uint64_t wall, cpu, crit;
+} hclk;
 
 /* ------------------------------------------------------------------ CDC (cdc.c)
  * Gear rolling hash with FastCDC's normalized chunking (Xia et al., USENIX ATC 2016):
@@ -195,7 +205,8 @@ struct nm_pimc {
     bool pool_ok;
     cdc_params cdc;
     /* parallel engine: learned host cost of the DRM, ns per byte (0 = unknown) */
-    double drm_ns_per_byte;
+    double drm_ns_per_byte; /* critical-path ns per fingerprinted byte */
+    double drm_ns_per_byte0; /* the same measured at create (a first estimate) */
     unsigned since_seed;
     /* write tracking */
     struct nm_pimc_reg *regs;
@@ -204,6 +215,10 @@ struct nm_pimc {
     /* drop-in push_xfer: recorded source buffers */
     const void **prepared;
 };
+
+hclk hclk_now(const nm_pimc *c);
+static inline hclk hclk_sub(hclk a, hclk b) { return (hclk){a.wall - b.wall, a.cpu - b.cpu, a.crit - b.crit}; }
+static inline hclk hclk_add(hclk a, hclk b) { return (hclk){a.wall + b.wall, a.cpu + b.cpu, a.crit + b.crit}; }
 
 /* cache.c internals used by push.c and machine.c */
 int pimc_add_slots(nm_pimc *c, unsigned n);
@@ -221,7 +236,9 @@ double pimc_modeled_now(const nm_pimc *c);
 int pimc_plan_dpu(nm_pimc *c, unsigned d, const batch *b, uint32_t from);
 void pimc_finish_lists(nm_pimc *c, const batch *b, unsigned d);
 void pimc_commit_tracking(nm_pimc *c, const batch *b, unsigned d, bool plain, const uint32_t *data_off);
-nm_err pimc_copy_plain(nm_pimc *c, const batch *b, uint64_t host_ns_before);
+nm_err pimc_copy_plain(nm_pimc *c, const batch *b, hclk host_before);
+/* Copy statistics: host time and total (serial: host + transfers). */
+void pimc_set_host(nm_pimc *c, hclk host);
 uint64_t fpset_fix(uint64_t fp);
 bool fpset_has(const fpset *s, uint64_t fp);
 int fpset_add(fpset *s, uint64_t fp, uint32_t max);
@@ -229,6 +246,6 @@ void fpset_clear(fpset *s);
 uint32_t pimc_table_get(const table *t, uint64_t fp);
 
 /* push.c */
-nm_err pimc_copy_parallel(nm_pimc *c, const batch *b);
+nm_err pimc_copy_parallel(nm_pimc *c, const batch *b, hclk start);
 
 #endif

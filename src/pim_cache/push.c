@@ -152,10 +152,10 @@ static void sample_work(void *arg, unsigned tid, unsigned nt)
 static double rank_ns(const nm_pimc *c, uint64_t bytes) { return c->t.push_gbps > 0 ? (double)bytes / c->t.push_gbps : 0.0; }
 
 /* Step 1 and 2: returns true for CAC. */
-static bool decide(nm_pimc *c, const batch *b, uint64_t *cpu)
+static bool decide(nm_pimc *c, const batch *b)
 {
     const unsigned nd = c->t.nr_dpus;
-    uint64_t t0 = nm_now_ns();
+    hclk t0 = hclk_now(c);
     sample_job j = {.c = c, .b = b, .phase = c->seq * 37u + c->o.sample_stride / 2};
     atomic_init(&j.next, 0);
     atomic_init(&j.oom, 0);
@@ -165,8 +165,8 @@ static bool decide(nm_pimc *c, const batch *b, uint64_t *cpu)
     atomic_init(&j.clean_samples, 0);
     atomic_init(&j.sampled_bytes, 0);
     atomic_init(&j.firsts, 0);
-    *cpu += pool_run_work(&c->pool, sample_work, &j, pimc_work_bytes(c, b, 0, nd) / c->o.sample_stride);
-    uint64_t sample_ns = nm_now_ns() - t0;
+    pool_run_work(&c->pool, sample_work, &j, pimc_work_bytes(c, b, 0, nd) / c->o.sample_stride);
+    hclk sample = hclk_sub(hclk_now(c), t0);
     c->st.last_probe = true;
     c->st.probes++;
     /* the first miss of each DPU is left out (see classify) */
@@ -174,7 +174,7 @@ static bool decide(nm_pimc *c, const batch *b, uint64_t *cpu)
            later = (double)atomic_load(&j.later_hits), clean = (double)atomic_load(&j.clean_samples),
            sbytes = (double)atomic_load(&j.sampled_bytes);
     /* Bytes per rank: all of them (plain), the unknown ones (CAC host work). */
-    double total = 0, known = 0, plain_x = 0, list_x = 0;
+    double total = 0, known = 0, adopt = 0, plain_x = 0, list_x = 0;
     for (unsigned r = 0; r < c->nranks; r++) {
         uint64_t rank_bytes = 0, rank_list = 0;
         for (unsigned d = r * c->dpr; d < NM_MIN(nd, (r + 1) * c->dpr); d++)
@@ -183,7 +183,9 @@ static bool decide(nm_pimc *c, const batch *b, uint64_t *cpu)
                 rank_bytes += NM_ALIGN_UP(len, 8u);
                 rank_list += pimc_list_cap(c, len);
                 total += (double)len;
-                if (c->d[d].tv[k].all_clean) known += (double)len;
+                const track_view *tv = &c->d[d].tv[k];
+                if (tv->all_clean) known += (double)len;
+                else if (tv->seg_valid && tv->sg->plain && c->o.chunking == NM_PIMC_FIXED) adopt += (double)len;
             }
         plain_x = NM_MAX(plain_x, rank_ns(c, rank_bytes));
         list_x = NM_MAX(list_x, rank_ns(c, rank_list));
@@ -192,45 +194,52 @@ static bool decide(nm_pimc *c, const batch *b, uint64_t *cpu)
     double rate_now = samples > 0 ? now / samples : 0.0, rate_later = samples > 0 ? later / samples : 0.0;
     double all = (double)atomic_load(&j.samples), rate_clean = all > 0 ? clean / all : 0.0;
     double f_now = total > 0 ? (known + (total - known) * rate_now) / total : 1.0;
-    double hash_bytes = (total - known) * (1.0 - rate_clean);
+    /* plain records partly written are fingerprinted whole once (cache.c, plan_fixed) */
+    double hash_bytes = NM_MAX((total - known) * (1.0 - rate_clean), adopt);
     c->st.last_sample_pct = f_now * 100.0;
-    c->st.last_drm_ns += sample_ns;
+    c->st.last_drm_ns += sample.wall;
     if (atomic_load(&j.oom)) return false; /* no memory for a sample: the push needs none */
-    bool cac;
+    bool cac, seed_wins = true;
     if (c->t.push_gbps > 0) {
-        /* ns per byte of the DRM: learned from earlier CAC copies, else from this sample
-         * (which also looks up every sample: a fair stand-in). */
-        double h = c->drm_ns_per_byte > 0 ? c->drm_ns_per_byte : (sbytes > 0 ? (double)sample_ns / sbytes : 0.0);
+        /* Host ns per byte of the DRM (critical path, so the decision does not swing with
+         * the load of other programs): learned from earlier CAC copies, else measured on
+         * this host when the cache was created (cache.c, calibrate). */
+        double h = c->drm_ns_per_byte > 0 ? c->drm_ns_per_byte : c->drm_ns_per_byte0;
+        (void)sbytes;
         double t_cac = h * hash_bytes + plain_x * (1.0 - f_now) + list_x;
         cac = t_cac < plain_x;
+        /* seeding pays off only if a copy with that much redundancy would win */
+        seed_wins = h * hash_bytes + plain_x * (1.0 - rate_later) + list_x < plain_x;
     } else {
         cac = f_now >= c->o.fallback_threshold;
     }
     /* Redundancy against what went plain: the table does not hold it, so CAC would send it
      * once more now and gain from the next copy on. Seed the table, but not twice in a row. */
-    bool seed = !cac && rate_later >= NM_MAX(c->o.fallback_threshold, 0.05) && c->since_seed > 0;
+    bool seed = !cac && seed_wins && rate_later >= NM_MAX(c->o.fallback_threshold, 0.05) && c->since_seed > 0;
     c->since_seed = seed ? 0 : c->since_seed + 1;
     return cac || seed;
 }
 
-/* Step 3: CAC, rank by rank. */
-static nm_err cac_pipeline(nm_pimc *c, const batch *b, uint64_t host_pre, uint64_t cpu)
+/* Step 3: CAC, rank by rank. The schedule is worked out twice, with the host stages' wall
+ * time and with their critical path (hclk). */
+static nm_err cac_pipeline(nm_pimc *c, const batch *b, hclk host_pre)
 {
     const unsigned nd = c->t.nr_dpus;
     const void **srcs = calloc(nd, sizeof *srcs);
     if (!srcs) return nm_fail(NM_ENOMEM, "pim_cache: no memory");
     c->seq++;
-    double ready = (double)host_pre, sched = 0, xsum = 0;
+    double ready = (double)host_pre.wall, ready_c = (double)host_pre.crit, sched = 0, sched_c = 0, xsum = 0;
     bool modeled = c->t.modeled_ns != NULL;
-    uint64_t drm = 0, sent = 0, meta = 0, hashed = 0, logical = 0, blocks = 0, hits = 0, clean = 0;
+    hclk drm = {0, 0, 0};
+    uint64_t sent = 0, meta = 0, hashed = 0, logical = 0, blocks = 0, hits = 0, clean = 0;
     nm_err e = NM_OK;
     for (unsigned r = 0; r < c->nranks && !e; r++) {
         unsigned d0 = r * c->dpr, d1 = NM_MIN(nd, d0 + c->dpr);
-        uint64_t h0 = nm_now_ns();
+        hclk h0 = hclk_now(c);
         uint32_t from = 0;
         for (unsigned d = d0; d < d1; d++) from = NM_MAX(from, c->d[d].top);
         int overflow, oom;
-        cpu += pimc_run_plan(c, b, d0, d1, 1, from, &overflow, &oom, NULL, NULL);
+        pimc_run_plan(c, b, d0, d1, 1, from, &overflow, &oom, NULL, NULL);
         if (!oom && overflow) {
             /* Global invalidation (Sec. 4.2) of the rank, whose tops move together. */
             for (unsigned d = d0; d < d1; d++) {
@@ -238,7 +247,7 @@ static nm_err cac_pipeline(nm_pimc *c, const batch *b, uint64_t host_pre, uint64
                 for (unsigned k = 0; k < b->n; k++) c->d[d].tv[k].seg_valid = c->d[d].tv[k].all_clean = false;
             }
             from = 0;
-            cpu += pimc_run_plan(c, b, d0, d1, 1, 0, &overflow, &oom, NULL, NULL);
+            pimc_run_plan(c, b, d0, d1, 1, 0, &overflow, &oom, NULL, NULL);
         }
         if (oom || overflow) {
             e = oom ? nm_fail(NM_ENOMEM, "pim_cache: no host memory for the copy plan")
@@ -277,8 +286,8 @@ static nm_err cac_pipeline(nm_pimc *c, const batch *b, uint64_t host_pre, uint64
                 s->ob_skip[k] = false; /* sent after all */
             }
         }
-        uint64_t h = nm_now_ns() - h0;
-        drm += h;
+        hclk h = hclk_sub(hclk_now(c), h0);
+        drm = hclk_add(drm, h);
         if (e) break;
         double m0 = pimc_modeled_now(c);
         if (maxmiss) {
@@ -297,8 +306,10 @@ static nm_err cac_pipeline(nm_pimc *c, const batch *b, uint64_t host_pre, uint64
         }
         double x = modeled ? pimc_modeled_now(c) - m0 : 0.0;
         for (unsigned d = d0; d < d1; d++) c->d[d].top = (uint32_t)(from + maxmiss);
-        ready += (double)h;
+        ready += (double)h.wall;
+        ready_c += (double)h.crit;
         sched = NM_MAX(sched, ready + x);
+        sched_c = NM_MAX(sched_c, ready_c + x);
         xsum += x;
     }
     free(srcs);
@@ -309,9 +320,12 @@ static nm_err cac_pipeline(nm_pimc *c, const batch *b, uint64_t host_pre, uint64
     pimc_mark_written(c, b);
     for (unsigned d = 0; d < nd; d++) pimc_commit_tracking(c, b, d, false, NULL);
     if (hashed >= ((uint64_t)1 << 20)) {
-        /* learn the host cost per fingerprinted byte (stage wall time, all threads) */
-        double h = (double)drm / (double)hashed;
-        c->drm_ns_per_byte = c->drm_ns_per_byte > 0 ? 0.5 * c->drm_ns_per_byte + 0.5 * h : h;
+        /* Learn the host cost per fingerprinted byte (stage critical path, all threads).
+         * One copy may be far off (the first ones grow tables and buffers, page by page):
+         * each observation moves the estimate by at most 2x. */
+        double h = (double)drm.crit / (double)hashed, cur = c->drm_ns_per_byte > 0 ? c->drm_ns_per_byte : c->drm_ns_per_byte0;
+        if (cur > 0) h = NM_MIN(NM_MAX(h, cur / 2), cur * 2);
+        c->drm_ns_per_byte = cur > 0 ? 0.5 * cur + 0.5 * h : h;
     }
     c->mode = NM_PIMC_MODE_CAC;
     c->st.last_mode = NM_PIMC_MODE_CAC;
@@ -322,24 +336,25 @@ static nm_err cac_pipeline(nm_pimc *c, const batch *b, uint64_t host_pre, uint64
     c->st.last_hits = hits;
     c->st.last_clean_bytes = clean;
     c->st.last_dedup_pct = logical ? (1.0 - (double)sent / (double)logical) * 100.0 : 0.0;
-    c->st.last_drm_ns += drm;
+    c->st.last_drm_ns += drm.wall;
     c->st.last_xfer_modeled_ns = modeled ? xsum : NAN;
-    c->st.last_host_ns = host_pre + drm;
-    c->st.last_host_cpu_ns = cpu;
-    c->st.last_total_ns = sched;
+    hclk host = hclk_add(host_pre, drm);
+    c->st.last_host_ns = host.wall;
+    c->st.last_host_cpu_ns = host.cpu;
+    c->st.last_host_crit_ns = host.crit;
+    /* no transfer at all (nothing changed): the schedule is the host work */
+    c->st.last_total_ns = NM_MAX(sched, (double)host.wall);
+    c->st.last_total_crit_ns = NM_MAX(sched_c, (double)host.crit);
     c->st.cac_copies++;
     return NM_OK;
 }
 
-nm_err pimc_copy_parallel(nm_pimc *c, const batch *b)
+nm_err pimc_copy_parallel(nm_pimc *c, const batch *b, hclk start)
 {
-    uint64_t t0 = nm_now_ns(), cpu = 0;
     bool cac = true;
-    if (c->o.fallback_threshold > 0) cac = decide(c, b, &cpu);
-    uint64_t host_pre = c->st.last_host_ns + (nm_now_ns() - t0);
-    if (cac) return cac_pipeline(c, b, host_pre, cpu);
+    if (c->o.fallback_threshold > 0) cac = decide(c, b);
+    hclk host_pre = hclk_sub(hclk_now(c), start);
+    if (cac) return cac_pipeline(c, b, host_pre);
     c->mode = NM_PIMC_MODE_PLAIN;
-    nm_err e = pimc_copy_plain(c, b, host_pre);
-    c->st.last_host_cpu_ns = cpu + (c->st.last_host_ns - host_pre); /* the plain path runs on this thread */
-    return e;
+    return pimc_copy_plain(c, b, host_pre);
 }

@@ -413,7 +413,10 @@ static void test_tracking_unmapped(void **state)
         size_t ql[2] = {512 * KiB, 512 * KiB};
         copy_ok(c, 1, qb, ql);
         free(q);
-        assert_int_equal(nm_pimc_copy(c, 1, qb, ql), NM_ESTATE);
+        /* unmapped: NM_ESTATE; or, if an allocation took the address again meanwhile (the
+         * copy itself allocates), read again as remapped memory: never a crash */
+        nm_err fe = nm_pimc_copy(c, 1, qb, ql);
+        assert_true(fe == NM_ESTATE || fe == NM_OK);
         nm_pimc_destroy(c); /* unregisters what is left */
     }
     nm_pimc_memdev_destroy(m);
