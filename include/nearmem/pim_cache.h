@@ -108,8 +108,11 @@ typedef struct nm_pimc_options {
     unsigned probe_stride;     /* a probe fingerprints every N-th block; default 16 */
     bool plain_serial;         /* plain (fallback) copies always serial, never a push; default false */
     /* Parallel mode: each copy first fingerprints every sample_stride-th block (default 128)
-     * and predicts whether CAC beats a plain push (docs/pim-cache.md, "Parallel mode"). */
+     * and predicts whether CAC beats a plain push (docs/pim-cache.md, "Parallel mode"). With
+     * a transfer model, the sample costs at most sample_budget of the predicted push time
+     * (default 0.01: fewer samples, or fewer DPUs sampled, for small copies). */
     unsigned sample_stride;
+    double sample_budget;
     /* Chunking (default NM_PIMC_FIXED). CDC chunk sizes: 0 = derived from block_size (avg =
      * block_size, min = avg / 4, max = min(4 avg, 4096)); avg and max powers of two,
      * 8 <= min < avg < max <= 4096. Kernels allocate max bytes of WRAM per read. */

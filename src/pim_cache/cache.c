@@ -150,6 +150,7 @@ void nm_pimc_options_default(nm_pimc_options *o)
     o->probe_interval = 4;
     o->probe_stride = 16;
     o->sample_stride = 128;
+    o->sample_budget = 0.01;
     o->chunking = NM_PIMC_FIXED;
 }
 
@@ -212,28 +213,38 @@ int pimc_add_slots(nm_pimc *c, unsigned n)
     return 0;
 }
 
-/* A first estimate of the DRM's host cost per byte, measured here (not a constant): one
- * thread fingerprints and looks up 4 MiB (more than most caches hold) at the cache's block
- * size; the threads split the work, and the table and gathering add about half (measured
- * on the DRM suite, pim-cache-hash: DRM/hash ~1.5). Later CAC copies replace it with what
- * they measure. */
-static double calibrate(const nm_pimc_options *o, unsigned threads)
+/* First estimates, measured here (not constants), of (a) the DRM's host cost per byte and
+ * (b) the cost of one sample: one thread fingerprints 4 MiB at the cache's block size (CDC:
+ * chunks it too); the threads split the DRM, and the table and gathering add about half
+ * (pim-cache-hash: DRM/hash ~1.5); a sample also waits for memory (~0.2 us to fetch a block
+ * far from the last). Copies replace both with what they measure. */
+static void calibrate(nm_pimc *c, unsigned threads)
 {
+    const nm_pimc_options *o = &c->o;
     const size_t n = (size_t)4 << 20;
     uint8_t *buf = malloc(n);
-    if (!buf) return 0.1;
+    if (!buf) return;
     for (size_t i = 0; i < n; i += 8) {
         uint64_t v = i * 0x9E3779B97F4A7C15ull;
         memcpy(buf + i, &v, 8);
     }
-    uint32_t bs = o->chunking == NM_PIMC_CDC ? o->cdc_avg : o->block_size;
     uint64_t c0 = nm_thread_cpu_ns(), acc = 0;
-    for (size_t at = 0; at + bs <= n; at += bs) acc ^= nm_pimc_fingerprint(o->hash, buf + at, bs);
+    if (o->chunking == NM_PIMC_CDC) {
+        for (size_t at = 0; at < n;) {
+            size_t k = cdc_cut(&c->cdc, buf + at, n - at);
+            acc ^= nm_pimc_fingerprint(o->hash, buf + at, k);
+            at += k;
+        }
+    } else {
+        for (size_t at = 0; at + o->block_size <= n; at += o->block_size)
+            acc ^= nm_pimc_fingerprint(o->hash, buf + at, o->block_size);
+    }
     uint64_t ns = nm_thread_cpu_ns() - c0;
     free(buf);
-    double per = (double)(ns + (acc & 1)) / (double)n;
-    if (o->chunking == NM_PIMC_CDC) per *= 3; /* the gear hash reads every byte once more, slowly */
-    return per * 1.5 / threads;
+    double per = (double)(ns + (acc & 1)) / (double)n; /* one thread, ns per byte */
+    c->drm_ns_per_byte0 = per * 1.5 / threads;
+    double sample_bytes = o->chunking == NM_PIMC_CDC ? 2.5 * o->cdc_avg : o->block_size;
+    c->sample_ns0 = per * sample_bytes + 200.0;
 }
 
 nm_err nm_pimc_create(const nm_pimc_transport *t, const nm_pimc_options *opt, nm_pimc **out)
@@ -260,9 +271,10 @@ nm_err nm_pimc_create(const nm_pimc_transport *t, const nm_pimc_options *opt, nm
     if (!(o.fallback_threshold >= 0.0 && o.fallback_threshold <= 1.0))
         return nm_fail(NM_EINVAL, "pim_cache: fallback threshold %g is not in [0, 1]", o.fallback_threshold);
     if (o.fallback_window == 0 || o.fallback_window > FALLBACK_WINDOW_MAX || o.probe_interval == 0 ||
-        o.probe_stride == 0 || o.sample_stride == 0)
+        o.probe_stride == 0 || o.sample_stride == 0 || !(o.sample_budget > 0 && o.sample_budget <= 1))
         return nm_fail(NM_EINVAL,
-                       "pim_cache: fallback window must be 1..%u, probe interval, probe and sample strides >= 1",
+                       "pim_cache: fallback window must be 1..%u, probe interval, probe and sample strides >= 1, "
+                       "sample budget in (0, 1]",
                        FALLBACK_WINDOW_MAX);
     if (o.compress && !t->svb_decode)
         return nm_fail(NM_EINVAL, "pim_cache: compression needs a transport with a decoder");
@@ -324,7 +336,7 @@ nm_err nm_pimc_create(const nm_pimc_transport *t, const nm_pimc_options *opt, nm
     }
     if (pool_init(&c->pool, o.threads)) goto oom;
     c->pool_ok = true;
-    if (o.parallel && o.fallback_threshold > 0 && t->push_gbps > 0) c->drm_ns_per_byte0 = calibrate(&o, c->pool.n + 1);
+    if (o.parallel && o.fallback_threshold > 0 && t->push_gbps > 0) calibrate(c, c->pool.n + 1);
     c->mode = NM_PIMC_MODE_CAC;
     if (o.fallback_threshold > 0) {
         /* Start as if in fallback with a probe due, so a first copy without redundancy
@@ -1076,13 +1088,21 @@ nm_err pimc_copy_plain(nm_pimc *c, const batch *b, hclk host)
     /* Make room for the whole batch first: invalidating between two of its slots would
      * leave the earlier slot's data in BRB space the cache considers free. From the
      * largest top, the largest per-DPU need fits, whichever slots go by push or serially. */
-    uint64_t max_top = 0, max_need = 0;
+    uint64_t max_top = 0, max_need = 0, padded_need = 0;
     for (unsigned d = 0; d < nd; d++) {
         uint64_t need = 0;
         for (unsigned k = 0; k < b->n; k++) need += (uint64_t)pimc_nblocks(c, b->lens[(size_t)k * nd + d]) * c->bs;
         max_top = NM_MAX(max_top, c->d[d].top);
         max_need = NM_MAX(max_need, need);
     }
+    /* pushes pad every DPU to each slot's longest buffer */
+    for (unsigned k = 0; k < b->n; k++) {
+        uint64_t m = 0;
+        for (unsigned d = 0; d < nd; d++) m = NM_MAX(m, (uint64_t)pimc_nblocks(c, b->lens[(size_t)k * nd + d]) * c->bs);
+        padded_need += m;
+    }
+    bool pad_ok = !c->o.plain_serial && c->o.parallel && padded_need <= c->brb_size;
+    if (pad_ok) max_need = NM_MAX(max_need, padded_need);
     if (max_top + max_need > c->brb_size)
         for (unsigned d = 0; d < nd; d++) pimc_invalidate(c, d);
     double m0 = pimc_modeled_now(c);
@@ -1091,22 +1111,41 @@ nm_err pimc_copy_plain(nm_pimc *c, const batch *b, hclk host)
         const size_t *lens = b->lens + (size_t)k * nd;
         const void *const *bufs = b->bufs + (size_t)k * nd;
         bool equal = !c->o.plain_serial;
-        for (unsigned d = 1; d < nd; d++) equal &= lens[d] == lens[0];
-        if (equal) {
-            uint64_t res = (uint64_t)pimc_nblocks(c, lens[0]) * c->bs, at = 0;
+        size_t maxlen = lens[0];
+        for (unsigned d = 1; d < nd; d++) {
+            equal &= lens[d] == lens[0];
+            maxlen = NM_MAX(maxlen, lens[d]);
+        }
+        /* Parallel mode pushes uneven buffers too, as a user of dpu_push_xfer would: the
+         * shorter ones copied into zero-padded scratch (host work, counted). */
+        if (equal || pad_ok) {
+            hclk hp = hclk_now(c);
+            uint64_t res = (uint64_t)pimc_nblocks(c, maxlen) * c->bs, at = 0;
             for (unsigned d = 0; d < nd; d++) at = NM_MAX(at, c->d[d].top);
-            size_t body = NM_ALIGN_DOWN(lens[0], 8u), tail = lens[0] - body;
-            for (unsigned d = 0; d < nd; d++) {
-                srcs[d] = bufs[d];
+            size_t body = NM_ALIGN_DOWN(maxlen, 8u), tail = maxlen - body;
+            for (unsigned d = 0; d < nd && !e; d++) {
+                const uint8_t *src = bufs[d];
+                if (lens[d] != maxlen) {
+                    dpu_state *s = &c->d[d];
+                    if (pimc_reserve((void **)&s->bb, &s->bb_cap, maxlen + 8)) {
+                        e = nm_fail(NM_ENOMEM, "pim_cache: no memory");
+                        break;
+                    }
+                    if (lens[d]) memcpy(s->bb, src, lens[d]);
+                    memset(s->bb + lens[d], 0, maxlen + 8 - lens[d]);
+                    src = s->bb;
+                }
+                srcs[d] = src;
                 memset(tails[d], 0, 8);
-                if (tail) memcpy(tails[d], (const uint8_t *)bufs[d] + body, tail);
+                if (tail) memcpy(tails[d], src + body, tail);
                 c->d[d].top = (uint32_t)(at + res);
                 doff[(size_t)k * nd + d] = (uint32_t)(c->brb_base + at);
             }
-            if (body) e = c->t.push_to(c->t.ctx, c->brb_base + at, srcs, body);
+            host = hclk_add(host, hclk_sub(hclk_now(c), hp));
+            if (body && !e) e = c->t.push_to(c->t.ctx, c->brb_base + at, srcs, body);
             for (unsigned d = 0; d < nd; d++) srcs[d] = tails[d];
             if (!e && tail) e = c->t.push_to(c->t.ctx, c->brb_base + at + body, srcs, 8);
-            sent += (uint64_t)NM_ALIGN_UP(lens[0], 8u) * nd;
+            sent += (uint64_t)NM_ALIGN_UP(maxlen, 8u) * nd;
         } else {
             for (unsigned d = 0; d < nd && !e; d++) {
                 uint64_t res = (uint64_t)pimc_nblocks(c, lens[d]) * c->bs;

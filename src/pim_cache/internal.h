@@ -207,6 +207,7 @@ struct nm_pimc {
     /* parallel engine: learned host cost of the DRM, ns per byte (0 = unknown) */
     double drm_ns_per_byte; /* critical-path ns per fingerprinted byte */
     double drm_ns_per_byte0; /* the same measured at create (a first estimate) */
+    double sample_ns, sample_ns0; /* critical-path ns per sample: learned, and first estimate */
     unsigned since_seed;
     /* write tracking */
     struct nm_pimc_reg *regs;

@@ -34,6 +34,9 @@ typedef struct sample_job {
     nm_pimc *c;
     const batch *b;
     uint32_t phase;
+    unsigned dpu_step;   /* sample DPUs d with d % dpu_step == dpu_first */
+    unsigned dpu_first;
+    uint32_t per_dpu;    /* at most this many samples per buffer (>= 2) */
     _Atomic unsigned next;
     _Atomic int oom;
     _Atomic uint64_t samples, now_hits, later_hits, clean_samples, sampled_bytes, firsts;
@@ -80,8 +83,9 @@ static void sample_dpu(nm_pimc *c, unsigned d, sample_job *j)
         if (c->o.chunking == NM_PIMC_FIXED) {
             const uint32_t bs = c->bs;
             uint32_t nb = pimc_nblocks(c, len);
-            /* at least two samples per buffer, whatever its size */
+            /* at least two samples per buffer, whatever its size; at most per_dpu */
             uint32_t st = NM_MAX(1u, NM_MIN(stride, nb / 2));
+            st = NM_MAX(st, (nb + j->per_dpu - 1) / j->per_dpu);
             uint32_t i0 = (phase >> 7) % st;
             /* Samples are far apart, so each one waits for memory: fetch the next one
              * while hashing this one. */
@@ -110,6 +114,7 @@ static void sample_dpu(nm_pimc *c, unsigned d, sample_job *j)
              * of the whole buffer (cuts depend on the last 64 bytes only); the chunk after
              * it is the sample. */
             size_t st = NM_MAX((size_t)1, NM_MIN((size_t)stride, len / c->o.cdc_avg / 2));
+            st = NM_MAX(st, (len / c->o.cdc_avg + j->per_dpu - 1) / j->per_dpu);
             size_t step = st * c->o.cdc_avg;
             for (size_t at = (size_t)((phase >> 7) % st) * c->o.cdc_avg; at < len; at += step) {
                 size_t first = cdc_cut(&c->cdc, buf + at, len - at);
@@ -142,7 +147,8 @@ static void sample_work(void *arg, unsigned tid, unsigned nt)
     (void)nt;
     sample_job *j = arg;
     for (;;) {
-        unsigned d = atomic_fetch_add(&j->next, 1);
+        unsigned i = atomic_fetch_add(&j->next, 1);
+        unsigned d = j->dpu_first + i * j->dpu_step;
         if (d >= j->c->t.nr_dpus) break;
         sample_dpu(j->c, d, j);
     }
@@ -156,23 +162,6 @@ static bool decide(nm_pimc *c, const batch *b)
 {
     const unsigned nd = c->t.nr_dpus;
     hclk t0 = hclk_now(c);
-    sample_job j = {.c = c, .b = b, .phase = c->seq * 37u + c->o.sample_stride / 2};
-    atomic_init(&j.next, 0);
-    atomic_init(&j.oom, 0);
-    atomic_init(&j.samples, 0);
-    atomic_init(&j.now_hits, 0);
-    atomic_init(&j.later_hits, 0);
-    atomic_init(&j.clean_samples, 0);
-    atomic_init(&j.sampled_bytes, 0);
-    atomic_init(&j.firsts, 0);
-    pool_run_work(&c->pool, sample_work, &j, pimc_work_bytes(c, b, 0, nd) / c->o.sample_stride);
-    hclk sample = hclk_sub(hclk_now(c), t0);
-    c->st.last_probe = true;
-    c->st.probes++;
-    /* the first miss of each DPU is left out (see classify) */
-    double samples = (double)(atomic_load(&j.samples) - atomic_load(&j.firsts)), now = (double)atomic_load(&j.now_hits),
-           later = (double)atomic_load(&j.later_hits), clean = (double)atomic_load(&j.clean_samples),
-           sbytes = (double)atomic_load(&j.sampled_bytes);
     /* Bytes per rank: all of them (plain), the unknown ones (CAC host work). */
     double total = 0, known = 0, adopt = 0, plain_x = 0, list_x = 0;
     for (unsigned r = 0; r < c->nranks; r++) {
@@ -190,6 +179,50 @@ static bool decide(nm_pimc *c, const batch *b)
         plain_x = NM_MAX(plain_x, rank_ns(c, rank_bytes));
         list_x = NM_MAX(list_x, rank_ns(c, rank_list));
     }
+    /* The sample's budget: a share of the push it may replace. Few samples go to pairs on
+     * a subset of the DPUs (a pair is the least that can show a repeat). */
+    uint64_t budget = UINT64_MAX;
+    if (c->t.push_gbps > 0) {
+        double per = c->sample_ns > 0 ? c->sample_ns : c->sample_ns0 > 0 ? c->sample_ns0 : 500.0;
+        budget = (uint64_t)(c->o.sample_budget * plain_x / per);
+    }
+    unsigned sampled = nd;
+    uint32_t per_dpu = UINT32_MAX;
+    if (budget < (uint64_t)2 * nd) {
+        sampled = (unsigned)(budget / 2);
+        per_dpu = 2;
+    } else if (budget != UINT64_MAX) {
+        per_dpu = (uint32_t)NM_MIN(budget / nd, (uint64_t)UINT32_MAX);
+    }
+    sample_job j = {.c = c, .b = b, .phase = c->seq * 37u + c->o.sample_stride / 2, .per_dpu = per_dpu};
+    j.dpu_step = sampled ? (nd + sampled - 1) / sampled : 1;
+    j.dpu_first = sampled ? (c->seq * 7u) % j.dpu_step : nd;
+    atomic_init(&j.next, 0);
+    atomic_init(&j.oom, 0);
+    atomic_init(&j.samples, 0);
+    atomic_init(&j.now_hits, 0);
+    atomic_init(&j.later_hits, 0);
+    atomic_init(&j.clean_samples, 0);
+    atomic_init(&j.sampled_bytes, 0);
+    atomic_init(&j.firsts, 0);
+    if (sampled) {
+        uint64_t work = NM_MIN(pimc_work_bytes(c, b, 0, nd) / c->o.sample_stride / j.dpu_step,
+                               (uint64_t)per_dpu * sampled * c->bs);
+        pool_run_work(&c->pool, sample_work, &j, work);
+    }
+    hclk sample = hclk_sub(hclk_now(c), t0);
+    c->st.last_probe = sampled > 0;
+    c->st.probes += sampled > 0;
+    uint64_t taken = atomic_load(&j.samples);
+    if (taken >= 16) {
+        /* learn the cost of a sample (bounded moves, as for the DRM) */
+        double per = (double)sample.crit / (double)taken, cur = c->sample_ns > 0 ? c->sample_ns : c->sample_ns0;
+        if (cur > 0) per = NM_MIN(NM_MAX(per, cur / 2), cur * 2);
+        c->sample_ns = cur > 0 ? 0.5 * cur + 0.5 * per : per;
+    }
+    /* the first miss of each DPU is left out (see classify) */
+    double samples = (double)(taken - atomic_load(&j.firsts)), now = (double)atomic_load(&j.now_hits),
+           later = (double)atomic_load(&j.later_hits), clean = (double)atomic_load(&j.clean_samples);
     /* no sample at all: every byte is known unwritten, or nothing could be sampled */
     double rate_now = samples > 0 ? now / samples : 0.0, rate_later = samples > 0 ? later / samples : 0.0;
     double all = (double)atomic_load(&j.samples), rate_clean = all > 0 ? clean / all : 0.0;
@@ -205,7 +238,6 @@ static bool decide(nm_pimc *c, const batch *b)
          * the load of other programs): learned from earlier CAC copies, else measured on
          * this host when the cache was created (cache.c, calibrate). */
         double h = c->drm_ns_per_byte > 0 ? c->drm_ns_per_byte : c->drm_ns_per_byte0;
-        (void)sbytes;
         double t_cac = h * hash_bytes + plain_x * (1.0 - f_now) + list_x;
         cac = t_cac < plain_x;
         /* seeding pays off only if a copy with that much redundancy would win */
