@@ -101,6 +101,7 @@ typedef struct pb_cac {
     double total_s, host_s, cpu_s, xfer_s, dedup_pct, sample_pct, clean_pct;
     bool plain;
     double total_crit_s, host_crit_s;
+    double dup_pct; /* 1 - new bytes / logical: the redundancy found, lockstep padding left out */
 } pb_cac;
 
 static inline pb_cac pb_cac_of(const nm_pimc *c)
@@ -116,7 +117,8 @@ static inline pb_cac pb_cac_of(const nm_pimc *c)
                 st.last_logical_bytes ? 100.0 * (double)st.last_clean_bytes / (double)st.last_logical_bytes : 0.0,
                 st.last_mode == NM_PIMC_MODE_PLAIN,
                 st.last_total_crit_ns * 1e-9,
-                (double)st.last_host_crit_ns * 1e-9};
+                (double)st.last_host_crit_ns * 1e-9,
+                st.last_logical_bytes ? 100.0 * (1.0 - (double)st.last_new_bytes / (double)st.last_logical_bytes) : 0.0};
     return r;
 }
 

@@ -165,6 +165,8 @@ typedef struct nm_pimc_stats {
     bool last_probe;             /* a fallback probe ran during the last copy */
     uint64_t last_logical_bytes; /* bytes of the buffers */
     uint64_t last_sent_bytes;    /* block bytes sent (incl. padding in parallel mode) */
+    uint64_t last_new_bytes;     /* bytes of the blocks or chunks that were new (no padding): the
+                                  * redundancy itself is 1 - new / logical */
     uint64_t last_meta_bytes;    /* descriptors + offset lists sent */
     uint64_t last_blocks, last_hits;
     double last_dedup_pct;     /* (1 - block bytes sent / logical bytes) * 100, the paper's metric */

@@ -1055,6 +1055,7 @@ static nm_err copy_cac(nm_pimc *c, const batch *b, hclk start)
     c->st.last_mode = NM_PIMC_MODE_CAC;
     c->st.last_logical_bytes = logical;
     c->st.last_sent_bytes = sent;
+    c->st.last_new_bytes = sent;
     c->st.last_meta_bytes = meta;
     c->st.last_blocks = blocks;
     c->st.last_hits = hits;
@@ -1072,23 +1073,28 @@ static nm_err copy_cac(nm_pimc *c, const batch *b, hclk start)
 nm_err pimc_copy_plain(nm_pimc *c, const batch *b, hclk host)
 {
     const unsigned nd = c->t.nr_dpus;
+    const size_t nk = (size_t)b->n * nd;
     hclk h0 = hclk_now(c);
     uint64_t sent = 0, meta = 0, logical = 0;
+    double m0 = NAN;
     nm_err e = NM_OK;
-    const void **srcs = malloc(nd * sizeof *srcs);
-    uint8_t(*tails)[8] = malloc(nd * sizeof *tails);
-    uint32_t *doff = malloc((size_t)b->n * nd * sizeof *doff);
-    if (!srcs || !tails || !doff) {
-        free(srcs);
-        free(tails);
-        free(doff);
-        return nm_fail(NM_ENOMEM, "pim_cache: no memory");
+    /* Host work first (room, padding, tails, descriptors), then the transfers, so the host
+     * time is measured once. */
+    const void **srcs = malloc(nk * sizeof *srcs);
+    const void **dsrcs = malloc(nd * sizeof *dsrcs);
+    uint8_t(*tails)[8] = calloc(nk, sizeof *tails);
+    uint32_t *doff = malloc(nk * sizeof *doff);
+    size_t *maxlen = calloc(b->n, sizeof *maxlen);
+    bool *push = calloc(b->n, sizeof *push);
+    if (!srcs || !dsrcs || !tails || !doff || !maxlen || !push) {
+        e = nm_fail(NM_ENOMEM, "pim_cache: no memory");
+        goto done;
     }
     c->seq++;
     /* Make room for the whole batch first: invalidating between two of its slots would
      * leave the earlier slot's data in BRB space the cache considers free. From the
      * largest top, the largest per-DPU need fits, whichever slots go by push or serially. */
-    uint64_t max_top = 0, max_need = 0, padded_need = 0;
+    uint64_t max_top = 0, max_need = 0, padded_need = 0, pad_bytes = 0;
     for (unsigned d = 0; d < nd; d++) {
         uint64_t need = 0;
         for (unsigned k = 0; k < b->n; k++) need += (uint64_t)pimc_nblocks(c, b->lens[(size_t)k * nd + d]) * c->bs;
@@ -1097,93 +1103,92 @@ nm_err pimc_copy_plain(nm_pimc *c, const batch *b, hclk host)
     }
     /* pushes pad every DPU to each slot's longest buffer */
     for (unsigned k = 0; k < b->n; k++) {
-        uint64_t m = 0;
-        for (unsigned d = 0; d < nd; d++) m = NM_MAX(m, (uint64_t)pimc_nblocks(c, b->lens[(size_t)k * nd + d]) * c->bs);
-        padded_need += m;
+        for (unsigned d = 0; d < nd; d++) maxlen[k] = NM_MAX(maxlen[k], b->lens[(size_t)k * nd + d]);
+        padded_need += (uint64_t)pimc_nblocks(c, maxlen[k]) * c->bs;
+        for (unsigned d = 0; d < nd; d++)
+            if (b->lens[(size_t)k * nd + d] != maxlen[k]) pad_bytes += maxlen[k] + 8;
     }
     bool pad_ok = !c->o.plain_serial && c->o.parallel && padded_need <= c->brb_size;
     if (pad_ok) max_need = NM_MAX(max_need, padded_need);
     if (max_top + max_need > c->brb_size)
         for (unsigned d = 0; d < nd; d++) pimc_invalidate(c, d);
-    double m0 = pimc_modeled_now(c);
-    host = hclk_add(host, hclk_sub(hclk_now(c), h0));
-    for (unsigned k = 0; k < b->n && !e; k++) {
+    /* Parallel mode pushes uneven buffers too, as a user of dpu_push_xfer would: the
+     * shorter ones copied into zero-padded scratch first. */
+    uint8_t *pad = pad_ok && pad_bytes ? malloc(pad_bytes) : NULL;
+    if (pad_ok && pad_bytes && !pad) {
+        e = nm_fail(NM_ENOMEM, "pim_cache: no memory");
+        goto done;
+    }
+    size_t pad_at = 0;
+    for (unsigned k = 0; k < b->n; k++) {
         const size_t *lens = b->lens + (size_t)k * nd;
         const void *const *bufs = b->bufs + (size_t)k * nd;
         bool equal = !c->o.plain_serial;
-        size_t maxlen = lens[0];
-        for (unsigned d = 1; d < nd; d++) {
-            equal &= lens[d] == lens[0];
-            maxlen = NM_MAX(maxlen, lens[d]);
-        }
-        /* Parallel mode pushes uneven buffers too, as a user of dpu_push_xfer would: the
-         * shorter ones copied into zero-padded scratch (host work, counted). */
-        if (equal || pad_ok) {
-            hclk hp = hclk_now(c);
-            uint64_t res = (uint64_t)pimc_nblocks(c, maxlen) * c->bs, at = 0;
+        for (unsigned d = 1; d < nd; d++) equal &= lens[d] == lens[0];
+        push[k] = equal || pad_ok;
+        uint64_t at = 0;
+        if (push[k])
             for (unsigned d = 0; d < nd; d++) at = NM_MAX(at, c->d[d].top);
-            size_t body = NM_ALIGN_DOWN(maxlen, 8u), tail = maxlen - body;
-            for (unsigned d = 0; d < nd && !e; d++) {
-                const uint8_t *src = bufs[d];
-                if (lens[d] != maxlen) {
-                    dpu_state *s = &c->d[d];
-                    if (pimc_reserve((void **)&s->bb, &s->bb_cap, maxlen + 8)) {
-                        e = nm_fail(NM_ENOMEM, "pim_cache: no memory");
-                        break;
-                    }
-                    if (lens[d]) memcpy(s->bb, src, lens[d]);
-                    memset(s->bb + lens[d], 0, maxlen + 8 - lens[d]);
-                    src = s->bb;
-                }
-                srcs[d] = src;
-                memset(tails[d], 0, 8);
-                if (tail) memcpy(tails[d], src + body, tail);
-                c->d[d].top = (uint32_t)(at + res);
-                doff[(size_t)k * nd + d] = (uint32_t)(c->brb_base + at);
+        for (unsigned d = 0; d < nd; d++) {
+            size_t i = (size_t)k * nd + d, len = push[k] ? maxlen[k] : lens[d];
+            const uint8_t *src = bufs[d];
+            if (push[k] && lens[d] != maxlen[k]) {
+                uint8_t *q = pad + pad_at;
+                if (lens[d]) memcpy(q, src, lens[d]);
+                memset(q + lens[d], 0, maxlen[k] + 8 - lens[d]);
+                pad_at += maxlen[k] + 8;
+                src = q;
             }
-            host = hclk_add(host, hclk_sub(hclk_now(c), hp));
-            if (body && !e) e = c->t.push_to(c->t.ctx, c->brb_base + at, srcs, body);
-            for (unsigned d = 0; d < nd; d++) srcs[d] = tails[d];
-            if (!e && tail) e = c->t.push_to(c->t.ctx, c->brb_base + at + body, srcs, 8);
-            sent += (uint64_t)NM_ALIGN_UP(maxlen, 8u) * nd;
+            srcs[i] = src;
+            size_t body = NM_ALIGN_DOWN(len, 8u);
+            if (len > body) memcpy(tails[i], src + body, len - body);
+            if (!push[k]) at = c->d[d].top;
+            c->d[d].top = (uint32_t)(at + (uint64_t)pimc_nblocks(c, len) * c->bs);
+            doff[i] = (uint32_t)(c->brb_base + at);
+            dpu_state *s = &c->d[d];
+            if (pimc_reserve((void **)&s->ob[k], &s->ob_cap[k], NM_PIMC_DESC_SIZE)) {
+                e = nm_fail(NM_ENOMEM, "pim_cache: no memory");
+                goto done_pad;
+            }
+            put_desc(s->ob[k], NM_PIMC_MODE_FLAT, lens[d], pimc_nblocks(c, lens[d]), c->bs, doff[i], c->seq);
+            s->ob_skip[k] = false;
+            logical += lens[d];
+        }
+    }
+    host = hclk_add(host, hclk_sub(hclk_now(c), h0));
+    m0 = pimc_modeled_now(c);
+    for (unsigned k = 0; k < b->n && !e; k++) {
+        const size_t *lens = b->lens + (size_t)k * nd;
+        const void **ks = srcs + (size_t)k * nd;
+        if (push[k]) {
+            size_t body = NM_ALIGN_DOWN(maxlen[k], 8u);
+            if (body) e = c->t.push_to(c->t.ctx, doff[(size_t)k * nd] , ks, body);
+            for (unsigned d = 0; d < nd; d++) dsrcs[d] = tails[(size_t)k * nd + d];
+            if (!e && maxlen[k] > body) e = c->t.push_to(c->t.ctx, doff[(size_t)k * nd] + body, dsrcs, 8);
+            sent += (uint64_t)NM_ALIGN_UP(maxlen[k], 8u) * nd;
         } else {
             for (unsigned d = 0; d < nd && !e; d++) {
-                uint64_t res = (uint64_t)pimc_nblocks(c, lens[d]) * c->bs;
-                uint64_t at = c->d[d].top;
-                size_t body = NM_ALIGN_DOWN(lens[d], 8u), tail = lens[d] - body;
-                if (body) e = c->t.copy_to(c->t.ctx, d, c->brb_base + at, bufs[d], body);
-                if (!e && tail) {
-                    memset(tails[d], 0, 8);
-                    memcpy(tails[d], (const uint8_t *)bufs[d] + body, tail);
-                    e = c->t.copy_to(c->t.ctx, d, c->brb_base + at + body, tails[d], 8);
-                }
-                c->d[d].top = (uint32_t)(at + res);
-                doff[(size_t)k * nd + d] = (uint32_t)(c->brb_base + at);
+                size_t i = (size_t)k * nd + d, body = NM_ALIGN_DOWN(lens[d], 8u);
+                if (body) e = c->t.copy_to(c->t.ctx, d, doff[i], ks[d], body);
+                if (!e && lens[d] > body) e = c->t.copy_to(c->t.ctx, d, doff[i] + body, tails[i], 8);
                 sent += NM_ALIGN_UP(lens[d], 8u);
             }
         }
         /* Descriptors are 32 bytes everywhere: one push (unless plain_serial). */
-        hclk h1 = hclk_now(c);
-        for (unsigned d = 0; d < nd && !e; d++) {
-            dpu_state *s = &c->d[d];
-            if (pimc_reserve((void **)&s->ob[k], &s->ob_cap[k], NM_PIMC_DESC_SIZE)) {
-                e = nm_fail(NM_ENOMEM, "pim_cache: no memory");
-                break;
-            }
-            put_desc(s->ob[k], NM_PIMC_MODE_FLAT, lens[d], pimc_nblocks(c, lens[d]), c->bs, doff[(size_t)k * nd + d],
-                     c->seq);
-            s->ob_skip[k] = false;
-            srcs[d] = s->ob[k];
-            logical += lens[d];
-        }
-        host = hclk_add(host, hclk_sub(hclk_now(c), h1));
-        if (!e && !c->o.plain_serial) e = c->t.push_to(c->t.ctx, c->slot_addr[b->slots[k]], srcs, NM_PIMC_DESC_SIZE);
+        for (unsigned d = 0; d < nd; d++) dsrcs[d] = c->d[d].ob[k];
+        if (!e && !c->o.plain_serial) e = c->t.push_to(c->t.ctx, c->slot_addr[b->slots[k]], dsrcs, NM_PIMC_DESC_SIZE);
         for (unsigned d = 0; d < nd && !e && c->o.plain_serial; d++)
-            e = c->t.copy_to(c->t.ctx, d, c->slot_addr[b->slots[k]], srcs[d], NM_PIMC_DESC_SIZE);
+            e = c->t.copy_to(c->t.ctx, d, c->slot_addr[b->slots[k]], dsrcs[d], NM_PIMC_DESC_SIZE);
         meta += (uint64_t)NM_PIMC_DESC_SIZE * nd;
     }
+done_pad:
+    free(pad);
+done:
     free(srcs);
+    free(dsrcs);
     free(tails);
+    free(maxlen);
+    free(push);
     if (e) {
         free(doff);
         pimc_poison(c, b);
@@ -1199,6 +1204,7 @@ nm_err pimc_copy_plain(nm_pimc *c, const batch *b, hclk host)
     c->st.last_mode = NM_PIMC_MODE_PLAIN;
     c->st.last_logical_bytes = logical;
     c->st.last_sent_bytes = sent;
+    c->st.last_new_bytes = logical;
     c->st.last_meta_bytes = meta;
     c->st.last_blocks = c->st.last_hits = 0;
     c->st.last_clean_bytes = 0;
@@ -1456,6 +1462,7 @@ nm_err nm_pimc_copy_u32(nm_pimc *c, unsigned slot, const uint32_t *const *bufs, 
         c->st.last_mode = NM_PIMC_MODE_PLAIN;
         c->st.last_logical_bytes = logical;
         c->st.last_sent_bytes = sent;
+        c->st.last_new_bytes = logical;
         c->st.last_meta_bytes = (uint64_t)NM_PIMC_DESC_SIZE * nd;
         c->st.last_blocks = c->st.last_hits = 0;
         c->st.last_dedup_pct = logical ? (1.0 - (double)sent / (double)logical) * 100.0 : 0.0;

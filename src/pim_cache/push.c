@@ -263,7 +263,7 @@ static nm_err cac_pipeline(nm_pimc *c, const batch *b, hclk host_pre)
     double ready = (double)host_pre.wall, ready_c = (double)host_pre.crit, sched = 0, sched_c = 0, xsum = 0;
     bool modeled = c->t.modeled_ns != NULL;
     hclk drm = {0, 0, 0};
-    uint64_t sent = 0, meta = 0, hashed = 0, logical = 0, blocks = 0, hits = 0, clean = 0;
+    uint64_t sent = 0, meta = 0, hashed = 0, logical = 0, blocks = 0, hits = 0, clean = 0, newb = 0;
     nm_err e = NM_OK;
     for (unsigned r = 0; r < c->nranks && !e; r++) {
         unsigned d0 = r * c->dpr, d1 = NM_MIN(nd, d0 + c->dpr);
@@ -297,6 +297,7 @@ static nm_err cac_pipeline(nm_pimc *c, const batch *b, hclk host_pre)
             else if (maxmiss) memset(s->bb + s->miss_bytes, 0, maxmiss - s->miss_bytes);
             blocks += s->blocks;
             hits += s->hits;
+            newb += s->miss_bytes;
             hashed += s->hashed_bytes;
             clean += s->clean_bytes;
             for (unsigned k = 0; k < b->n; k++) logical += b->lens[(size_t)k * nd + d];
@@ -363,6 +364,7 @@ static nm_err cac_pipeline(nm_pimc *c, const batch *b, hclk host_pre)
     c->st.last_mode = NM_PIMC_MODE_CAC;
     c->st.last_logical_bytes = logical;
     c->st.last_sent_bytes = sent;
+    c->st.last_new_bytes = newb;
     c->st.last_meta_bytes = meta;
     c->st.last_blocks = blocks;
     c->st.last_hits = hits;
