@@ -64,6 +64,9 @@ typedef struct nm_pimc_transport {
     unsigned dpus_per_rank;
     nm_err (*push_range)(void *ctx, unsigned d0, unsigned d1, uint64_t off, const void *const *srcs, size_t len);
     double push_gbps;
+    /* Optional: modeled bandwidth of copy_to to one DPU (GB/s; 0 = unknown). Parallel mode
+     * sends a rank's blocks serially when only a few of its DPUs have any. */
+    double serial_gbps;
 } nm_pimc_transport;
 
 /* A host-memory transport: nr_dpus MRAM arrays of mram_size bytes, no time model

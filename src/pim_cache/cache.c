@@ -167,6 +167,7 @@ static void dpu_state_free(dpu_state *s, unsigned slots)
     free(s->ob_cap);
     free(s->ob_len);
     free(s->ob_skip);
+    free(s->ob_skip0);
     free(s->tv);
     free(s->prev.k);
     free(s->cur.k);
@@ -331,8 +332,9 @@ nm_err nm_pimc_create(const nm_pimc_transport *t, const nm_pimc_options *opt, nm
         s->ob_cap = calloc(o.slots, sizeof *s->ob_cap);
         s->ob_len = calloc(o.slots, sizeof *s->ob_len);
         s->ob_skip = calloc(o.slots, sizeof *s->ob_skip);
+        s->ob_skip0 = calloc(o.slots, sizeof *s->ob_skip0);
         s->tv = calloc(o.slots, sizeof *s->tv);
-        if (!s->ob || !s->ob_cap || !s->ob_len || !s->ob_skip || !s->tv) goto oom;
+        if (!s->ob || !s->ob_cap || !s->ob_len || !s->ob_skip || !s->ob_skip0 || !s->tv) goto oom;
     }
     if (pool_init(&c->pool, o.threads)) goto oom;
     c->pool_ok = true;

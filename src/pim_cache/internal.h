@@ -166,6 +166,7 @@ typedef struct dpu_state {
     size_t *ob_cap;
     uint32_t *ob_len; /* bytes of ob[k] to send (multiple of 8) */
     bool *ob_skip;    /* write tracking: the slot already holds exactly this list */
+    bool *ob_skip0;   /* the same before a rank push decided to send it anyway */
     uint64_t blocks, hits, invalidations, collisions, verify_bytes;
     uint64_t hashed_bytes, clean_bytes; /* this copy: bytes fingerprinted / skipped as unwritten */
     track_view *tv;   /* per batch entry */

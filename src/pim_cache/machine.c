@@ -176,7 +176,8 @@ nm_err nm_pimc_machine_transport_prog(struct dpu_set_t set, const char *program,
                              .dpus_per_rank = NM_PIM_DPUS_PER_RANK,
                              .push_range = m_push_range,
                              /* the machine's rank bandwidth, for the decision (never tuned) */
-                             .push_gbps = cost.bw_rank_to_dpu};
+                             .push_gbps = cost.bw_rank_to_dpu,
+                             .serial_gbps = cost.bw_serial_to_dpu};
     return NM_OK;
 }
 

@@ -311,6 +311,7 @@ static nm_err cac_pipeline(nm_pimc *c, const batch *b, hclk host_pre)
             }
             for (unsigned d = d0; d < d1 && need[k]; d++) {
                 dpu_state *s = &c->d[d];
+                s->ob_skip0[k] = s->ob_skip[k]; /* unchanged lists need no serial copy */
                 if (pimc_reserve((void **)&s->ob[k], &s->ob_cap[k], maxob[k])) {
                     e = nm_fail(NM_ENOMEM, "pim_cache: no memory");
                     break;
@@ -324,15 +325,40 @@ static nm_err cac_pipeline(nm_pimc *c, const batch *b, hclk host_pre)
         if (e) break;
         double m0 = pimc_modeled_now(c);
         if (maxmiss) {
-            for (unsigned d = d0; d < d1; d++) srcs[d] = c->d[d].bb;
-            e = c->t.push_range ? c->t.push_range(c->t.ctx, d0, d1, c->brb_base + from, srcs, maxmiss)
-                                : c->t.push_to(c->t.ctx, c->brb_base + from, srcs, maxmiss);
-            sent += maxmiss * (d1 - d0);
+            /* One push pads every DPU of the rank to the most misses; when only a few DPUs
+             * have any (a few pages written), serial copies of just those cost less. */
+            uint64_t total_miss = 0;
+            for (unsigned d = d0; d < d1; d++) total_miss += c->d[d].miss_bytes;
+            bool serial = c->t.serial_gbps > 0 && c->t.push_gbps > 0 &&
+                          (double)total_miss / c->t.serial_gbps < (double)(maxmiss * (d1 - d0)) / c->t.push_gbps;
+            if (serial) {
+                for (unsigned d = d0; d < d1 && !e; d++)
+                    if (c->d[d].miss_bytes) {
+                        e = c->t.copy_to(c->t.ctx, d, c->brb_base + from, c->d[d].bb, c->d[d].miss_bytes);
+                        sent += c->d[d].miss_bytes;
+                    }
+            } else {
+                for (unsigned d = d0; d < d1; d++) srcs[d] = c->d[d].bb;
+                e = c->t.push_range ? c->t.push_range(c->t.ctx, d0, d1, c->brb_base + from, srcs, maxmiss)
+                                    : c->t.push_to(c->t.ctx, c->brb_base + from, srcs, maxmiss);
+                sent += maxmiss * (d1 - d0);
+            }
         }
         for (unsigned k = 0; k < b->n && !e; k++) {
             if (!need[k]) continue;
+            uint64_t at = c->slot_addr[b->slots[k]], changed = 0;
+            for (unsigned d = d0; d < d1; d++) changed += c->d[d].ob_skip0[k] ? 0 : c->d[d].ob_len[k];
+            bool serial = c->t.serial_gbps > 0 && c->t.push_gbps > 0 &&
+                          (double)changed / c->t.serial_gbps < (double)maxob[k] * (d1 - d0) / c->t.push_gbps;
+            if (serial) {
+                for (unsigned d = d0; d < d1 && !e; d++)
+                    if (!c->d[d].ob_skip0[k]) {
+                        e = c->t.copy_to(c->t.ctx, d, at, c->d[d].ob[k], c->d[d].ob_len[k]);
+                        meta += c->d[d].ob_len[k];
+                    }
+                continue;
+            }
             for (unsigned d = d0; d < d1; d++) srcs[d] = c->d[d].ob[k];
-            uint64_t at = c->slot_addr[b->slots[k]];
             e = c->t.push_range ? c->t.push_range(c->t.ctx, d0, d1, at, srcs, maxob[k])
                                 : c->t.push_to(c->t.ctx, at, srcs, maxob[k]);
             meta += (uint64_t)maxob[k] * (d1 - d0);
