@@ -214,21 +214,25 @@ int pimc_add_slots(nm_pimc *c, unsigned n)
     return 0;
 }
 
-/* First estimates, measured here (not constants), of (a) the DRM's host cost per byte and
- * (b) the cost of one sample: one thread fingerprints 4 MiB at the cache's block size (CDC:
- * chunks it too); the threads split the DRM, and the table and gathering add about half
- * (pim-cache-hash: DRM/hash ~1.5); a sample also waits for memory (~0.2 us to fetch a block
- * far from the last). Copies replace both with what they measure. */
+/* The host rates the parallel decision starts from, measured here (not constants): one
+ * thread fingerprints 4 MiB at the cache's block size (CDC: chunks it too), and copies 4 MiB
+ * (gathering a missing block is a copy). A sample also waits for memory (~0.2 us to fetch a
+ * block far from the last). Copies then learn a correction (push.c). */
 static void calibrate(nm_pimc *c, unsigned threads)
 {
     const nm_pimc_options *o = &c->o;
     const size_t n = (size_t)4 << 20;
-    uint8_t *buf = malloc(n);
-    if (!buf) return;
+    uint8_t *buf = malloc(n), *dst = malloc(n);
+    if (!buf || !dst) {
+        free(buf);
+        free(dst);
+        return;
+    }
     for (size_t i = 0; i < n; i += 8) {
         uint64_t v = i * 0x9E3779B97F4A7C15ull;
         memcpy(buf + i, &v, 8);
     }
+    memset(dst, 0, n);
     uint64_t c0 = nm_thread_cpu_ns(), acc = 0;
     if (o->chunking == NM_PIMC_CDC) {
         for (size_t at = 0; at < n;) {
@@ -240,12 +244,18 @@ static void calibrate(nm_pimc *c, unsigned threads)
         for (size_t at = 0; at + o->block_size <= n; at += o->block_size)
             acc ^= nm_pimc_fingerprint(o->hash, buf + at, o->block_size);
     }
-    uint64_t ns = nm_thread_cpu_ns() - c0;
+    uint64_t c1 = nm_thread_cpu_ns();
+    memcpy(dst, buf, n);
+    uint64_t c2 = nm_thread_cpu_ns();
+    acc ^= dst[n / 3];
     free(buf);
-    double per = (double)(ns + (acc & 1)) / (double)n; /* one thread, ns per byte */
-    c->drm_ns_per_byte0 = per * 1.5 / threads;
+    free(dst);
+    c->hash_ns = (double)(c1 - c0 + (acc & 1)) / (double)n;
+    c->copy_ns = (double)(c2 - c1) / (double)n;
+    c->drm_corr = 1.5; /* the table and the bookkeeping (pim-cache-hash: DRM/hash ~1.5) */
+    c->drm_threads = threads;
     double sample_bytes = o->chunking == NM_PIMC_CDC ? 2.5 * o->cdc_avg : o->block_size;
-    c->sample_ns0 = per * sample_bytes + 200.0;
+    c->sample_ns0 = c->hash_ns * sample_bytes + 200.0;
 }
 
 nm_err nm_pimc_create(const nm_pimc_transport *t, const nm_pimc_options *opt, nm_pimc **out)

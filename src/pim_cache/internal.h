@@ -206,8 +206,11 @@ struct nm_pimc {
     bool pool_ok;
     cdc_params cdc;
     /* parallel engine: learned host cost of the DRM, ns per byte (0 = unknown) */
-    double drm_ns_per_byte; /* critical-path ns per fingerprinted byte */
-    double drm_ns_per_byte0; /* the same measured at create (a first estimate) */
+    /* The DRM's host cost, predicted as (hash_ns x bytes fingerprinted + copy_ns x bytes
+     * gathered) / threads x drm_corr: the two rates measured on this host at create, the
+     * correction learned from every CAC copy (critical path over prediction). */
+    double hash_ns, copy_ns, drm_corr;
+    unsigned drm_threads;
     double sample_ns, sample_ns0; /* critical-path ns per sample: learned, and first estimate */
     unsigned since_seed;
     /* write tracking */

@@ -157,6 +157,13 @@ static void sample_work(void *arg, unsigned tid, unsigned nt)
 /* Modeled ns of pushing `bytes` to one rank (0 when the transport has no model). */
 static double rank_ns(const nm_pimc *c, uint64_t bytes) { return c->t.push_gbps > 0 ? (double)bytes / c->t.push_gbps : 0.0; }
 
+/* Predicted critical-path ns of the DRM (cache.c, calibrate; learned correction). */
+static double drm_predict(const nm_pimc *c, double hashed, double missed)
+{
+    unsigned t = c->drm_threads ? c->drm_threads : 1;
+    return (c->hash_ns * hashed + c->copy_ns * missed) / t * (c->drm_corr > 0 ? c->drm_corr : 1.5);
+}
+
 /* Step 1 and 2: returns true for CAC. */
 static bool decide(nm_pimc *c, const batch *b)
 {
@@ -234,14 +241,15 @@ static bool decide(nm_pimc *c, const batch *b)
     if (atomic_load(&j.oom)) return false; /* no memory for a sample: the push needs none */
     bool cac, seed_wins = true;
     if (c->t.push_gbps > 0) {
-        /* Host ns per byte of the DRM (critical path, so the decision does not swing with
-         * the load of other programs): learned from earlier CAC copies, else measured on
-         * this host when the cache was created (cache.c, calibrate). */
-        double h = c->drm_ns_per_byte > 0 ? c->drm_ns_per_byte : c->drm_ns_per_byte0;
-        double t_cac = h * hash_bytes + plain_x * (1.0 - f_now) + list_x;
+        /* The DRM's critical path (so the decision does not swing with the load of other
+         * programs): fingerprint what is not known unwritten, gather what is missing. */
+        double miss_bytes = (total - known) * (1.0 - f_now);
+        double t_cac = drm_predict(c, hash_bytes, miss_bytes) + plain_x * (1.0 - f_now) + list_x;
         cac = t_cac < plain_x;
         /* seeding pays off only if a copy with that much redundancy would win */
-        seed_wins = h * hash_bytes + plain_x * (1.0 - rate_later) + list_x < plain_x;
+        seed_wins = drm_predict(c, hash_bytes, (total - known) * (1.0 - rate_later)) + plain_x * (1.0 - rate_later) +
+                        list_x <
+                    plain_x;
     } else {
         cac = f_now >= c->o.fallback_threshold;
     }
@@ -378,13 +386,14 @@ static nm_err cac_pipeline(nm_pimc *c, const batch *b, hclk host_pre)
     }
     pimc_mark_written(c, b);
     for (unsigned d = 0; d < nd; d++) pimc_commit_tracking(c, b, d, false, NULL);
-    if (hashed >= ((uint64_t)1 << 20)) {
-        /* Learn the host cost per fingerprinted byte (stage critical path, all threads).
-         * One copy may be far off (the first ones grow tables and buffers, page by page):
-         * each observation moves the estimate by at most 2x. */
-        double h = (double)drm.crit / (double)hashed, cur = c->drm_ns_per_byte > 0 ? c->drm_ns_per_byte : c->drm_ns_per_byte0;
-        if (cur > 0) h = NM_MIN(NM_MAX(h, cur / 2), cur * 2);
-        c->drm_ns_per_byte = cur > 0 ? 0.5 * cur + 0.5 * h : h;
+    double pred = drm_predict(c, (double)hashed, (double)newb);
+    if (hashed >= ((uint64_t)1 << 20) && pred > 0 && c->hash_ns > 0) {
+        /* Learn the correction: observed critical path over prediction. One copy may be far
+         * off (the first ones grow tables and buffers, page by page): each observation
+         * moves it by at most 2x. */
+        double f = (double)drm.crit / pred * c->drm_corr;
+        f = NM_MIN(NM_MAX(f, c->drm_corr / 2), c->drm_corr * 2);
+        c->drm_corr = 0.5 * c->drm_corr + 0.5 * f;
     }
     c->mode = NM_PIMC_MODE_CAC;
     c->st.last_mode = NM_PIMC_MODE_CAC;

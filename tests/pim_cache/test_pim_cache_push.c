@@ -99,6 +99,7 @@ static void run_parallel(nm_pimc_chunking ch, double thr, unsigned threads, uint
     uint8_t *pool = malloc(8 * KiB);
     fill_blocks(&r, pool, 8 * KiB, 1024, 0, NULL, 0);
     uint8_t *prev[10] = {0};
+    size_t prev_len[10] = {0};
     unsigned cac = 0, plain = 0;
     for (int round = 0; round < 12; round++) {
         uint8_t *bufs[10];
@@ -113,7 +114,9 @@ static void run_parallel(nm_pimc_chunking ch, double thr, unsigned threads, uint
                 /* shifted repeat: the previous buffer with bytes inserted near the start */
                 size_t ins = 1 + nm_rng_below(&r, 40);
                 memcpy(bufs[d], pool, ins);
-                memcpy(bufs[d] + ins, prev[d], lens[d] > ins ? lens[d] - ins : 0);
+                size_t rest = lens[d] > ins ? lens[d] - ins : 0;
+                memcpy(bufs[d] + ins, prev[d], NM_MIN(rest, prev_len[d]));
+                if (rest > prev_len[d]) fill_blocks(&r, bufs[d] + ins + prev_len[d], rest - prev_len[d], 1024, 0, NULL, 0);
             } else {
                 fill_blocks(&r, bufs[d], lens[d], 1024, rep, pool, 8);
             }
@@ -129,6 +132,7 @@ static void run_parallel(nm_pimc_chunking ch, double thr, unsigned threads, uint
         for (unsigned d = 0; d < nd; d++) {
             free(prev[d]);
             prev[d] = bufs[d];
+            prev_len[d] = lens[d];
         }
     }
     if (thr == 0) assert_int_equal(plain, 0);
