@@ -502,7 +502,7 @@ static int64_t add_miss(nm_pimc *c, dpu_state *s, unsigned k, const uint8_t *p, 
         struct run *last = s->nruns ? &s->runs[s->nruns - 1] : NULL;
         if (last && last->src + (size_t)last->n * bs == src)
             last->n++;
-        else if (s->nruns < MAX_RUNS)
+        else if (s->nruns < (c->o.parallel ? 1u : MAX_RUNS)) /* a push takes one source per DPU */
             s->runs[s->nruns++] = (struct run){src, 1};
         else if (gather_runs(s, bs)) /* too fragmented: gather from now on */
             return -1;
@@ -722,8 +722,10 @@ int pimc_plan_dpu(nm_pimc *c, unsigned d, const batch *b, uint32_t from)
     s->blocks = s->hits = 0;
     s->hashed_bytes = s->clean_bytes = 0;
     s->nruns = 0;
-    /* a push needs one contiguous buffer per DPU; chunks are padded, so never runs */
-    s->gathered = c->o.parallel || c->o.chunking == NM_PIMC_CDC;
+    /* Chunks are padded, so never runs. A push takes one source per DPU: in parallel mode
+     * the missing blocks are gathered only once they stop being one run of the caller's
+     * buffer (a buffer that misses everything is pushed from where it is). */
+    s->gathered = c->o.chunking == NM_PIMC_CDC;
     if (!s->gathered && pimc_reserve((void **)&s->tails, &s->tails_cap, (size_t)b->n * bs)) return -1;
     for (unsigned k = 0; k < b->n; k++) {
         const uint8_t *buf = b->bufs[(size_t)k * c->t.nr_dpus + d];

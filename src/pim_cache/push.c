@@ -266,7 +266,12 @@ static nm_err cac_pipeline(nm_pimc *c, const batch *b, hclk host_pre)
 {
     const unsigned nd = c->t.nr_dpus;
     const void **srcs = calloc(nd, sizeof *srcs);
-    if (!srcs) return nm_fail(NM_ENOMEM, "pim_cache: no memory");
+    const uint8_t **bsrc = calloc(nd, sizeof *bsrc);
+    if (!srcs || !bsrc) {
+        free(srcs);
+        free(bsrc);
+        return nm_fail(NM_ENOMEM, "pim_cache: no memory");
+    }
     c->seq++;
     double ready = (double)host_pre.wall, ready_c = (double)host_pre.crit, sched = 0, sched_c = 0, xsum = 0;
     bool modeled = c->t.modeled_ns != NULL;
@@ -301,8 +306,17 @@ static nm_err cac_pipeline(nm_pimc *c, const batch *b, hclk host_pre)
         for (unsigned d = d0; d < d1; d++) maxmiss = NM_MAX(maxmiss, c->d[d].miss_bytes);
         for (unsigned d = d0; d < d1 && !e; d++) {
             dpu_state *s = &c->d[d];
-            if (maxmiss && pimc_reserve((void **)&s->bb, &s->bb_cap, maxmiss)) e = nm_fail(NM_ENOMEM, "pim_cache: no memory");
-            else if (maxmiss) memset(s->bb + s->miss_bytes, 0, maxmiss - s->miss_bytes);
+            if (!maxmiss) {
+                bsrc[d] = NULL;
+            } else if (!s->gathered && s->nruns == 1 && s->miss_bytes == maxmiss) {
+                bsrc[d] = s->runs[0].src; /* one run of the caller's buffer, as long as the push */
+            } else if (pimc_reserve((void **)&s->bb, &s->bb_cap, maxmiss)) {
+                e = nm_fail(NM_ENOMEM, "pim_cache: no memory");
+            } else {
+                if (!s->gathered && s->nruns) memcpy(s->bb, s->runs[0].src, s->miss_bytes);
+                memset(s->bb + s->miss_bytes, 0, maxmiss - s->miss_bytes);
+                bsrc[d] = s->bb;
+            }
             blocks += s->blocks;
             hits += s->hits;
             newb += s->miss_bytes;
@@ -342,11 +356,11 @@ static nm_err cac_pipeline(nm_pimc *c, const batch *b, hclk host_pre)
             if (serial) {
                 for (unsigned d = d0; d < d1 && !e; d++)
                     if (c->d[d].miss_bytes) {
-                        e = c->t.copy_to(c->t.ctx, d, c->brb_base + from, c->d[d].bb, c->d[d].miss_bytes);
+                        e = c->t.copy_to(c->t.ctx, d, c->brb_base + from, bsrc[d], c->d[d].miss_bytes);
                         sent += c->d[d].miss_bytes;
                     }
             } else {
-                for (unsigned d = d0; d < d1; d++) srcs[d] = c->d[d].bb;
+                for (unsigned d = d0; d < d1; d++) srcs[d] = bsrc[d];
                 e = c->t.push_range ? c->t.push_range(c->t.ctx, d0, d1, c->brb_base + from, srcs, maxmiss)
                                     : c->t.push_to(c->t.ctx, c->brb_base + from, srcs, maxmiss);
                 sent += maxmiss * (d1 - d0);
@@ -380,6 +394,7 @@ static nm_err cac_pipeline(nm_pimc *c, const batch *b, hclk host_pre)
         xsum += x;
     }
     free(srcs);
+    free(bsrc);
     if (e) {
         pimc_poison(c, b);
         return e;
