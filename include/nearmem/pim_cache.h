@@ -191,6 +191,7 @@ typedef struct nm_pimc_stats {
     uint64_t last_host_crit_ns;
     double last_total_crit_ns;
     double last_sample_pct;    /* parallel mode: dedup % the sample predicted (NAN: no sample) */
+    double last_sample_later_pct; /* parallel mode: % of samples seen only by the previous copy's sample */
     uint64_t last_clean_bytes; /* write tracking: bytes not read because unwritten since the last copy */
     /* totals */
     uint64_t copies, cac_copies, plain_copies, probes, mode_switches;

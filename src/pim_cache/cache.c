@@ -248,13 +248,26 @@ static void calibrate(nm_pimc *c, unsigned threads)
     memcpy(dst, buf, n);
     uint64_t c2 = nm_thread_cpu_ns();
     acc ^= dst[n / 3];
+    /* a missing block is also inserted into its DPU's table (growing from empty) */
+    table t = {0};
+    const unsigned nins = 1u << 16;
+    uint64_t c3 = nm_thread_cpu_ns();
+    for (unsigned i = 0; i < nins; i++) {
+        uint64_t fp = (i + 1) * 0x9E3779B97F4A7C15ull;
+        if (!pimc_table_get(&t, fp) && table_put(&t, fp, i * 8u)) break;
+    }
+    uint64_t c4 = nm_thread_cpu_ns();
+    free(t.fp);
+    free(t.off1);
     free(buf);
     free(dst);
     c->hash_ns = (double)(c1 - c0 + (acc & 1)) / (double)n;
     c->copy_ns = (double)(c2 - c1) / (double)n;
-    c->drm_corr = 1.5; /* the table and the bookkeeping (pim-cache-hash: DRM/hash ~1.5) */
+    c->insert_ns = (double)(c4 - c3) / nins;
+    c->drm_corr = 1.2; /* lookups and bookkeeping, until copies measure it */
     c->drm_threads = threads;
-    double sample_bytes = o->chunking == NM_PIMC_CDC ? 2.5 * o->cdc_avg : o->block_size;
+    /* a CDC sample cuts from an arbitrary point to the next cut, then the chunk after it */
+    double sample_bytes = o->chunking == NM_PIMC_CDC ? 2.0 * o->cdc_avg + o->cdc_max : o->block_size;
     c->sample_ns0 = c->hash_ns * sample_bytes + 200.0;
 }
 
@@ -1084,11 +1097,11 @@ static nm_err copy_cac(nm_pimc *c, const batch *b, hclk start)
 
 /* The plain copy the fallback uses: one push of equal-sized buffers when every DPU gets
  * the same length, serial copies otherwise. Data lands at the BRB top, unindexed. */
-nm_err pimc_copy_plain(nm_pimc *c, const batch *b, hclk host)
+nm_err pimc_copy_plain(nm_pimc *c, const batch *b, hclk start)
 {
     const unsigned nd = c->t.nr_dpus;
     const size_t nk = (size_t)b->n * nd;
-    hclk h0 = hclk_now(c);
+    hclk host = {0, 0, 0};
     uint64_t sent = 0, meta = 0, logical = 0;
     double m0 = NAN;
     nm_err e = NM_OK;
@@ -1169,7 +1182,8 @@ nm_err pimc_copy_plain(nm_pimc *c, const batch *b, hclk host)
             logical += lens[d];
         }
     }
-    host = hclk_add(host, hclk_sub(hclk_now(c), h0));
+    /* the CPU clock is a system call (microseconds in a VM): read it once here */
+    host = hclk_sub(hclk_now(c), start);
     m0 = pimc_modeled_now(c);
     for (unsigned k = 0; k < b->n && !e; k++) {
         const size_t *lens = b->lens + (size_t)k * nd;
@@ -1309,7 +1323,7 @@ static nm_err copy_batch(nm_pimc *c, const batch *b)
     /* Buffers tracked as unwritten cost nothing in CAC: go CAC when they are enough. */
     bool cac = c->mode == NM_PIMC_MODE_CAC ||
                (total && clean > 0 && (double)clean / (double)total >= NM_MAX(c->o.fallback_threshold, 1e-9));
-    if (!cac) return pimc_copy_plain(c, b, hclk_sub(hclk_now(c), t0));
+    if (!cac) return pimc_copy_plain(c, b, t0);
     e = copy_cac(c, b, t0);
     if (!e && c->st.last_logical_bytes && c->mode == NM_PIMC_MODE_CAC) record_dedup(c, c->st.last_dedup_pct / 100.0);
     return e;

@@ -207,12 +207,12 @@ struct nm_pimc {
     cdc_params cdc;
     /* parallel engine: learned host cost of the DRM, ns per byte (0 = unknown) */
     /* The DRM's host cost, predicted as (hash_ns x bytes fingerprinted + copy_ns x bytes
-     * gathered) / threads x drm_corr: the two rates measured on this host at create, the
-     * correction learned from every CAC copy (critical path over prediction). */
-    double hash_ns, copy_ns, drm_corr;
+     * gathered + insert_ns x blocks inserted) / threads x drm_corr: the rates measured on
+     * this host at create, the correction learned from every CAC copy (critical path over
+     * prediction). */
+    double hash_ns, copy_ns, insert_ns, drm_corr;
     unsigned drm_threads;
     double sample_ns, sample_ns0; /* critical-path ns per sample: learned, and first estimate */
-    unsigned since_seed;
     /* write tracking */
     struct nm_pimc_reg *regs;
     uint64_t copy_no;
@@ -241,7 +241,7 @@ double pimc_modeled_now(const nm_pimc *c);
 int pimc_plan_dpu(nm_pimc *c, unsigned d, const batch *b, uint32_t from);
 void pimc_finish_lists(nm_pimc *c, const batch *b, unsigned d);
 void pimc_commit_tracking(nm_pimc *c, const batch *b, unsigned d, bool plain, const uint32_t *data_off);
-nm_err pimc_copy_plain(nm_pimc *c, const batch *b, hclk host_before);
+nm_err pimc_copy_plain(nm_pimc *c, const batch *b, hclk start); /* start: clock at the copy's start */
 /* Copy statistics: host time and total (serial: host + transfers). */
 void pimc_set_host(nm_pimc *c, hclk host);
 uint64_t fpset_fix(uint64_t fp);

@@ -157,18 +157,21 @@ static void sample_work(void *arg, unsigned tid, unsigned nt)
 /* Modeled ns of pushing `bytes` to one rank (0 when the transport has no model). */
 static double rank_ns(const nm_pimc *c, uint64_t bytes) { return c->t.push_gbps > 0 ? (double)bytes / c->t.push_gbps : 0.0; }
 
-/* Predicted critical-path ns of the DRM (cache.c, calibrate; learned correction). */
+/* Predicted critical-path ns of the DRM (cache.c, calibrate; learned correction): every
+ * missing byte may be gathered and every missing block (or chunk) is inserted. */
 static double drm_predict(const nm_pimc *c, double hashed, double missed)
 {
     unsigned t = c->drm_threads ? c->drm_threads : 1;
-    return (c->hash_ns * hashed + c->copy_ns * missed) / t * (c->drm_corr > 0 ? c->drm_corr : 1.5);
+    double unit = c->o.chunking == NM_PIMC_CDC ? c->o.cdc_avg : c->bs;
+    return (c->hash_ns * hashed + c->copy_ns * missed + c->insert_ns * missed / unit) / t *
+           (c->drm_corr > 0 ? c->drm_corr : 1.2);
 }
 
 /* Step 1 and 2: returns true for CAC. */
 static bool decide(nm_pimc *c, const batch *b)
 {
     const unsigned nd = c->t.nr_dpus;
-    hclk t0 = hclk_now(c);
+    uint64_t t0 = nm_now_ns(); /* wall only: the CPU clock is a system call */
     /* Bytes per rank: all of them (plain), the unknown ones (CAC host work). */
     double total = 0, known = 0, adopt = 0, plain_x = 0, list_x = 0;
     for (unsigned r = 0; r < c->nranks; r++) {
@@ -217,13 +220,14 @@ static bool decide(nm_pimc *c, const batch *b)
                                (uint64_t)per_dpu * sampled * c->bs);
         pool_run_work(&c->pool, sample_work, &j, work);
     }
-    hclk sample = hclk_sub(hclk_now(c), t0);
+    uint64_t sample_ns = nm_now_ns() - t0;
     c->st.last_probe = sampled > 0;
     c->st.probes += sampled > 0;
     uint64_t taken = atomic_load(&j.samples);
-    if (taken >= 16) {
-        /* learn the cost of a sample (bounded moves, as for the DRM) */
-        double per = (double)sample.crit / (double)taken, cur = c->sample_ns > 0 ? c->sample_ns : c->sample_ns0;
+    if (taken >= 4) {
+        /* learn the cost of a sample (wall: more samples when the machine is quiet; bounded
+         * moves, as for the DRM) */
+        double per = (double)sample_ns / (double)taken, cur = c->sample_ns > 0 ? c->sample_ns : c->sample_ns0;
         if (cur > 0) per = NM_MIN(NM_MAX(per, cur / 2), cur * 2);
         c->sample_ns = cur > 0 ? 0.5 * cur + 0.5 * per : per;
     }
@@ -237,27 +241,24 @@ static bool decide(nm_pimc *c, const batch *b)
     /* plain records partly written are fingerprinted whole once (cache.c, plan_fixed) */
     double hash_bytes = NM_MAX((total - known) * (1.0 - rate_clean), adopt);
     c->st.last_sample_pct = f_now * 100.0;
-    c->st.last_drm_ns += sample.wall;
+    c->st.last_drm_ns += sample_ns;
     if (atomic_load(&j.oom)) return false; /* no memory for a sample: the push needs none */
-    bool cac, seed_wins = true;
+    bool cac;
     if (c->t.push_gbps > 0) {
         /* The DRM's critical path (so the decision does not swing with the load of other
          * programs): fingerprint what is not known unwritten, gather what is missing. */
         double miss_bytes = (total - known) * (1.0 - f_now);
         double t_cac = drm_predict(c, hash_bytes, miss_bytes) + plain_x * (1.0 - f_now) + list_x;
         cac = t_cac < plain_x;
-        /* seeding pays off only if a copy with that much redundancy would win */
-        seed_wins = drm_predict(c, hash_bytes, (total - known) * (1.0 - rate_later)) + plain_x * (1.0 - rate_later) +
-                        list_x <
-                    plain_x;
     } else {
         cac = f_now >= c->o.fallback_threshold;
     }
-    /* Redundancy against what went plain: the table does not hold it, so CAC would send it
-     * once more now and gain from the next copy on. Seed the table, but not twice in a row. */
-    bool seed = !cac && seed_wins && rate_later >= NM_MAX(c->o.fallback_threshold, 0.05) && c->since_seed > 0;
-    c->since_seed = seed ? 0 : c->since_seed + 1;
-    return cac || seed;
+    /* Redundancy against what went plain (samples only the previous copy's sample saw) is
+     * reported but not acted on: the table does not hold those blocks, so CAC would send
+     * them all once more (about twice a push here) and win back a fraction of a push per
+     * later copy. Repeated buffers are what registration (write tracking) is for. */
+    c->st.last_sample_later_pct = rate_later * 100.0;
+    return cac;
 }
 
 /* Step 3: CAC, rank by rank. The schedule is worked out twice, with the host stages' wall
@@ -437,8 +438,9 @@ nm_err pimc_copy_parallel(nm_pimc *c, const batch *b, hclk start)
 {
     bool cac = true;
     if (c->o.fallback_threshold > 0) cac = decide(c, b);
-    hclk host_pre = hclk_sub(hclk_now(c), start);
-    if (cac) return cac_pipeline(c, b, host_pre);
-    c->mode = NM_PIMC_MODE_PLAIN;
-    return pimc_copy_plain(c, b, host_pre);
+    if (!cac) {
+        c->mode = NM_PIMC_MODE_PLAIN;
+        return pimc_copy_plain(c, b, start);
+    }
+    return cac_pipeline(c, b, hclk_sub(hclk_now(c), start));
 }
