@@ -234,6 +234,8 @@ uint64_t pimc_work_bytes(const nm_pimc *c, const batch *b, unsigned d0, unsigned
 uint32_t pimc_nblocks(const nm_pimc *c, size_t len);
 size_t pimc_list_cap(const nm_pimc *c, size_t len); /* descriptor + worst-case list, bytes */
 int pimc_reserve(void **p, size_t *cap, size_t need);
+/* Buffers and tables grown (any cache): a copy that grew them is not a typical one. */
+extern _Atomic uint64_t pimc_grows;
 void pimc_invalidate(nm_pimc *c, unsigned dpu);
 void pimc_poison(nm_pimc *c, const batch *b);
 void pimc_mark_written(nm_pimc *c, const batch *b);

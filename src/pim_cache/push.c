@@ -44,18 +44,21 @@ typedef struct sample_job {
 
 /* A sample hits when the DPU holds it (table), or it repeats within this copy's sample
  * (spatial); a sample seen only by the previous copy's sample counts for later copies. The
- * first sample of a DPU to miss is the first occurrence of whatever repeats after it, so it
- * is left out of the spatial estimate (with few samples per DPU that bias would dominate:
- * two samples of a buffer of one repeated block would say 50%). */
+ * first sample of a buffer to miss is the first occurrence of whatever repeats after it,
+ * so it is left out of the spatial estimate (with few samples per buffer that bias would
+ * dominate: two samples of a buffer of one repeated block would say 50%). */
 static inline void classify(dpu_state *s, bool table_hit, uint64_t fp, uint64_t *now, uint64_t *later,
-                            uint64_t *firsts, int *oom)
+                            uint64_t *firsts, bool *buf_first, int *oom)
 {
     if (table_hit || fpset_has(&s->cur, fp)) {
         (*now)++;
         return;
     }
     if (fpset_has(&s->prev, fp)) (*later)++;
-    if (s->cur.n == 0) (*firsts)++;
+    if (*buf_first) {
+        (*firsts)++;
+        *buf_first = false;
+    }
     if (fpset_add(&s->cur, fp, SAMPLE_SET_MAX)) *oom = 1;
 }
 
@@ -80,6 +83,7 @@ static void sample_dpu(nm_pimc *c, unsigned d, sample_job *j)
         size_t len = b->lens[(size_t)k * nd + d];
         track_view *tv = &s->tv[k];
         if (!len || tv->all_clean) continue; /* known: nothing to sample */
+        bool buf_first = true;
         if (c->o.chunking == NM_PIMC_FIXED) {
             const uint32_t bs = c->bs;
             uint32_t nb = pimc_nblocks(c, len);
@@ -107,7 +111,7 @@ static void sample_dpu(nm_pimc *c, unsigned d, sample_job *j)
                 }
                 uint64_t fp = nm_pimc_fingerprint(c->o.hash, p, bs);
                 bytes += bs;
-                classify(s, pimc_table_get(&s->t, fp) != 0, fp, &now, &later, &firsts, &oom);
+                classify(s, pimc_table_get(&s->t, fp) != 0, fp, &now, &later, &firsts, &buf_first, &oom);
             }
         } else {
             /* Chunks: from a sample point, the first cut re-synchronises with the chunking
@@ -124,7 +128,7 @@ static void sample_dpu(nm_pimc *c, unsigned d, sample_job *j)
                 uint64_t fp = nm_pimc_fingerprint(c->o.hash, buf + at + first, n);
                 bytes += n;
                 samples++;
-                classify(s, pimc_table_get(&s->t, fp) != 0, fp, &now, &later, &firsts, &oom);
+                classify(s, pimc_table_get(&s->t, fp) != 0, fp, &now, &later, &firsts, &buf_first, &oom);
             }
         }
     }
@@ -250,6 +254,10 @@ static bool decide(nm_pimc *c, const batch *b)
         double miss_bytes = (total - known) * (1.0 - f_now);
         double t_cac = drm_predict(c, hash_bytes, miss_bytes) + plain_x * (1.0 - f_now) + list_x;
         cac = t_cac < plain_x;
+        /* A correction learned on a bad day would keep CAC away for good (only CAC copies
+         * measure it): while plain copies are chosen near the break-even point, it drifts
+         * back to its start value, so CAC is tried again. */
+        if (!cac && t_cac < 2 * plain_x) c->drm_corr += 0.1 * (1.2 - c->drm_corr);
     } else {
         cac = f_now >= c->o.fallback_threshold;
     }
@@ -274,6 +282,7 @@ static nm_err cac_pipeline(nm_pimc *c, const batch *b, hclk host_pre)
         return nm_fail(NM_ENOMEM, "pim_cache: no memory");
     }
     c->seq++;
+    uint64_t grows0 = atomic_load_explicit(&pimc_grows, memory_order_relaxed);
     double ready = (double)host_pre.wall, ready_c = (double)host_pre.crit, sched = 0, sched_c = 0, xsum = 0;
     bool modeled = c->t.modeled_ns != NULL;
     hclk drm = {0, 0, 0};
@@ -403,10 +412,11 @@ static nm_err cac_pipeline(nm_pimc *c, const batch *b, hclk host_pre)
     pimc_mark_written(c, b);
     for (unsigned d = 0; d < nd; d++) pimc_commit_tracking(c, b, d, false, NULL);
     double pred = drm_predict(c, (double)hashed, (double)newb);
-    if (hashed >= ((uint64_t)1 << 20) && pred > 0 && c->hash_ns > 0) {
-        /* Learn the correction: observed critical path over prediction. One copy may be far
-         * off (the first ones grow tables and buffers, page by page): each observation
-         * moves it by at most 2x. */
+    bool grew = atomic_load_explicit(&pimc_grows, memory_order_relaxed) != grows0;
+    if (hashed >= ((uint64_t)1 << 20) && pred > 0 && c->hash_ns > 0 && !grew) {
+        /* Learn the correction: observed critical path over prediction. Copies that grew
+         * tables or buffers (page faults on fresh memory: the first ones) are skipped; one
+         * observation moves it at most 2x. */
         double f = (double)drm.crit / pred * c->drm_corr;
         f = NM_MIN(NM_MAX(f, c->drm_corr / 2), c->drm_corr * 2);
         c->drm_corr = 0.5 * c->drm_corr + 0.5 * f;
