@@ -217,6 +217,8 @@ struct nm_pimc {
     struct nm_pimc_reg *regs;
     uint64_t copy_no;
     const batch *cur_batch;
+    uint8_t *plain_scratch; /* pimc_copy_plain's arrays */
+    size_t plain_scratch_cap;
     /* drop-in push_xfer: recorded source buffers */
     const void **prepared;
 };
