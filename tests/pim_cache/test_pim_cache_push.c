@@ -407,6 +407,7 @@ static void test_tracking_unmapped(void **state)
         assert_non_null(strstr(nm_last_errmsg(), "no longer mapped"));
         assert_int_equal(nm_pimc_unregister(c, reg), NM_OK);
         munmap(p, len);
+#ifndef __SANITIZE_ADDRESS__ /* ASan keeps freed blocks (quarantine): reading one is its error to report */
         /* malloc'd and freed: a block above the mmap threshold goes back to the system
          * (the threshold is pinned: glibc raises it after the first such free) */
         mallopt(M_MMAP_THRESHOLD, 1024 * KiB);
@@ -421,6 +422,7 @@ static void test_tracking_unmapped(void **state)
          * copy itself allocates), read again as remapped memory: never a crash */
         nm_err fe = nm_pimc_copy(c, 1, qb, ql);
         assert_true(fe == NM_ESTATE || fe == NM_OK);
+#endif
         nm_pimc_destroy(c); /* unregisters what is left */
     }
     nm_pimc_memdev_destroy(m);
