@@ -592,8 +592,9 @@ static int plan_fixed(nm_pimc *c, unsigned d, unsigned k, const uint8_t *buf, si
     /* same: the list comes out as the record's (so a slot holding it needs nothing) */
     *same = sg && tv->seg_valid && !sg->plain;
     /* A plain record has no fingerprints: its unwritten blocks are fingerprinted once now
-     * and indexed where they lie (so later writes cost only the blocks that changed, and
-     * other buffers find them); the decision counted these bytes (push.c). */
+     * and recorded (so later writes cost only the blocks that changed); the decision counted
+     * these bytes (push.c). They are not inserted into the table, which would cost about as
+     * much again: other buffers do not find them. */
     bool adopt = sg && tv->seg_valid && sg->plain && !c->o.verify;
     if (sg) {
         if (tv->seg_valid && sg->plain) {
@@ -621,8 +622,7 @@ static int plan_fixed(nm_pimc *c, unsigned d, unsigned k, const uint8_t *buf, si
                 uint64_t fp = nm_pimc_fingerprint(c->o.hash, p, bs);
                 s->hashed_bytes += bs;
                 sg->fp[i] = fp;
-                bit_set(sg->fp_ok, i);
-                if (!pimc_table_get(&s->t, fp) && table_put(&s->t, fp, (uint32_t)(sg->loc[i] - c->brb_base))) return -1;
+                bit_set(sg->fp_ok, i); /* recorded, not indexed: inserting costs as much again */
             } else {
                 s->clean_bytes += n;
             }
