@@ -40,6 +40,14 @@
 #define SM_TLS __thread __attribute__((tls_model("initial-exec")))
 #define SM_CL 64
 #define SM_SLOW __attribute__((noinline, cold))
+/* A statistics counter that only its thread writes and others read with relaxed loads: one
+ * add instruction on the fast path (an atomic store would be a load, an add and a store;
+ * TSan builds use it, since TSan does not see inside asm). */
+#if defined(__x86_64__) && !defined(NEARMEM_TSAN)
+#define SM_COUNT(field) __asm__("addq $1, %0" : "+m"(field))
+#else
+#define SM_COUNT(field) __atomic_store_n(&(field), (field) + 1, __ATOMIC_RELAXED)
+#endif
 
 #define LOAD_ACQ(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define LOAD_RLX(p) __atomic_load_n((p), __ATOMIC_RELAXED)
@@ -87,32 +95,50 @@ static inline unsigned sm_reg_kind(uintptr_t p)
     return LOAD_RLX(&sm_g.registry[p >> SEG_SHIFT]);
 }
 
-/* Class of a small block, or -1 when p is not the start of a block we handed out
- * (a client-side check that costs a few loads and a multiply). */
-#define SI_NOCLS 0xffu
-#define SI_CLS(w) ((w) >> 24)
-#define SI_PSTART(w) (((w) >> 16) & (SLICES - 1))
-#define SI_PAGE_OFF(w) ((w) & ((SLICES - 1) << SLICE_SHIFT))
-#define SI_OWNER(w) ((w) & 0xffffu)
-#define SI_MAKE(cls, pstart, owner) ((uint32_t)(cls) << 24 | (uint32_t)(pstart) << 16 | (uint32_t)(owner))
-_Static_assert(SLICE_SHIFT == 16 && SLICES == 64 && MAX_CLIENTS < 0xffff, "slice word layout");
-static inline uint32_t sm_slice_word(uintptr_t p)
+/* The slice word (layout in sm_types.h). */
+#define SI_K(w) ((unsigned)((w) >> SI_K_SHIFT) / MH_SIZE) /* class + 1; 0 = no class */
+#define SI_OWNER(w) ((unsigned)((w) >> 32) & 0xffffu)
+#define SI_PSTART(w) (((uint32_t)(w) >> SLICE_SHIFT) & (SLICES - 1))
+#define SI_MAKE(cls, page_start, owner) \
+    ((uint64_t)(((cls) + 1) * MH_SIZE) << SI_K_SHIFT | (uint64_t)(owner) << 32 | (uint32_t)(page_start))
+#define SI_WITH_OWNER(w, owner) (((w) & ~((uint64_t)0xffff << 32)) | (uint64_t)(owner) << 32)
+_Static_assert(SLICE_SHIFT == 16 && SLICES == 64 && MAX_CLIENTS < 0xffff && (NCLS_MAX + 1) * MH_SIZE < 0x10000,
+               "slice word layout");
+/* Is p in the segment window? Then *w is its slice word (0: not a page of ours). */
+static inline bool sm_win_word(uintptr_t p, uint64_t *w)
+{
+    uintptr_t q = p - LOAD_RLX(&sm_g.win_base);
+    if (q >= WIN_SIZE) return false;
+    *w = LOAD_RLX(&sm_g.win_map[q >> SLICE_SHIFT]);
+    return true;
+}
+/* The slice word of p, which the registry says is in one of our segments. */
+static inline uint64_t sm_slice_word(uintptr_t p)
 {
     const struct segment *s = (const struct segment *)(p & ~(SEG_SIZE - 1));
-    return LOAD_RLX(&s->slice_info[(p >> SLICE_SHIFT) & (SLICES - 1)]);
+    return LOAD_RLX(&s->si[(p >> SLICE_SHIFT) & (SLICES - 1)]);
 }
-/* Is p (in a registered segment, with slice word w) the start of a block of class SI_CLS(w)? */
-static inline bool sm_block_start_ok(uintptr_t p, uint32_t w)
+/* Is p the start of a block of the page that slice word w describes? */
+static inline bool sm_block_start_ok(uintptr_t p, uint64_t w)
 {
-    uint32_t off = (uint32_t)(p & (SEG_SIZE - 1)) - SI_PAGE_OFF(w);
-    unsigned cls = SI_CLS(w);
-    return off < sm_g.cls_chk[cls].lim && (uint64_t)off * sm_g.cls_chk[cls].div <= sm_g.cls_chk[cls].div - 1;
+    uint32_t off = (uint32_t)p - (uint32_t)w;
+    unsigned k = SI_K(w);
+    return k <= NCLS_MAX && (uint64_t)off * sm_g.cls_chk[k].mul < sm_g.cls_chk[k].lim;
 }
+/* Class of a small block, or -1 when p is not the start of a block we handed out. Any
+ * pointer: the window, else the registry, is checked before anything is dereferenced. */
 static inline int sm_block_class(uintptr_t p)
 {
-    uint32_t w = sm_slice_word(p);
-    return sm_block_start_ok(p, w) ? (int)SI_CLS(w) : -1;
+    uint64_t w;
+    if (!sm_win_word(p, &w)) {
+        if (sm_reg_kind(p) != REG_KIND_SEG) return -1;
+        w = sm_slice_word(p);
+    }
+    return sm_block_start_ok(p, w) ? (int)SI_K(w) - 1 : -1;
 }
+/* The class header of a client (cls + 1 = k). */
+static inline struct mag_hdr *sm_mh(struct client *c, unsigned cls) { return &c->mh[cls + 1]; }
+static inline uint32_t sm_mag_n(const struct mag_hdr *h) { return (uint32_t)(h->top - h->base); }
 
 /* A block leaving a magazine or ring for the user loses its free key, so that freeing it
  * later does not look like a double free (it would only cost a scan, never a wrong verdict:
@@ -144,6 +170,8 @@ bool sm_classes_init(void);
 void sm_reg_set(uintptr_t p, unsigned v);
 void sm_reg_large_add(uintptr_t p);
 void sm_reg_large_del(uintptr_t p);
+void sm_window_init(void);
+uint64_t *sm_window_place(uintptr_t a, uint64_t *own);
 
 /* ---- sm_segment.c (metadata owner only) ------------------------------------- */
 struct segment *sm_seg_new(void);

@@ -81,7 +81,7 @@ void sm_client_wait(struct client *c, bool (*cond)(struct client *, uintptr_t), 
 }
 bool sm_cond_tail_moved(struct client *c, uintptr_t cls)
 {
-    return LOAD_ACQ(&c->tail[cls]) != c->priv[cls].head || LOAD_ACQ(&c->oom_seq) != c->my_oom_seen;
+    return LOAD_ACQ(&c->tail[cls]) != sm_mh(c, cls)->head || LOAD_ACQ(&c->oom_seq) != c->my_oom_seen;
 }
 bool sm_cond_free_space(struct client *c, uintptr_t need)
 {
@@ -104,14 +104,14 @@ void sm_fring_reserve(struct client *c, uint32_t n)
  * chunks of what the ring holds (a grown magazine holds more than the ring). */
 SM_SLOW void sm_flush_magazine(struct client *c, unsigned cls, unsigned keep)
 {
-    while (c->mag_n[cls] > keep) {
-        uint32_t n = c->mag_n[cls] - keep;
+    struct mag_hdr *h = sm_mh(c, cls);
+    while (sm_mag_n(h) > keep) {
+        uint32_t n = sm_mag_n(h) - keep;
         if (n > FRING / 2) n = FRING / 2;
         sm_fring_reserve(c, n);
-        uint32_t top = c->mag_n[cls];
-        for (uint32_t i = 0; i < n; i++) c->fring[(c->my_free_tail + i) % FRING] = c->mag[cls][top - i];
+        for (uint32_t i = 0; i < n; i++) c->fring[(c->my_free_tail + i) % FRING] = h->top[-1 - (ptrdiff_t)i];
         c->my_free_tail += n;
-        c->mag_n[cls] = top - n;
+        h->top -= n;
         STORE_REL(&c->free_tail, c->my_free_tail);
         sm_ring_doorbell(c);
         sm_notify(c, c->my_free_tail - c->my_free_head_cache);

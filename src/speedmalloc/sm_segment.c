@@ -14,7 +14,7 @@ struct segment *sm_seg_new(void)
     if (raw + 2 * SEG_SIZE > a + SEG_SIZE) munmap((void *)(a + SEG_SIZE), raw + 2 * SEG_SIZE - (a + SEG_SIZE));
     struct segment *s = (struct segment *)a;
     s->magic = SEG_MAGIC;
-    for (unsigned i = 0; i < SLICES; i++) s->slice_info[i] = SI_MAKE(SI_NOCLS, 0, 0);
+    s->si = sm_window_place(a, s->slice_info); /* all zero: no pages yet */
     s->free_slices = ~1ull;
     s->next = sm_g.segs;
     sm_g.segs = s;
@@ -45,10 +45,8 @@ void sm_page_set_owner(struct page *pg, struct client *c)
     unsigned i = (unsigned)((pg->start - (uintptr_t)s) >> SLICE_SHIFT);
     pg->owner = c ? c->id : 0;
     pg->owner_gen = c ? c->sv_gen : 0;
-    for (unsigned k = 0; k < pg->nslices; k++) { /* only the server writes slice words */
-        uint32_t w = s->slice_info[i + k];
-        STORE_REL(&s->slice_info[i + k], SI_MAKE(SI_CLS(w), SI_PSTART(w), pg->owner));
-    }
+    for (unsigned k = 0; k < pg->nslices; k++) /* only the metadata owner writes slice words */
+        STORE_REL(&s->si[i + k], SI_WITH_OWNER(s->si[i + k], pg->owner));
 }
 /* The page's owner if it is still the same live thread. */
 struct client *sm_page_owner(const struct page *pg)
@@ -84,7 +82,7 @@ struct page *sm_page_new(unsigned cls)
                 memset(pg->free_bits, 0, sizeof pg->free_bits);
                 memset(pg->free_bits, 0xff, (pg->capacity / 64) * sizeof(uint64_t));
                 if (pg->capacity % 64) pg->free_bits[pg->capacity / 64] = (1ull << (pg->capacity % 64)) - 1;
-                for (unsigned k = 0; k < ns; k++) STORE_REL(&s->slice_info[i + k], SI_MAKE(cls, i, 0));
+                for (unsigned k = 0; k < ns; k++) STORE_REL(&s->si[i + k], SI_MAKE(cls, pg->start, 0));
                 sm_g.st.pages_in_use++;
                 sm_page_set_owner(pg, NULL);
                 sm_list_push(&sm_g.partial[cls], pg);
@@ -100,10 +98,7 @@ void sm_page_release(struct segment *s, struct page *pg)
 {
     unsigned i = (unsigned)((pg->start - (uintptr_t)s) >> SLICE_SHIFT);
     uint64_t run = ((pg->nslices == 64) ? ~0ull : ((1ull << pg->nslices) - 1)) << i;
-    for (unsigned k = 0; k < pg->nslices; k++) {
-        uint32_t w = s->slice_info[i + k];
-        STORE_REL(&s->slice_info[i + k], SI_MAKE(SI_NOCLS, SI_PSTART(w), SI_OWNER(w)));
-    }
+    for (unsigned k = 0; k < pg->nslices; k++) STORE_REL(&s->si[i + k], 0); /* not a page */
     s->free_slices |= run;
     s->dirty_slices |= run;
     s->dirty_since = sm_mono_ns();
@@ -146,8 +141,8 @@ void sm_srv_free_small(uintptr_t p)
 {
     struct segment *s = (struct segment *)(p & ~(SEG_SIZE - 1));
     unsigned sl = (unsigned)((p >> SLICE_SHIFT) & (SLICES - 1));
-    uint32_t w = s->slice_info[sl];
-    unsigned cls = SI_CLS(w);
+    uint64_t w = s->si[sl];
+    unsigned cls = SI_K(w) - 1; /* UINT_MAX for "no class" */
     if (s->magic != SEG_MAGIC || cls >= sm_g.nclass) { sm_g.st.invalid_frees++; sm_report(&sm_g.reported_invalid, "free of a pointer outside any page (server)", (void *)p); return; }
     struct page *pg = &s->pages[SI_PSTART(w)];
     uint64_t off = p - pg->start;
