@@ -134,7 +134,7 @@ static SM_SLOW void *sm_malloc_slow(size_t size)
         if (size > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
         return sm_large_malloc(size, 16);
     }
-    struct client *c = sm_tls_client;
+    struct client *c = sm_self();
     void *p = c ? client_malloc_cls(c, (unsigned)cls, true) : malloc_cls_slow((unsigned)cls, true);
     if (SM_UNLIKELY(!p)) errno = ENOMEM;
     return p;
@@ -144,8 +144,8 @@ static SM_SLOW void *sm_malloc_slow(size_t size)
  * global state (the class header's offset comes from the thread's own table). */
 static inline void *sm_malloc(size_t size)
 {
-    struct client *c = sm_tls_client; /* set only after initialization */
-    if (SM_LIKELY(c != NULL && size <= 1024)) {
+    struct client *c = sm_fast_client(); /* sm_nil_client (empty magazines) when unregistered */
+    if (SM_LIKELY(size <= 1024)) {
         struct mag_hdr *h = (struct mag_hdr *)((char *)c->mh + c->lut[(size + 15) >> 4]);
         void **t = h->top;
         if (SM_LIKELY(t != h->base)) {
@@ -195,15 +195,14 @@ static SM_SLOW void free_keyed(struct client *c, struct mag_hdr *h, void *ptr);
 static inline void sm_free(void *ptr)
 {
     uintptr_t p = (uintptr_t)ptr;
-    struct client *c = sm_tls_client; /* set only after initialization */
-    if (SM_UNLIKELY(!c)) { free_general(p); return; }
+    struct client *c = sm_fast_client(); /* sm_nil_client (no window) when unregistered */
     uintptr_t idx = (p - c->win_base) >> SLICE_SHIFT; /* NULL is outside the window */
     if (SM_UNLIKELY(idx >= WIN_SLICES)) { free_general(p); return; }
     uint64_t w = LOAD_RLX(&c->win_map[idx]);
     struct mag_hdr *h = (struct mag_hdr *)((char *)c->mh + (w >> SI_K_SHIFT));
     uint32_t off = (uint32_t)p - (uint32_t)w;
     if (SM_UNLIKELY((uint64_t)off * h->chk_mul >= h->chk_lim)) { free_general(p); return; }
-    if (SM_UNLIKELY(SI_OWNER(w) != c->my_id)) {
+    if (SM_UNLIKELY((uint16_t)(w >> 32) != c->my_id)) { /* SI_OWNER(w) */
         /* another thread's page: back to its owner (through the free ring, batched), so
          * that two threads never write the same cache line, nor neighbouring lines (the
          * adjacent-line prefetcher pairs them): larson with 2 threads ran 1.5x slower when
@@ -348,7 +347,7 @@ static void *sm_aligned(size_t align, size_t size)
         /* A class whose size is a multiple of align: its blocks are aligned, since pages start on 64 KiB. */
         for (int cls = sm_size_class(need); cls >= 0 && (unsigned)cls < sm_g.nclass; cls++) {
             if (sm_g.cls_size[cls] % align == 0) {
-                struct client *c = sm_tls_client;
+                struct client *c = sm_self();
                 void *p = c ? client_malloc_cls(c, (unsigned)cls, false) : malloc_cls_slow((unsigned)cls, false);
                 if (!p) errno = ENOMEM;
                 return p;

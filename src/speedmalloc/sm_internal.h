@@ -67,7 +67,21 @@ extern unsigned long sm_tsan_fence_word;
 #include "sm_types.h"
 
 extern struct sm_global sm_g;
-extern SM_TLS struct client *sm_tls_client;
+/* The calling thread's client. The thread-local word holds its distance from sm_nil_client,
+ * a static client that accepts nothing (empty magazines, no window), so that an unregistered
+ * thread (0) needs no test on the fast paths: they fall through to the slow paths, which
+ * use sm_self() (NULL for none). */
+extern SM_TLS uintptr_t sm_tls_cdelta;
+extern struct client sm_nil_client __attribute__((visibility("hidden")));
+static inline struct client *sm_fast_client(void)
+{
+    return (struct client *)((uintptr_t)&sm_nil_client + sm_tls_cdelta);
+}
+static inline struct client *sm_self(void) { return sm_tls_cdelta ? sm_fast_client() : NULL; }
+static inline void sm_set_self(struct client *c)
+{
+    sm_tls_cdelta = c ? (uintptr_t)c - (uintptr_t)&sm_nil_client : 0;
+}
 extern SM_TLS uint8_t sm_tls_state; /* 0 new, 1 registered, 2 exited (use the fallback), 3 server thread */
 extern SM_TLS uint8_t sm_tls_in_init;
 
@@ -139,6 +153,10 @@ static inline int sm_block_class(uintptr_t p)
 /* The class header of a client (cls + 1 = k). */
 static inline struct mag_hdr *sm_mh(struct client *c, unsigned cls) { return &c->mh[cls + 1]; }
 static inline uint32_t sm_mag_n(const struct mag_hdr *h) { return (uint32_t)(h->top - h->base); }
+/* The slots of a client's magazine of class cls (after the struct, in the client's mapping). */
+static inline void **sm_mag_slots(struct client *c, unsigned cls) { return (void **)(c + 1) + (size_t)cls * MAG_STRIDE; }
+#define SM_CLIENT_MAP_BYTES \
+    ((sizeof(struct client) + (size_t)NCLS_MAX * MAG_STRIDE * sizeof(void *) + PAGE_SIZE_OS - 1) & ~(size_t)(PAGE_SIZE_OS - 1))
 
 /* A block leaving a magazine or ring for the user loses its free key, so that freeing it
  * later does not look like a double free (it would only cost a scan, never a wrong verdict:

@@ -194,14 +194,15 @@ struct client {
     _Alignas(SM_CL) uintptr_t win_base; /* sm_g.win_base */
     const uint64_t *win_map;            /* sm_g.win_map */
     uint64_t key;                       /* sm_g.free_key */
-    uint32_t my_id;                     /* id (the owner field of this thread's pages) */
+    uint16_t my_id;                     /* id (the owner field of this thread's pages) */
     uint32_t my_free_tail, my_free_head_cache, my_oom_seen;
     uint64_t my_doorbell;
     uint64_t mag_bytes;          /* magazine growth granted so far, in bytes: at most MAG_THREAD_BYTES */
     /* (size + 15) / 16 -> offset of the class's header in mh (malloc's size-class lookup) */
     uint16_t lut[1024 / 16 + 1];
     _Alignas(SM_CL) struct mag_hdr mh[NCLS_MAX + 1];
-    _Alignas(SM_CL) void *mag[NCLS_MAX][MAG_STRIDE];
+    /* the magazines' slots follow the struct in the client's mapping: NCLS_MAX * MAG_STRIDE
+     * pointers (sm_mag_slots); nothing on the fast paths indexes them but the headers */
     /* metadata: touched only under srv_lock (sv_doorbell and sv_last_ns are also read
      * without it by the server's idle scan, hence relaxed atomic accesses) */
     _Alignas(SM_CL) uint64_t sv_doorbell;
