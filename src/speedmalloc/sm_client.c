@@ -43,6 +43,8 @@ static SM_SLOW void *ring_pop_slow(struct client *c, unsigned cls, bool borrow)
         q->flushed = 0;
     }
     uint32_t t = LOAD_ACQ(&c->tail[cls]);
+    if (t == q->head && !sm_server_prompt())
+        return sm_self_refill(c, cls); /* nobody to wait for: serve itself, into the magazine */
     if (t == q->head) {
         /* Empty: post the miss (the paper's round trip, now the rare case)... */
         STORE_REL(&c->free_tail, c->my_free_tail); /* with any remote frees still unpublished */
@@ -140,6 +142,13 @@ static SM_SLOW void *sm_malloc_slow(size_t size)
     return p;
 }
 
+static SM_SLOW void *malloc_miss(struct client *c, struct mag_hdr *h)
+{
+    void *p = ring_pop(c, (unsigned)(h - c->mh) - 1, true);
+    if (SM_UNLIKELY(!p)) errno = ENOMEM;
+    return p;
+}
+
 /* The fast path: a registered thread pops its own magazine; no server, no atomics, no
  * global state (the class header's offset comes from the thread's own table). */
 static inline void *sm_malloc(size_t size)
@@ -153,6 +162,7 @@ static inline void *sm_malloc(size_t size)
             SM_COUNT(c->c_fast);
             return sm_unkey(t[-1]);
         }
+        if (h->base) return malloc_miss(c, h); /* a registered thread (the nil client's base is NULL) */
     }
     return sm_malloc_slow(size);
 }
@@ -254,7 +264,9 @@ static SM_SLOW void free_flush(struct client *c, unsigned cls)
     int e = errno; /* free preserves errno */
     struct mag_hdr *h = sm_mh(c, cls);
     h->flushed = 1; /* a miss of this class before its next flush grows the magazine */
-    sm_flush_magazine(c, cls, sm_mag_n(h) / 2);
+    /* without a prompt server, back to the pages now (if the lock is free); else queued */
+    if (sm_server_prompt() || c == sm_g.fallback || !sm_self_flush(c, cls, sm_mag_n(h) / 2))
+        sm_flush_magazine(c, cls, sm_mag_n(h) / 2);
     errno = e;
 }
 
@@ -321,7 +333,7 @@ static SM_SLOW void free_other(uintptr_t p, unsigned kind)
     errno = e;
 }
 
-static size_t usable_size(const void *ptr)
+static SM_SLOW size_t usable_size_slow(const void *ptr)
 {
     uintptr_t p = (uintptr_t)ptr;
     if (!p) return 0;
@@ -334,6 +346,21 @@ static size_t usable_size(const void *ptr)
         if (h->magic == LARGE_MAGIC) return h->base + h->maplen - p;
     }
     return 0;
+}
+/* The same checks as free's fast path (Redis calls malloc_usable_size on every allocation
+ * and every free, for its memory accounting). */
+static inline size_t usable_size(const void *ptr)
+{
+    uintptr_t p = (uintptr_t)ptr;
+    struct client *c = sm_fast_client();
+    uintptr_t idx = (p - c->win_base) >> SLICE_SHIFT;
+    if (SM_LIKELY(idx < WIN_SLICES)) {
+        uint64_t w = LOAD_RLX(&c->win_map[idx]);
+        const struct mag_hdr *h = (const struct mag_hdr *)((const char *)c->mh + (w >> SI_K_SHIFT));
+        uint32_t off = (uint32_t)p - (uint32_t)w;
+        if (SM_LIKELY((uint64_t)off * h->chk_mul < h->chk_lim)) return h->size;
+    }
+    return usable_size_slow(ptr);
 }
 
 static void *sm_aligned(size_t align, size_t size)

@@ -212,6 +212,7 @@ void sm_srv_free_any(uintptr_t p);
 /* ---- sm_server.c ------------------------------------------------------------ */
 unsigned sm_drain_frees(struct client *c, unsigned budget);
 unsigned sm_drain_all_frees(void);
+unsigned sm_take_blocks(struct client *c, unsigned cls, void **out, unsigned want);
 unsigned sm_refill(struct client *c, unsigned cls, unsigned want);
 bool sm_serve_requests(struct client *c);
 void sm_reclaim_client(struct client *c);
@@ -221,6 +222,8 @@ void *sm_server_main(void *arg);
 
 /* ---- sm_queue.c ------------------------------------------------------------- */
 void sm_serve_self(struct client *c);
+void *sm_self_refill(struct client *c, unsigned cls);
+bool sm_self_flush(struct client *c, unsigned cls, unsigned keep);
 void sm_notify(struct client *c, uint32_t pending);
 void sm_client_wait(struct client *c, bool (*cond)(struct client *, uintptr_t), uintptr_t arg);
 bool sm_cond_tail_moved(struct client *c, uintptr_t cls);

@@ -28,7 +28,6 @@ bool sm_classes_init(void)
         size_t tmax = (128u << 10) / s;
         size_t tmin = s <= (64u << 10) ? 2 : 1;
         sm_g.cls_tmax[c] = (uint32_t)(tmax < tmin ? tmin : tmax > RING ? RING : tmax);
-        sm_g.cls_recip[c] = ((1ull << 40) + s - 1) / s;
         /* free()'s block-start check (see sm_types.h): mul = ceil(2^64 / s), e = mul * s - 2^64
          * (0 for a power of two, whose pages have no slack), lim = (cap - 1) * e + 1 */
         uint64_t cap = (ns * SLICE_SIZE) / s, mul = UINT64_MAX / s + 1, e = mul * (uint64_t)s;

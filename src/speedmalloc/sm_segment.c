@@ -136,24 +136,20 @@ void sm_decay_sweep(uint64_t now)
     sm_g.dirty_pages = left;
 }
 
-/* Takes back one small block. Validates against the free bitmap (double free). */
-void sm_srv_free_small(uintptr_t p)
+static SM_SLOW void srv_free_error(uintptr_t p, int why)
 {
-    struct segment *s = (struct segment *)(p & ~(SEG_SIZE - 1));
-    unsigned sl = (unsigned)((p >> SLICE_SHIFT) & (SLICES - 1));
-    uint64_t w = s->si[sl];
-    unsigned cls = SI_K(w) - 1; /* UINT_MAX for "no class" */
-    if (s->magic != SEG_MAGIC || cls >= sm_g.nclass) { sm_g.st.invalid_frees++; sm_report(&sm_g.reported_invalid, "free of a pointer outside any page (server)", (void *)p); return; }
-    struct page *pg = &s->pages[SI_PSTART(w)];
-    uint64_t off = p - pg->start;
-    uint64_t idx = (off * sm_g.cls_recip[cls]) >> 40;
-    if (idx * sm_g.cls_size[cls] != off || idx >= pg->capacity) { sm_g.st.invalid_frees++; sm_report(&sm_g.reported_invalid, "free of a pointer that is not a block start (server)", (void *)p); return; }
-    uint64_t bit = 1ull << (idx & 63);
-    if (pg->free_bits[idx >> 6] & bit) { sm_g.st.double_frees++; sm_report(&sm_g.reported_double, "double free of", (void *)p); return; }
-    pg->free_bits[idx >> 6] |= bit;
-    pg->nfree++;
-    sm_g.blocks_out[cls]--;
-    sm_g.st.bytes_out -= sm_g.cls_size[cls];
+    if (why == 2) {
+        sm_g.st.double_frees++;
+        sm_report(&sm_g.reported_double, "double free of", (void *)p);
+        return;
+    }
+    sm_g.st.invalid_frees++;
+    sm_report(&sm_g.reported_invalid,
+              why ? "free of a pointer that is not a block start (server)" : "free of a pointer outside any page (server)",
+              (void *)p);
+}
+static SM_SLOW void srv_page_settle(struct segment *s, struct page *pg)
+{
     if (pg->nfree == pg->capacity) {
         /* Empty: back to the segment. A one-slice page (64 KiB) that is its list's only page
          * stays, to avoid thrash; a bigger page always goes (kept empty, medium pages of up
@@ -166,8 +162,31 @@ void sm_srv_free_small(uintptr_t p)
     } else if (!pg->list) {
         struct client *o = sm_page_owner(pg);
         if (!o && pg->owner) sm_page_set_owner(pg, NULL);
-        sm_list_push(o ? &o->sv_partial[cls] : &sm_g.partial[cls], pg);
+        sm_list_push(o ? &o->sv_partial[pg->cls] : &sm_g.partial[pg->cls], pg);
     }
+}
+
+/* Takes back one small block (p is in one of our segments: the caller checked the window
+ * or the registry). Validates it against the slice word (a block start of a live page)
+ * and the free bitmap (double free). The block-start check is free()'s (sm_types.h): the
+ * low half of off * mul tests it, and for a block start the high half is its index. */
+void sm_srv_free_small(uintptr_t p)
+{
+    struct segment *s = (struct segment *)(p & ~(SEG_SIZE - 1));
+    uint64_t w = s->si[(p >> SLICE_SHIFT) & (SLICES - 1)];
+    unsigned k = SI_K(w); /* class + 1, 0 = no page */
+    if (SM_UNLIKELY(s->magic != SEG_MAGIC || k - 1 >= sm_g.nclass)) { srv_free_error(p, 0); return; }
+    uint32_t off = (uint32_t)p - (uint32_t)w;
+    unsigned __int128 m = (unsigned __int128)off * sm_g.cls_chk[k].mul;
+    if (SM_UNLIKELY((uint64_t)m >= sm_g.cls_chk[k].lim)) { srv_free_error(p, 1); return; }
+    uint64_t idx = (uint64_t)(m >> 64);
+    struct page *pg = &s->pages[SI_PSTART(w)];
+    uint64_t bit = 1ull << (idx & 63), *word = &pg->free_bits[idx >> 6];
+    if (SM_UNLIKELY(*word & bit)) { srv_free_error(p, 2); return; }
+    *word |= bit;
+    pg->nfree++;
+    sm_g.st.bytes_out -= sm_g.cls_size[k - 1];
+    if (SM_UNLIKELY(pg->nfree == pg->capacity || !pg->list)) srv_page_settle(s, pg);
 }
 
 /* The server thread should never allocate; if libc makes it, serve it directly. */
@@ -180,7 +199,6 @@ void *sm_server_self_malloc(unsigned cls)
         unsigned b = (unsigned)__builtin_ctzll(pg->free_bits[w]);
         pg->free_bits[w] &= pg->free_bits[w] - 1;
         if (!--pg->nfree) sm_list_remove(pg);
-        sm_g.blocks_out[cls]++;
         sm_g.st.bytes_out += sm_g.cls_size[cls];
         return (void *)(pg->start + (uintptr_t)(w * 64 + b) * sm_g.cls_size[cls]);
     }

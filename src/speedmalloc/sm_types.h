@@ -168,6 +168,8 @@ struct mag_hdr {
     void **base;         /* &c->mag[cls][0] */
     uint64_t chk_mul, chk_lim; /* block-start check, copied from sm_g.cls_chk (see there) */
     uint32_t head, ctail, low; /* ready-ring consumer index, cached producer index, low-water mark */
+    uint32_t size;       /* the class's block size (malloc_usable_size) */
+    uint16_t refill;     /* blocks a miss takes straight into the magazine (doubles per miss) */
     uint8_t flushed;     /* the magazine overflowed since this class's last miss */
 };
 #define MH_SIZE SM_CL
@@ -226,7 +228,6 @@ struct sm_global {
     uint32_t cls_lcap[NCLS_MAX];   /* private magazine capacity at first */
     uint32_t cls_lcap_max[NCLS_MAX]; /* ... and the most it grows to (MAG_GROW_BYTES) */
     uint32_t cls_tmax[NCLS_MAX];   /* ready-ring target cap */
-    uint64_t cls_recip[NCLS_MAX];  /* ceil(2^40 / size): exact division of page offsets */
     /* free()'s block-start check, indexed by class + 1 (entry 0: no class, lim 0 rejects
      * everything). A page offset off (< 2^32) is the start of one of the page's `cap` blocks
      * of size d iff off * mul < lim (64-bit wrapping multiply), with mul = ceil(2^64 / d) and
@@ -279,7 +280,6 @@ struct sm_global {
     size_t lcache_bytes;
     size_t lmap_cap, lmap_used;
     nm_speedmalloc_stats st;
-    uint64_t blocks_out[NCLS_MAX];
     uint32_t reported_invalid, reported_double, reported_oom;
     pthread_t server_thread;
 };
