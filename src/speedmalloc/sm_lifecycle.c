@@ -48,7 +48,7 @@ struct client *sm_client_alloc_slot(void)
             h->chk_mul = sm_g.cls_chk[cls + 1].mul;
             h->chk_lim = sm_g.cls_chk[cls + 1].lim;
             h->size = sm_g.cls_size[cls];
-            h->refill = (uint16_t)(sm_g.cls_lcap[cls] + 1) / 2; /* half the magazine at first */
+            h->refill = (uint16_t)((sm_g.cls_tmax[cls] + 1) / 2); /* as the ring's first target */
         }
         c->mag_bytes = 0;
         c->my_free_tail = c->my_free_head_cache = 0;

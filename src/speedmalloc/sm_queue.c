@@ -40,8 +40,10 @@ void sm_serve_self(struct client *c)
  * blocks from its pages straight into its own magazine (the ready ring is for a server
  * thread handing blocks across cores; a thread serving itself needs no queue between it
  * and itself). Its queued frees go back first. Returns a block, or NULL when the OS
- * refuses memory. The refill doubles per miss (up to the magazine's capacity), so a
- * thread that allocates a lot of a class takes many blocks per lock, an idle class few. */
+ * refuses memory. The refill doubles per miss, from half the ring's target to the ring's
+ * target (64 KiB, then 128 KiB or 64 blocks of the class): what a server would have kept in
+ * the ring, so a thread that allocates a lot of a class takes many blocks per lock, an idle
+ * class few, and no more sits idle than before. */
 void *sm_self_refill(struct client *c, unsigned cls)
 {
     struct mag_hdr *h = sm_mh(c, cls);
@@ -61,7 +63,8 @@ void *sm_self_refill(struct client *c, unsigned cls)
     unsigned got = sm_take_blocks(c, cls, h->top, want);
     h->top += got;
     pthread_mutex_unlock(&sm_g.srv_lock);
-    if (h->refill < cap) h->refill = (uint16_t)(h->refill * 2u < cap ? h->refill * 2u : cap);
+    uint32_t most = sm_g.cls_tmax[cls] < cap ? sm_g.cls_tmax[cls] : cap;
+    if (h->refill < most) h->refill = (uint16_t)(h->refill * 2u < most ? h->refill * 2u : most);
     return got ? sm_unkey(*--h->top) : NULL;
 }
 
