@@ -200,6 +200,16 @@ struct client *sm_page_owner(const struct page *pg);
 struct page *sm_page_new(unsigned cls);
 void sm_page_release(struct segment *s, struct page *pg);
 void sm_decay_sweep(uint64_t now);
+void sm_lcache_sweep(uint64_t now);
+/* Under the metadata lock, on a path that does work anyway (a client serving itself): the
+ * decay sweep when one is due, so memory goes back to the OS on time even while the server
+ * thread sleeps. */
+static inline void sm_maybe_sweep(void)
+{
+    if (!sm_g.dirty_pages && !sm_g.lcache_n) return;
+    uint64_t now = sm_mono_ns();
+    if (now - sm_g.last_sweep >= DECAY_NS / 2) sm_decay_sweep(now);
+}
 void sm_srv_free_small(uintptr_t p);
 void *sm_server_self_malloc(unsigned cls);
 

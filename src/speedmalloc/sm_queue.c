@@ -59,6 +59,7 @@ void *sm_self_refill(struct client *c, unsigned cls)
         sm_decay_sweep(sm_mono_ns());
     } else {
         sm_drain_frees(c, UINT32_MAX);
+        sm_maybe_sweep();
     }
     unsigned got = sm_take_blocks(c, cls, h->top, want);
     h->top += got;
@@ -81,6 +82,7 @@ bool sm_self_flush(struct client *c, unsigned cls, unsigned keep)
     uint32_t n = sm_mag_n(h) - keep;
     /* the older half goes (the bottom of the LIFO); the recently freed, cache-hot half stays */
     for (uint32_t i = 0; i < n; i++) sm_srv_free_small((uintptr_t)h->base[i]);
+    sm_maybe_sweep();
     pthread_mutex_unlock(&sm_g.srv_lock);
     memmove(h->base, h->base + n, keep * sizeof(void *));
     h->top = h->base + keep;

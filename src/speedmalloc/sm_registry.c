@@ -12,7 +12,13 @@ bool sm_classes_init(void)
     for (unsigned c = 0; c < sc.count; c++) {
         size_t s = sc.size[c];
         sm_g.cls_size[c] = (uint32_t)s;
-        size_t ns = s <= 8192 ? 1 : (s * 8 + SLICE_SIZE - 1) / SLICE_SIZE;
+        /* Pages of 8 blocks up to 32 KiB (one slice up to 8 KiB); from 64 KiB up, one block
+         * per page: an empty page goes back to its segment at once, and its slices (still
+         * resident) serve the next page of any class, as a span allocator would. With 8
+         * blocks (up to 32 slices) per page, a freed medium block stayed resident in a page
+         * whose other blocks were live, for its class only: the data cube peaked at 1.2x
+         * (1 thread) and 1.6x (2 threads) mimalloc's RSS. */
+        size_t ns = s <= 8192 ? 1 : s < (64u << 10) ? (s * 8 + SLICE_SIZE - 1) / SLICE_SIZE : (s + SLICE_SIZE - 1) / SLICE_SIZE;
         if (ns > 32) ns = 32;
         sm_g.cls_nslices[c] = (uint32_t)ns;
         /* a magazine holds up to 128 KiB: at least 8 small blocks, 2 medium ones, and one

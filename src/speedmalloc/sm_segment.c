@@ -101,28 +101,43 @@ void sm_page_release(struct segment *s, struct page *pg)
     for (unsigned k = 0; k < pg->nslices; k++) STORE_REL(&s->si[i + k], 0); /* not a page */
     s->free_slices |= run;
     s->dirty_slices |= run;
-    s->dirty_since = sm_mono_ns();
+    uint32_t now_ms = (uint32_t)(sm_mono_ns() >> 20);
+    for (unsigned k = 0; k < pg->nslices; k++) s->dirty_ms[i + k] = now_ms;
     sm_g.dirty_pages++;
     sm_g.st.pages_in_use--;
 }
 
-/* Return the slices of pages that stayed empty for DECAY_NS to the OS. */
-void sm_decay_sweep(uint64_t now)
+/* Unmaps cached large mappings older than LCACHE_DECAY_NS. */
+void sm_lcache_sweep(uint64_t now)
 {
     for (unsigned i = 0; i < sm_g.lcache_n;) {
-        if (now - sm_g.lcache[i].since < DECAY_NS) { i++; continue; }
+        if (now - sm_g.lcache[i].since < LCACHE_DECAY_NS) { i++; continue; }
         munmap((void *)sm_g.lcache[i].base, sm_g.lcache[i].len);
         sm_g.st.mapped_bytes -= sm_g.lcache[i].len;
         sm_g.st.madvised_bytes += sm_g.lcache[i].len;
         sm_g.lcache_bytes -= sm_g.lcache[i].len;
         sm_g.lcache[i] = sm_g.lcache[--sm_g.lcache_n];
     }
+}
+
+/* Return the slices of pages that stayed empty for DECAY_NS to the OS (and old cached
+ * large mappings). */
+void sm_decay_sweep(uint64_t now)
+{
+    sm_g.last_sweep = now;
+    sm_lcache_sweep(now);
     if (!sm_g.dirty_pages) return;
     uint64_t left = 0;
+    uint32_t now_ms = (uint32_t)(now >> 20), decay_ms = (uint32_t)(DECAY_NS >> 20);
     for (struct segment *s = sm_g.segs; s; s = s->next) {
         if (!s->dirty_slices) continue;
-        if (now - s->dirty_since < DECAY_NS) { left++; continue; }
-        uint64_t d = s->dirty_slices;
+        uint64_t d = 0; /* the dirty slices that are old enough */
+        for (uint64_t x = s->dirty_slices; x; x &= x - 1) {
+            unsigned i = (unsigned)__builtin_ctzll(x);
+            if (now_ms - s->dirty_ms[i] >= decay_ms) d |= 1ull << i;
+        }
+        s->dirty_slices &= ~d;
+        if (s->dirty_slices) left++;
         while (d) {
             unsigned i = (unsigned)__builtin_ctzll(d);
             unsigned j = i;
@@ -131,7 +146,6 @@ void sm_decay_sweep(uint64_t now)
             sm_g.st.madvised_bytes += (uint64_t)(j - i) << SLICE_SHIFT;
             d &= (j == 64) ? 0 : ~0ull << j;
         }
-        s->dirty_slices = 0;
     }
     sm_g.dirty_pages = left;
 }

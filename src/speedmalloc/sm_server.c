@@ -227,6 +227,7 @@ static void server_sleep(uint64_t timeout_ns)
         while (sm_server_poll()) {}
         sm_decay_sweep(now);
         pending = sm_g.dirty_pages || sm_g.lcache_n; /* read under the lock */
+        if (sm_g.lcache_n && (!timeout_ns || timeout_ns > LCACHE_DECAY_NS)) timeout_ns = LCACHE_DECAY_NS;
         sm_tls_owner = 0;
         pthread_mutex_unlock(&sm_g.srv_lock);
     }

@@ -99,8 +99,16 @@
 #define SEG_MAGIC 0x53504d53u
 
 #define LCACHE_N 16                 /* freed large mappings kept for reuse ... */
-#define LCACHE_BYTES ((size_t)32 << 20) /* ... up to this many bytes, for DECAY_NS */
-#define DECAY_NS 500000000ull       /* empty pages go back to the OS after this (madvise) */
+#define LCACHE_BYTES ((size_t)32 << 20) /* ... up to this many bytes, for LCACHE_DECAY_NS */
+/* A cached mapping is resident memory: the data cube (big temporaries freed view after view)
+ * peaked at 1.2-1.6x mimalloc's RSS with them kept for DECAY_NS; the reuse that matters
+ * (a buffer freed and allocated again, malloc-large) happens within microseconds. */
+#define LCACHE_DECAY_NS 100000000ull
+/* Empty pages go back to the OS after this (madvise), slice by slice: the data cube, which
+ * frees everything at the end of a round and builds again, kept its first round's memory
+ * resident through the second with 0.5 s per segment (a segment with any recent release
+ * kept all its free slices): 1.2-1.6x mimalloc's peak RSS. mimalloc purges after 10-25 ms. */
+#define DECAY_NS 100000000ull
 /* The server's spin budget (sm_server.c): it earns 1/SPIN_EARN_DIV of the time it spends
  * serving, starts each wake-up with SPIN_START_NS, never holds more than SPIN_MAX_NS. */
 #define SPIN_EARN_DIV 8
@@ -142,7 +150,7 @@ struct segment {
     _Alignas(SM_CL) struct segment *next;
     uint64_t free_slices; /* bit i: slice i free */
     uint64_t dirty_slices; /* free but not yet returned to the OS */
-    uint64_t dirty_since;
+    uint32_t dirty_ms[SLICES]; /* when each dirty slice was freed (sm_mono_ns / 2^20, ~1 ms) */
     struct page pages[SLICES]; /* indexed by the page's first slice */
 };
 _Static_assert(sizeof(struct segment) <= SLICE_SIZE, "segment header must fit slice 0");
@@ -273,7 +281,8 @@ struct sm_global {
     struct segment *segs;
     uint32_t rr;
     uint64_t now_ns; /* the server's clock, refreshed every few polls (relaxed atomic) */
-    uint64_t dirty_pages;
+    uint64_t dirty_pages;  /* segments with dirty slices (sweeps pending) */
+    uint64_t last_sweep;   /* sm_mono_ns of the last decay sweep */
     struct { uintptr_t key; struct large_hdr *hdr; } *lmap; /* open addressing, key 0 = empty, 1 = tombstone */
     struct { uintptr_t base; size_t len; uint64_t since; } lcache[LCACHE_N]; /* freed large mappings */
     unsigned lcache_n;
