@@ -6,7 +6,8 @@
 extern const pa_app pa_app_fptree, pa_app_vacation, pa_app_ackermann, pa_app_nqueens, pa_app_cfrac, pa_app_barnes,
     pa_app_kruskal, pa_app_kv;
 
-const pa_app *const pa_apps[] = {&pa_app_fptree, &pa_app_vacation, &pa_app_ackermann, &pa_app_nqueens, &pa_app_kruskal, &pa_app_kv, NULL};
+const pa_app *const pa_apps[] = {&pa_app_fptree, &pa_app_vacation, &pa_app_ackermann, &pa_app_nqueens,
+                                 &pa_app_cfrac, &pa_app_barnes, &pa_app_kruskal, &pa_app_kv, NULL};
 
 const pa_app *pa_app_find(const char *name)
 {
