@@ -1,10 +1,13 @@
 /* Process-crash campaigns of the persistent applications (pm_apps_crash.h). */
 #include "pm_apps_crash.h"
 
+#include "nearmem/common.h"
+
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -54,6 +57,48 @@ static int cmp_ptr(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* Objects allocated but not conservatively reachable from the root area: any
+ * aligned word that points inside an allocated object keeps it (PMAlloc-GC's
+ * definition, Sec. 7). Right after PMAlloc-GC's recovery this must be 0. */
+static size_t conservative_unreached(pa_heap *a)
+{
+    spans al = {0};
+    if (pa_walk(a, collect, &al)) return (size_t)-1;
+    qsort(al.v, al.n, sizeof *al.v, cmp_span);
+    char *mark = calloc(al.n ? al.n : 1, 1);
+    size_t *stack = malloc((al.n + 1) * sizeof *stack), ns = 0;
+    const uint64_t *scan0 = a->root;
+    size_t words0 = PA_ROOT_SIZE / 8;
+    for (size_t it = 0;; it++) {
+        const uint64_t *w = scan0;
+        size_t nw = words0;
+        if (it > 0) {
+            if (!ns) break;
+            size_t k = stack[--ns];
+            w = (const uint64_t *)al.v[k].p;
+            nw = al.v[k].n / 8;
+        }
+        for (size_t q = 0; q < nw; q++) {
+            const char *p = pa_at_off(a, w[q]);
+            if (!p || w[q] == 0) continue;
+            size_t lo = 0, hi = al.n;
+            while (lo < hi) { size_t m = (lo + hi) / 2; if (al.v[m].p <= p) lo = m + 1; else hi = m; }
+            if (lo == 0) continue;
+            size_t k = lo - 1;
+            if (p < al.v[k].p + al.v[k].n && !mark[k]) { mark[k] = 1; stack[ns++] = k; }
+        }
+    }
+    size_t un = 0;
+    for (size_t k = 0; k < al.n; k++)
+        if (!mark[k]) {
+            un++;
+        }
+    free(mark);
+    free(stack);
+    free(al.v);
+    return un;
+}
+
 int pa_crash_check_dir(pa_crash_run *r, const char *dir)
 {
     char msg[400] = "";
@@ -68,6 +113,16 @@ int pa_crash_check_dir(pa_crash_run *r, const char *dir)
         if (pmalloc_check(a.h)) { snprintf(msg, sizeof msg, "%s", nm_last_errmsg()); crash_fail(r, "pmalloc_check", msg); pa_close(&a); return -1; }
     }
     int rec = 0, rc = -1;
+    if (a.k == PA_GC) { /* the GC recovery collected everything no root reaches */
+        size_t un = conservative_unreached(&a);
+        if (un) {
+            snprintf(msg, sizeof msg, "%zu allocated objects that no root reaches survived the GC recovery", un);
+            crash_fail(r, "GC recovery", msg);
+            pa_close(&a);
+            return -1;
+        }
+        r->gc_checked++;
+    }
     void *st = r->app->open(&a, r->universe, &rec, msg, sizeof msg);
     if (!st) { crash_fail(r, "application recovery", msg); pa_close(&a); return -1; }
     r->app_recovered += (uint64_t)rec;
@@ -75,7 +130,9 @@ int pa_crash_check_dir(pa_crash_run *r, const char *dir)
     size_t nreach = 0;
     spans alloc = {0};
     if (r->app->reachable(st, &reach, &nreach, msg, sizeof msg)) { crash_fail(r, "structure", msg); goto out; }
+    uint64_t tw = nm_now_ns();
     if (pa_walk(&a, collect, &alloc)) { crash_fail(r, "walk", "the allocator's walk failed"); goto out; }
+    if (getenv("PA_CRASH_DEBUG")) fprintf(stderr, "walk of %zu objects: %.1f ms\n", alloc.n, (nm_now_ns() - tw) / 1e6);
     qsort(alloc.v, alloc.n, sizeof *alloc.v, cmp_span);
     qsort(reach, nreach, sizeof *reach, cmp_ptr);
     size_t u = 0;
@@ -92,12 +149,44 @@ int pa_crash_check_dir(pa_crash_run *r, const char *dir)
             goto out;
         }
     }
-    if (alloc.n != nreach) { /* allocated => reachable: no leak, or GC collected it */
-        snprintf(msg, sizeof msg, "%zu objects allocated, %zu reachable (%s)", alloc.n, nreach,
-                 r->kind == PA_GC ? "the GC recovery kept unreachable objects" : "leak");
-        crash_fail(r, "leak check", msg);
-        goto out;
+    static int dbg_printed;
+    if (alloc.n != nreach && getenv("PA_CRASH_DEBUG") && !dbg_printed++) { /* name the unreachable objects and who points into them */
+        for (size_t i = 0, j = 0, shown = 0; i < alloc.n && shown < 12; i++) {
+            while (j < nreach && (const char *)reach[j] < alloc.v[i].p) j++;
+            if (j < nreach && (const char *)reach[j] == alloc.v[i].p) continue;
+            const uint64_t *w = (const uint64_t *)alloc.v[i].p;
+            fprintf(stderr, "unreachable object %p size %zu words %llx %llx %llx %llx %llx %llx\n", (void *)alloc.v[i].p, alloc.v[i].n,
+                    (unsigned long long)w[0], (unsigned long long)w[1], (unsigned long long)w[2], (unsigned long long)w[3],
+                    (unsigned long long)w[4], (unsigned long long)w[5]);
+            uint64_t lo = pa_off_of(&a, alloc.v[i].p), hi = lo + alloc.v[i].n;
+            for (size_t k = 0; k < alloc.n; k++)
+                for (size_t q = 0; q < alloc.v[k].n / 8; q++) {
+                    uint64_t v = ((const uint64_t *)alloc.v[k].p)[q];
+                    if (v >= lo && v < hi)
+                        fprintf(stderr, "  pointed to by word %zu of object %p (size %zu, %s)\n", q, (void *)alloc.v[k].p, alloc.v[k].n,
+                                bsearch(&alloc.v[k].p, reach, nreach, sizeof *reach, cmp_ptr) ? "reachable" : "unreachable");
+                }
+            const uint64_t *rw = (const uint64_t *)a.root;
+            for (size_t q = 0; q < PA_ROOT_SIZE / 8; q++)
+                if (rw[q] >= lo && rw[q] < hi) fprintf(stderr, "  pointed to by word %zu of the root area\n", q);
+            shown++;
+        }
     }
+    if (alloc.n != nreach) {
+        /* LOG, PMDK: allocated => reachable (no leak). GC: the mark keeps what any word
+         * of a reachable object points to, including the stale contents of a block
+         * allocated just before the crash and not yet initialised (its previous life's
+         * pointers); the application's recovery then frees that block but not what its
+         * stale words revived. Counted, not a failure: the GC check is the one above. */
+        if (r->kind == PA_GC) {
+            r->gc_retained_now = alloc.n - nreach;
+            if (r->gc_retained_now > r->gc_retained_max) r->gc_retained_max = r->gc_retained_now;
+        } else {
+            snprintf(msg, sizeof msg, "%zu objects allocated, %zu reachable (leak)", alloc.n, nreach);
+            crash_fail(r, "leak check", msg);
+            goto out;
+        }
+    } else if (r->kind == PA_GC) r->gc_retained_now = 0;
     r->objects += nreach;
     r->checked++;
     rc = 0;
@@ -130,10 +219,13 @@ static void child_run(const pa_crash_run *r, const char *dir, uint64_t seed, int
     char msg[400];
     pa_heap a;
     pa_open_opts o = crash_opts(r, dir, false);
+    uint64_t t0 = nm_now_ns();
     if (pa_open(&a, &o, msg, sizeof msg)) { fprintf(stderr, "crash child: %s\n", msg); _exit(2); }
+    uint64_t t1 = nm_now_ns();
     int rec;
     void *st = r->app->open(&a, r->universe, &rec, msg, sizeof msg);
     if (!st) { fprintf(stderr, "crash child: %s\n", msg); _exit(4); }
+    if (getenv("PA_CRASH_DEBUG")) fprintf(stderr, "child: heap open %.1f ms, application recovery %.1f ms\n", (t1 - t0) / 1e6, (nm_now_ns() - t1) / 1e6);
     char one = 1;
     if (write(wfd, &one, 1) != 1) _exit(5);
     unsigned nt = r->threads ? r->threads : 1;

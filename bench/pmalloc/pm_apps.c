@@ -171,13 +171,22 @@ int pa_walk(pa_heap *a, pa_walk_fn fn, void *arg)
  *   add:   entry persisted [1], then the caller changes the range
  *   alloc: state durable first, then allocation into a log slot (the allocator persists it)
  *   commit: changed and new ranges, the deferred-free slots [1]; state = 2 [1] (commit point)
- *           when anything is to be freed or was allocated; the deferred frees;
- *           allocation slots zeroed [1]; gen++, state = 0 [1]
+ *           when anything is to be freed or was allocated; allocation slots zeroed [1];
+ *           the deferred frees; gen++, state = 0 [1]
  * Recovery: state 1: roll back this generation's entries (newest first), free
- * the allocation slots, forget the deferred frees; state 2: do the deferred frees
- * left, zero the allocation slots; state 0: zero leftovers. Then gen++, state 0. */
+ * the allocation slots, forget the deferred frees; state 2: zero the allocation
+ * slots, do the deferred frees left; state 0: zero leftovers. Then gen++, state 0. */
 
+/* The header's offset is stored XOR PA_OFF_MASK, so that it never looks like a
+ * pointer to a conservative collector. The old images themselves are stored as
+ * they are: while a transaction is active an image may hold the only reference
+ * to an object a rollback would link back, and PMAlloc-GC's mark must see it.
+ * Once the transaction is committed (or recovered) its images are scrubbed
+ * before any deferred free, so that a stale image never revives a freed object
+ * (the scrub is not flushed: after a power failure a stale image can only make
+ * the conservative mark keep an object, never lose one). */
 typedef struct pa_undo_hdr { uint64_t off, len, gen, check; } pa_undo_hdr;
+#define PA_OFF_MASK 0xc3a5c85c97cb3127ull
 
 static uint64_t undo_check(const pa_undo_hdr *e, const void *data)
 {
@@ -231,7 +240,7 @@ int pa_tx_add(pa_tx *t, void *p, size_t n)
     size_t need = sizeof(pa_undo_hdr) + ((n + 7) & ~(size_t)7);
     if (t->undo_used + need + sizeof(pa_undo_hdr) > PA_TX_UNDO) { t->overflow = true; return -1; }
     unsigned char *at = t->log->undo + t->undo_used;
-    pa_undo_hdr e = {pa_off_of(t->a, p), n, t->log->gen, 0};
+    pa_undo_hdr e = {pa_off_of(t->a, p) ^ PA_OFF_MASK, n, t->log->gen, 0};
     memcpy(at + sizeof e, p, n);
     e.check = undo_check(&e, at + sizeof e);
     memcpy(at, &e, sizeof e);
@@ -266,17 +275,27 @@ int pa_tx_free(pa_tx *t, pa_ptr p)
     return 0;
 }
 
-static void tx_finish(pa_heap *a, pa_txlog *log, unsigned nalloc, unsigned nfree)
+/* After the commit point (state 2) or at recovery: drop the allocation slots
+ * first (durably), then run the deferred frees in the order they were asked
+ * for, then retire the generation. Dropping the slots first matters under a
+ * conservative collector: an object allocated and freed in the same transaction
+ * must not stay pointed to by its allocation slot once it is freed. */
+static void tx_finish(pa_heap *a, pa_txlog *log, unsigned nalloc, unsigned nfree, size_t undo_used)
 {
-    for (unsigned i = 0; i < nfree; i++)
-        if (!pa_isnull(a, log->frees[i])) pa_free(a, &log->frees[i]);
+    /* past a durable commit point (state 2) the images go before the frees; else
+     * after the final persist (a partly scrubbed log must not be rolled back) */
+    bool scrub_first = log->state == 2;
+    if (scrub_first) memset(log->undo, 0, undo_used);
     if (nalloc) {
         memset(log->alloc, 0, nalloc * sizeof log->alloc[0]);
         pa_persist(a, log->alloc, nalloc * sizeof log->alloc[0]);
     }
+    for (unsigned i = 0; i < nfree; i++)
+        if (!pa_isnull(a, log->frees[i])) pa_free(a, &log->frees[i]);
     log->gen++;
     log->state = 0;
     pa_persist(a, log, 16);
+    if (!scrub_first) memset(log->undo, 0, undo_used);
 }
 
 int pa_tx_commit(pa_tx *t)
@@ -295,7 +314,7 @@ int pa_tx_commit(pa_tx *t)
         log->state = 2;
         pa_persist(a, &log->state, 8);
     }
-    tx_finish(a, log, t->nalloc, t->nfree);
+    tx_finish(a, log, t->nalloc, t->nfree, t->undo_used);
     return 0;
 }
 
@@ -317,7 +336,7 @@ int pa_tx_recover(pa_heap *a, pa_txlog *log)
         while (n-- > 0) {
             pa_undo_hdr e;
             memcpy(&e, log->undo + offs[n], sizeof e);
-            void *dst = pa_at_off(a, e.off);
+            void *dst = pa_at_off(a, e.off ^ PA_OFF_MASK);
             if (!dst) return -1;
             memcpy(dst, log->undo + offs[n] + sizeof e, e.len);
             pa_flush(a, dst, e.len);
@@ -330,8 +349,15 @@ int pa_tx_recover(pa_heap *a, pa_txlog *log)
         what = 1;
     } else if (log->state == 2) {
         what = 2;
+    } else {
+        bool busy = false;
+        for (unsigned i = 0; i < PA_TX_SLOTS && !busy; i++) busy = !pa_isnull(a, log->alloc[i]) || !pa_isnull(a, log->frees[i]);
+        if (!busy) { /* idle: entries of this generation cannot exist; scrub stale images */
+            memset(log->undo, 0, PA_TX_UNDO);
+            return 0;
+        }
     }
-    tx_finish(a, log, PA_TX_SLOTS, PA_TX_SLOTS);
+    tx_finish(a, log, PA_TX_SLOTS, PA_TX_SLOTS, PA_TX_UNDO);
     return what;
 }
 

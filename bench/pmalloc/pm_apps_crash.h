@@ -5,10 +5,12 @@
  * moment (a quarter of the points without waiting for the signal, so some kills
  * land in the recoveries). Every third crash is left for the next child to
  * recover; the others are reopened and checked by the parent: the application's
- * structure is consistent (its own check) and the allocated objects are exactly
- * the reachable ones (PMAlloc-LOG and PMDK: nothing leaks; PMAlloc-GC: the
- * allocator's mark plus the application's recovery collect everything
- * unreachable). */
+ * structure is consistent (its own check) and every object it reaches is
+ * allocated; PMAlloc-LOG and PMDK: the allocated objects are exactly the
+ * reachable ones (nothing leaks); PMAlloc-GC: right after its recovery every
+ * allocated object is reachable from the root by the conservative rule (the GC
+ * collected everything else); objects its mark kept through stale words are
+ * counted (gc_retained_*). */
 #ifndef PM_APPS_CRASH_H
 #define PM_APPS_CRASH_H
 
@@ -43,6 +45,9 @@ typedef struct pa_crash_run {
     uint64_t gc_freed;       /* PMAlloc-GC: blocks its recovery mark freed */
     uint64_t wal_redone;     /* PMAlloc: operations the WAL completed */
     uint64_t objects;        /* objects live at the checked points (sum) */
+    uint64_t gc_checked;     /* PMAlloc-GC: checks that everything no root reaches was collected */
+    uint64_t gc_retained_now, gc_retained_max; /* PMAlloc-GC: allocated objects the application cannot
+                                                * reach, kept by stale words (see pa_crash_check_dir) */
     char first_failure[512];
 } pa_crash_run;
 

@@ -376,7 +376,7 @@ static int vc_delete_customer(pa_tx *tx, vc_root *root, uint64_t cid)
     vc_cust *c = pa_get(a, cp);
     pa_ptr lp = c->list;
     vc_list *l = pa_get(a, lp);
-    for (pa_ptr p = l->head; !pa_isnull(a, p);) {
+    for (pa_ptr p = l->head; !pa_isnull(a, p);) { /* cancel its reservations */
         vc_lnode *ln = pa_get(a, p);
         const vc_info *in = pa_get(a, ln->data);
         vc_node *rn = rb_find(a, &root->tables[in->type], in->id);
@@ -385,12 +385,20 @@ static int vc_delete_customer(pa_tx *tx, vc_root *root, uint64_t cid)
         W(r);
         r->used--;
         r->free++;
-        pa_ptr next = ln->next;
-        if (pa_tx_free(tx, ln->data) || pa_tx_free(tx, p)) return -1;
-        p = next;
+        p = ln->next;
     }
+    /* Deferred frees run in call order: referrers before what they point to (the
+     * tree node rb_delete frees, the customer, its list, then each list node
+     * before its info and the next node), so that a crash among them never leaves
+     * a freed object pointed to by one still to be freed (PMAlloc-GC's
+     * conservative mark would revive it). */
     if (rb_delete(tx, &root->tables[VC_CUSTOMER], cn)) return -1;
-    if (pa_tx_free(tx, lp) || pa_tx_free(tx, cp)) return -1;
+    if (pa_tx_free(tx, cp) || pa_tx_free(tx, lp)) return -1;
+    for (pa_ptr p = l->head; !pa_isnull(a, p);) {
+        vc_lnode *ln = pa_get(a, p);
+        if (pa_tx_free(tx, p) || pa_tx_free(tx, ln->data)) return -1;
+        p = ln->next;
+    }
     return 0;
 }
 
