@@ -65,7 +65,7 @@ static const char *helper_path(void)
 
 /* One measurement in a fresh helper process. */
 static int run_one(const char *helper, const char *app, pa_kind kind, const pa_cfg *c, const char *dir, bool prefault,
-                   pa_result *r)
+                   bool noflush, pa_result *r)
 {
     memset(r, 0, sizeof *r);
     r->err = 1;
@@ -78,12 +78,14 @@ static int run_one(const char *helper, const char *app, pa_kind kind, const pa_c
     snprintf(args[5], sizeof args[5], "iters=%llu", (unsigned long long)c->iters);
     snprintf(args[6], sizeof args[6], "seed=%llu", (unsigned long long)c->seed);
     snprintf(args[7], sizeof args[7], "prefault=%d", prefault ? 1 : 0);
-    char dirarg[720];
+    char dirarg[720], eadrarg[16];
     snprintf(dirarg, sizeof dirarg, "dir=%s", dir);
+    snprintf(eadrarg, sizeof eadrarg, "eadr=%d", noflush && kind != PA_PMDK);
     char *argv[12] = {(char *)helper};
     for (int i = 0; i < 8; i++) argv[1 + i] = args[i];
-    argv[9] = dirarg;
-    argv[10] = NULL;
+    argv[9] = eadrarg;
+    argv[10] = dirarg;
+    argv[11] = NULL;
     int fd[2];
     if (pipe(fd)) { snprintf(r->msg, sizeof r->msg, "pipe: %s", strerror(errno)); return 1; }
     fflush(NULL);
@@ -93,6 +95,8 @@ static int run_one(const char *helper, const char *app, pa_kind kind, const pa_c
         close(fd[0]);
         dup2(fd[1], 1);
         close(fd[1]);
+        /* libpmem reads PMEM_NO_FLUSH in its load-time constructor: set before the exec */
+        if (noflush && kind == PA_PMDK) setenv("PMEM_NO_FLUSH", "1", 1);
         execv(helper, argv);
         _exit(127);
     }
@@ -178,8 +182,14 @@ int nm_suite_pmalloc_apps(nm_bench *b)
     unsigned nsp = 0, nsp1 = 0;
     double maxdiff = 0;
     int rc = NM_OK;
-    pa_kind kinds[PA_NKINDS] = {PA_LOG, PA_GC, PA_PMDK, PA_MALLOC};
-    unsigned nk = with_malloc ? 4 : 3;
+    /* variants: the allocators, the DRAM reference, and (1 thread) LOG and PMDK without flushes */
+    enum { NV = 6 };
+    static const struct { pa_kind k; bool noflush; const char *label; } var[NV] = {
+        {PA_LOG, false, "PMAlloc-LOG"}, {PA_GC, false, "PMAlloc-GC"}, {PA_PMDK, false, "PMDK"},
+        {PA_MALLOC, false, "DRAM-malloc"}, {PA_LOG, true, "PMAlloc-LOG-noflush"}, {PA_PMDK, true, "PMDK-noflush"}};
+    bool with_noflush = nm_bench_param_num(b, "noflush", quick ? 0 : 1) != 0;
+    nm_bench_config_str(b, "noflush", "at 1 thread, PMAlloc-LOG in eADR mode (PMALLOC_EADR_ON: no flushes, fences kept) and PMDK "
+                                      "with PMEM_NO_FLUSH=1 (libpmem: no flushes, fences kept): where the time goes");
     for (unsigned ai = 0; ai < NAPPS && rc == NM_OK; ai++) {
         const app_size *z = &sizes[ai];
         const pa_app *app = pa_app_find(z->name);
@@ -199,20 +209,24 @@ int nm_suite_pmalloc_apps(nm_bench *b)
         snprintf(key, sizeof key, "%s_iters", z->name);
         nm_bench_config_num(b, key, (double)base.iters);
         unsigned tmax = app->mt ? maxthreads : 1, tkey = tmax;
-        double thr[3][PA_NKINDS];
+        double thr[3][NV];
         memset(thr, 0, sizeof thr);
         for (unsigned th = 1; th <= tmax && rc == NM_OK; th++) {
-            point pt[PA_NKINDS];
+            point pt[NV];
             memset(pt, 0, sizeof pt);
             pa_cfg c = base;
             c.threads = th;
+            unsigned vs[NV], nk = 0;
+            for (unsigned v = 0; v < NV; v++)
+                if ((v != 3 || with_malloc) && (v < 4 || (with_noflush && th == 1))) vs[nk++] = v;
             for (unsigned rep = 0; rep < reps + (peak_run ? 1 : 0) && rc == NM_OK; rep++) {
                 bool is_peak = peak_run && rep == 0;
                 bool timed = !is_peak;
                 for (unsigned j = 0; j < nk && rc == NM_OK; j++) {
-                    pa_kind k = kinds[(j + rep) % nk];
+                    unsigned v = vs[(j + rep) % nk];
+                    pa_kind k = var[v].k;
                     char dir[700];
-                    snprintf(dir, sizeof dir, "%s/apps-%s-%s-%u", tmp, z->name, pa_kind_short(k), th);
+                    snprintf(dir, sizeof dir, "%s/apps-%s-%u-%u", tmp, z->name, v, th);
                     mkdir(dir, 0700);
                     pa_remove(dir);
                     c.seed = nm_bench_seed(b) * 1000003u + rep;
@@ -220,16 +234,16 @@ int nm_suite_pmalloc_apps(nm_bench *b)
                     bool prefault = timed && (peak_run || rep > 0);
                     double l0 = load1();
                     pa_result r;
-                    run_one(helper, z->name, k, &c, dir, prefault, &r);
+                    run_one(helper, z->name, k, &c, dir, prefault, var[v].noflush, &r);
                     double l1 = load1();
                     pa_remove(dir);
                     rmdir(dir);
                     if (r.err || r.seconds <= 0) {
-                        nm_bench_progress(b, "%s %s %u threads: FAILED: %s", z->name, pa_kind_name(k), th, r.msg);
+                        nm_bench_progress(b, "%s %s %u threads: FAILED: %s", z->name, var[v].label, th, r.msg);
                         rc = NM_ECORRUPT;
                         break;
                     }
-                    point *p = &pt[k];
+                    point *p = &pt[v];
                     if (rep == 0) p->peak_mib = r.peak_bytes / (1024.0 * 1024.0);
                     if (!isnan(l0) && !isnan(l1)) { p->load += (l0 + l1) / 2; p->nload++; }
                     if (!timed) continue;
@@ -244,7 +258,7 @@ int nm_suite_pmalloc_apps(nm_bench *b)
                     p->pm_lines = r.pm_lines;
                     p->app_ops = r.app_ops;
                     p->ok = true;
-                    if (k == PA_LOG || k == PA_GC) {
+                    if ((k == PA_LOG || k == PA_GC) && !var[v].noflush) {
                         double d = r.lines > 0 ? fabs(r.pm_lines - r.lines) / r.lines : (r.pm_lines > 0);
                         if (d > maxdiff) maxdiff = d;
                     }
@@ -252,46 +266,52 @@ int nm_suite_pmalloc_apps(nm_bench *b)
             }
             if (rc != NM_OK) break;
             for (unsigned j = 0; j < nk; j++) {
-                pa_kind k = kinds[j];
-                point *p = &pt[k];
-                if (!p->ok) continue;
-                thr[th][k] = nm_stats_median(p->thr, p->n);
+                point *p = &pt[vs[j]];
+                if (p->ok) thr[th][vs[j]] = nm_stats_median(p->thr, p->n);
             }
             for (unsigned j = 0; j < nk; j++) {
-                pa_kind k = kinds[j];
-                point *p = &pt[k];
+                unsigned v = vs[j];
+                pa_kind k = var[v].k;
+                point *p = &pt[v];
                 if (!p->ok) continue;
                 double ops = p->app_ops > 0 ? p->app_ops : 1, aops = p->allocs + p->frees;
                 nm_bench_row *row = nm_bench_row_new(b);
                 nm_bench_row_str(row, "app", z->name);
                 nm_bench_row_str(row, "op", app->op_name);
-                nm_bench_row_str(row, "allocator", pa_kind_name(k));
+                nm_bench_row_str(row, "allocator", var[v].label);
                 nm_bench_row_num(row, "threads", th);
-                nm_bench_row_num(row, "key_point", th == tkey);
-                nm_bench_row_num(row, "throughput", thr[th][k]);
-                nm_bench_row_num(row, "kops", thr[th][k] / 1e3);
+                nm_bench_row_num(row, "key_point", th == tkey && v < 4);
+                nm_bench_row_num(row, "noflush", var[v].noflush);
+                nm_bench_row_num(row, "throughput", thr[th][v]);
+                nm_bench_row_num(row, "kops", thr[th][v] / 1e3);
                 nm_bench_row_num(row, "seconds", nm_stats_median(p->secs, p->n));
                 nm_bench_row_num(row, "app_ops", p->app_ops);
                 nm_bench_row_num(row, "allocs_per_op", p->allocs / ops);
                 nm_bench_row_num(row, "frees_per_op", p->frees / ops);
                 nm_bench_row_num(row, "peak_mib", p->peak_mib);
-                if (k != PA_MALLOC) {
+                if (k != PA_MALLOC && var[v].noflush) {
+                    unsigned with = k == PA_PMDK ? 2 : 0, ref = 5;
+                    nm_bench_row_num(row, "cpu_flush", 0);
+                    if (thr[th][ref] > 0) nm_bench_row_num(row, "speedup_vs_pmdk", thr[th][v] / thr[th][ref]);
+                    if (thr[th][with] > 0) nm_bench_row_num(row, "flush_share", 1 - thr[th][with] / thr[th][v]);
+                } else if (k != PA_MALLOC) {
                     nm_bench_row_num(row, "lines_per_op", (p->lines + p->nt) / ops);
                     nm_bench_row_num(row, "flushed_lines_per_op", p->lines / ops);
                     nm_bench_row_num(row, "streamed_lines_per_op", p->nt / ops);
                     nm_bench_row_num(row, "fences_per_op", p->fences / ops);
                     nm_bench_row_num(row, "lines_per_alloc_call", aops > 0 ? (p->lines + p->nt) / aops : 0);
                     nm_bench_row_num(row, "cpu_flush", 1);
-                    nm_bench_row_num(row, "speedup_vs_pmdk", thr[th][PA_PMDK] > 0 ? thr[th][k] / thr[th][PA_PMDK] : NAN);
+                    nm_bench_row_num(row, "speedup_vs_pmdk", thr[th][2] > 0 ? thr[th][v] / thr[th][2] : NAN);
                 }
                 if (k == PA_LOG || k == PA_GC) nm_bench_row_num(row, "pmalloc_own_lines_per_op", p->pm_lines / ops);
-                if (k == PA_MALLOC && thr[th][PA_PMDK] > 0) nm_bench_row_num(row, "speedup_vs_pmdk", thr[th][k] / thr[th][PA_PMDK]);
+                if (k == PA_MALLOC && thr[th][2] > 0) nm_bench_row_num(row, "speedup_vs_pmdk", thr[th][v] / thr[th][2]);
                 nm_bench_row_num(row, "repetitions", p->n);
                 nm_bench_row_num(row, "load_avg_1m", p->nload ? p->load / p->nload : NAN);
                 nm_bench_progress(b, "%-9s %-12s %u thr: %10.1f %s/s (median of %u), %6.2f lines/op (%.2f per alloc call), "
                                      "peak %.1f MiB, load %.1f",
-                                  z->name, pa_kind_name(k), th, thr[th][k], app->op_name, p->n,
-                                  k == PA_MALLOC ? 0.0 : (p->lines + p->nt) / ops, aops > 0 && k != PA_MALLOC ? (p->lines + p->nt) / aops : 0.0,
+                                  z->name, var[v].label, th, thr[th][v], app->op_name, p->n,
+                                  k == PA_MALLOC || var[v].noflush ? 0.0 : (p->lines + p->nt) / ops,
+                                  aops > 0 && k != PA_MALLOC && !var[v].noflush ? (p->lines + p->nt) / aops : 0.0,
                                   p->peak_mib, p->nload ? p->load / p->nload : NAN);
             }
         }
@@ -309,8 +329,12 @@ int nm_suite_pmalloc_apps(nm_bench *b)
         snprintf(k1, sizeof k1, "app_speedup_vs_pmdk_%s_1t", z->name);
         nm_bench_summary_num(b, k1, sp1[nsp1]);
         nsp1++;
-        nm_bench_progress(b, "%s: LOG/PMDK %.2fx, GC/PMDK %.2fx at %u thread(s); LOG/PMDK %.2fx at 1", z->name, sp[nsp - 1],
-                          spgc[nsp - 1], tkey, sp1[nsp1 - 1]);
+        if (thr[1][4] > 0 && thr[1][5] > 0) {
+            snprintf(k1, sizeof k1, "app_speedup_noflush_vs_pmdk_%s_1t", z->name);
+            nm_bench_summary_num(b, k1, thr[1][4] / thr[1][5]);
+        }
+        nm_bench_progress(b, "%s: LOG/PMDK %.2fx, GC/PMDK %.2fx at %u thread(s); LOG/PMDK %.2fx at 1 (without flushes %.2fx)", z->name,
+                          sp[nsp - 1], spgc[nsp - 1], tkey, sp1[nsp1 - 1], thr[1][5] > 0 ? thr[1][4] / thr[1][5] : NAN);
     }
     if (nsp) {
         nm_bench_summary_num(b, "app_speedup_vs_pmdk_geomean", nm_stats_geomean(sp, nsp));

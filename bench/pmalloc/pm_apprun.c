@@ -18,7 +18,8 @@
  * threadtest operation both ways). Kept out of nearmem-bench so no other
  * suite is affected.
  * Usage: nearmem-pmalloc-apprun app=NAME kind=0..3 threads=N n=N ops=N iters=N seed=N
- *        [pool=BYTES] [prefault=0|1] dir=PATH */
+ *        [pool=BYTES] [prefault=0|1] [eadr=0|1] dir=PATH
+ * (eadr=1: PMAlloc without flushes; run PMDK with PMEM_NO_FLUSH=1 in the environment for the same) */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -161,6 +162,7 @@ int main(int argc, char **argv)
         else if (KEY("seed")) o.cfg.seed = u;
         else if (KEY("pool")) o.pool = (size_t)u;
         else if (KEY("prefault")) o.prefault = u != 0;
+        else if (KEY("eadr")) o.eadr = u != 0;
         else if (KEY("dir")) dir = v;
         else goto usage;
 #undef KEY

@@ -66,7 +66,7 @@ int pa_open(pa_heap *a, const pa_open_opts *o, char *err, size_t errcap)
     po.create = o->create;
     po.model = o->kind == PA_GC ? PMALLOC_GC : PMALLOC_LOG;
     po.persist = o->persist;
-    po.eadr = PMALLOC_EADR_OFF;
+    po.eadr = o->eadr ? PMALLOC_EADR_ON : PMALLOC_EADR_OFF;
     po.narenas = o->narenas;
     po.log_chunks = o->log_chunks;
     if (pmalloc_open(o->dir, &po, &a->h)) { snprintf(err, errcap, "pmalloc_open: %s", nm_last_errmsg()); return -1; }
@@ -455,7 +455,7 @@ int pa_run_inproc(const pa_run_opts *o, pa_result *r)
     if (cfg.threads < 1) cfg.threads = 1;
     size_t pool = o->pool ? o->pool : app->pool_size(&cfg);
     pa_heap a;
-    pa_open_opts oo = {.kind = o->kind, .dir = o->dir, .size = pool, .create = true, .persist = PMALLOC_PERSIST_CPU};
+    pa_open_opts oo = {.kind = o->kind, .dir = o->dir, .size = pool, .create = true, .persist = PMALLOC_PERSIST_CPU, .eadr = o->eadr};
     if (pa_open(&a, &oo, r->msg, sizeof r->msg)) return r->err = 1;
     r->pmem = o->kind == PA_PMDK ? pmem_is_pmem(a.root, 64) : o->kind != PA_MALLOC;
     if (o->prefault) pa_prefault(&a, pool);

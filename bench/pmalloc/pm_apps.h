@@ -65,6 +65,7 @@ typedef struct pa_open_opts {
     unsigned narenas;  /* PMAlloc: 0 = one per CPU */
     pmalloc_persist_mode persist; /* PMAlloc: 0 = PMALLOC_PERSIST_AUTO; the suites use CPU */
     unsigned log_chunks;          /* PMAlloc: 0 = default */
+    bool eadr;                    /* PMAlloc: PMALLOC_EADR_ON (no flushes, fences kept: Sec. 8.9) */
 } pa_open_opts;
 
 /* Open or create; after an unclean shutdown this is the allocator's recovery.
@@ -251,6 +252,7 @@ typedef struct pa_run_opts {
     const char *dir;
     size_t pool; /* 0 = app->pool_size */
     bool prefault;
+    bool eadr;   /* PMAlloc without flushes (for PMDK the helper is run with PMEM_NO_FLUSH=1) */
 } pa_run_opts;
 /* Run one measurement in this process. */
 int pa_run_inproc(const pa_run_opts *o, pa_result *r);
