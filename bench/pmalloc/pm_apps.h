@@ -71,7 +71,7 @@ typedef struct pa_open_opts {
 /* Open or create; after an unclean shutdown this is the allocator's recovery.
  * 0 on success, else -1 with a message in err. */
 int pa_open(pa_heap *a, const pa_open_opts *o, char *err, size_t errcap);
-void pa_close(pa_heap *a);   /* clean shutdown */
+void pa_close(pa_heap *a);   /* clean shutdown (PA_MALLOC: objects still allocated stay allocated, as in a heap) */
 void pa_remove(const char *dir); /* remove every allocator's files in dir (not dir) */
 /* Set PMEM_IS_PMEM_FORCE=1 (before any libpmemobj call): CPU flushes on page-cache files. */
 void pa_force_pmem(void);
