@@ -9,7 +9,9 @@
  * application checks its own result; a failed check fails the suite.
  * Keys: app_speedup_vs_pmdk_<app> (LOG / PMDK throughput) and
  * app_speedup_gc_vs_pmdk_<app> at 2 threads (1 for cfrac), the geometric mean
- * over the eight, and the same at 1 thread (_1t). */
+ * over the eight, the same at 1 thread (_1t), and LOG / PMDK operations per
+ * CPU-second of the workers (app_speedup_cpu_vs_pmdk_*: what other jobs on the
+ * shared cores cannot skew by descheduling a worker). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -120,7 +122,7 @@ static int run_one(const char *helper, const char *app, pa_kind kind, const pa_c
 }
 
 typedef struct point {
-    double thr[8], secs[8];
+    double thr[8], secs[8], cthr[8];
     unsigned n;
     double peak_mib, lines, nt, fences, allocs, frees, pm_lines, app_ops, load;
     unsigned nload;
@@ -178,8 +180,8 @@ int nm_suite_pmalloc_apps(nm_bench *b)
         "{\"title\":\"speedup vs PMDK (key thread count)\",\"x\":\"app\",\"y\":\"speedup_vs_pmdk\",\"series\":\"allocator\",\"kind\":\"bar\",\"filter\":{\"key_point\":1},\"hline\":1},"
         "{\"title\":\"persisted lines per operation (key thread count)\",\"x\":\"app\",\"y\":\"lines_per_op\",\"series\":\"allocator\",\"kind\":\"bar\",\"filter\":{\"key_point\":1},\"logy\":true}]");
     const char *tmp = nm_bench_tmpdir(b);
-    double sp[NAPPS], spgc[NAPPS], sp1[NAPPS], spgc1[NAPPS];
-    unsigned nsp = 0, nsp1 = 0;
+    double sp[NAPPS], spgc[NAPPS], sp1[NAPPS], spgc1[NAPPS], spc[NAPPS];
+    unsigned nsp = 0, nsp1 = 0, nspc = 0;
     double maxdiff = 0;
     int rc = NM_OK;
     /* variants: the allocators, the DRAM reference, and (1 thread) LOG and PMDK without flushes */
@@ -209,8 +211,9 @@ int nm_suite_pmalloc_apps(nm_bench *b)
         snprintf(key, sizeof key, "%s_iters", z->name);
         nm_bench_config_num(b, key, (double)base.iters);
         unsigned tmax = app->mt ? maxthreads : 1, tkey = tmax;
-        double thr[3][NV];
+        double thr[3][NV], cthr[3][NV];
         memset(thr, 0, sizeof thr);
+        memset(cthr, 0, sizeof cthr);
         for (unsigned th = 1; th <= tmax && rc == NM_OK; th++) {
             point pt[NV];
             memset(pt, 0, sizeof pt);
@@ -248,6 +251,7 @@ int nm_suite_pmalloc_apps(nm_bench *b)
                     if (!isnan(l0) && !isnan(l1)) { p->load += (l0 + l1) / 2; p->nload++; }
                     if (!timed) continue;
                     p->thr[p->n] = r.app_ops / r.seconds;
+                    p->cthr[p->n] = r.cpu_seconds > 0 ? r.app_ops / r.cpu_seconds : NAN;
                     p->secs[p->n] = r.seconds;
                     p->n++;
                     p->lines = r.lines;
@@ -267,7 +271,10 @@ int nm_suite_pmalloc_apps(nm_bench *b)
             if (rc != NM_OK) break;
             for (unsigned j = 0; j < nk; j++) {
                 point *p = &pt[vs[j]];
-                if (p->ok) thr[th][vs[j]] = nm_stats_median(p->thr, p->n);
+                if (p->ok) {
+                    thr[th][vs[j]] = nm_stats_median(p->thr, p->n);
+                    cthr[th][vs[j]] = nm_stats_median(p->cthr, p->n);
+                }
             }
             for (unsigned j = 0; j < nk; j++) {
                 unsigned v = vs[j];
@@ -285,6 +292,7 @@ int nm_suite_pmalloc_apps(nm_bench *b)
                 nm_bench_row_num(row, "throughput", thr[th][v]);
                 nm_bench_row_num(row, "kops", thr[th][v] / 1e3);
                 nm_bench_row_num(row, "seconds", nm_stats_median(p->secs, p->n));
+                nm_bench_row_num(row, "ops_per_cpu_second", cthr[th][v]);
                 nm_bench_row_num(row, "app_ops", p->app_ops);
                 nm_bench_row_num(row, "allocs_per_op", p->allocs / ops);
                 nm_bench_row_num(row, "frees_per_op", p->frees / ops);
@@ -329,6 +337,10 @@ int nm_suite_pmalloc_apps(nm_bench *b)
         snprintf(k1, sizeof k1, "app_speedup_vs_pmdk_%s_1t", z->name);
         nm_bench_summary_num(b, k1, sp1[nsp1]);
         nsp1++;
+        /* the same ratio per CPU-second of the workers: robust to other jobs taking the cores */
+        spc[nspc++] = cthr[tkey][PA_LOG] / cthr[tkey][PA_PMDK];
+        snprintf(k1, sizeof k1, "app_speedup_cpu_vs_pmdk_%s", z->name);
+        nm_bench_summary_num(b, k1, spc[nspc - 1]);
         if (thr[1][4] > 0 && thr[1][5] > 0) {
             snprintf(k1, sizeof k1, "app_speedup_noflush_vs_pmdk_%s_1t", z->name);
             nm_bench_summary_num(b, k1, thr[1][4] / thr[1][5]);
@@ -341,6 +353,7 @@ int nm_suite_pmalloc_apps(nm_bench *b)
         nm_bench_summary_num(b, "app_speedup_gc_vs_pmdk_geomean", nm_stats_geomean(spgc, nsp));
         nm_bench_summary_num(b, "app_speedup_vs_pmdk_geomean_1t", nm_stats_geomean(sp1, nsp1));
         nm_bench_summary_num(b, "app_speedup_gc_vs_pmdk_geomean_1t", nm_stats_geomean(spgc1, nsp1));
+        nm_bench_summary_num(b, "app_speedup_cpu_vs_pmdk_geomean", nm_stats_geomean(spc, nspc));
         nm_bench_summary_num(b, "lines_count_vs_pmalloc_counter_max_rel_diff", maxdiff);
     }
     nm_bench_config_num(b, "load_avg_1m_end", load1());

@@ -386,6 +386,7 @@ typedef struct pa_thr {
     int err;
     pa_tcount c0, c1;
     uint64_t l0, n0, f0, l1, n1, f1;
+    uint64_t cpu0, cpu1;
     bool began;
 } pa_thr;
 
@@ -411,6 +412,7 @@ void pa_timed_begin(pa_ctx *x)
         t->began = true;
         t->c0 = pa_tl;
         count_now(&t->l0, &t->n0, &t->f0);
+        t->cpu0 = nm_thread_cpu_ns();
     }
     uint64_t now = nm_now_ns(), cur = __atomic_load_n(&x->t_start, __ATOMIC_RELAXED);
     while (now < cur && !__atomic_compare_exchange_n(&x->t_start, &cur, now, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
@@ -427,6 +429,7 @@ static void *pa_worker(void *arg)
     uint64_t now = nm_now_ns(), cur = __atomic_load_n(&x->t_end, __ATOMIC_RELAXED);
     while (now > cur && !__atomic_compare_exchange_n(&x->t_end, &cur, now, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
     }
+    t->cpu1 = nm_thread_cpu_ns();
     t->c1 = pa_tl;
     count_now(&t->l1, &t->n1, &t->f1);
     return NULL;
@@ -488,6 +491,7 @@ int pa_run_inproc(const pa_run_opts *o, pa_result *r)
             pthread_join(th[i], NULL);
             if (t[i].err) rc = -1;
             r->app_ops += (double)t[i].app_ops;
+            if (t[i].cpu1 > t[i].cpu0) r->cpu_seconds += (double)(t[i].cpu1 - t[i].cpu0) / 1e9;
             r->allocs += (double)(t[i].c1.allocs - t[i].c0.allocs);
             r->frees += (double)(t[i].c1.frees - t[i].c0.frees);
             if (pa_count_read) {
@@ -526,9 +530,9 @@ void pa_result_print(const pa_result *r)
     snprintf(msg, sizeof msg, "%s", r->msg);
     for (char *c = msg; *c; c++)
         if (*c == '\n') *c = ' ';
-    printf("PA_RESULT err=%d seconds=%.9g app_ops=%.17g allocs=%.17g frees=%.17g lines=%.17g nt_lines=%.17g fences=%.17g "
+    printf("PA_RESULT err=%d seconds=%.9g cpu=%.9g app_ops=%.17g allocs=%.17g frees=%.17g lines=%.17g nt_lines=%.17g fences=%.17g "
            "pm_lines=%.17g peak=%.17g pmem=%g msg=%s\n",
-           r->err, r->seconds, r->app_ops, r->allocs, r->frees, r->lines, r->nt_lines, r->fences, r->pm_lines, r->peak_bytes,
+           r->err, r->seconds, r->cpu_seconds, r->app_ops, r->allocs, r->frees, r->lines, r->nt_lines, r->fences, r->pm_lines, r->peak_bytes,
            r->pmem, msg);
     fflush(stdout);
 }
@@ -540,10 +544,10 @@ int pa_result_parse(const char *out, pa_result *r)
     if (!at) return -1;
     int used = 0;
     if (sscanf(at,
-               "PA_RESULT err=%d seconds=%lf app_ops=%lf allocs=%lf frees=%lf lines=%lf nt_lines=%lf fences=%lf pm_lines=%lf "
+               "PA_RESULT err=%d seconds=%lf cpu=%lf app_ops=%lf allocs=%lf frees=%lf lines=%lf nt_lines=%lf fences=%lf pm_lines=%lf "
                "peak=%lf pmem=%lf msg=%n",
-               &r->err, &r->seconds, &r->app_ops, &r->allocs, &r->frees, &r->lines, &r->nt_lines, &r->fences, &r->pm_lines,
-               &r->peak_bytes, &r->pmem, &used) != 11 ||
+               &r->err, &r->seconds, &r->cpu_seconds, &r->app_ops, &r->allocs, &r->frees, &r->lines, &r->nt_lines, &r->fences, &r->pm_lines,
+               &r->peak_bytes, &r->pmem, &used) != 12 ||
         used == 0)
         return -1;
     size_t k = 0;

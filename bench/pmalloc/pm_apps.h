@@ -236,7 +236,8 @@ extern void pa_count_read(uint64_t *lines, uint64_t *streamed, uint64_t *fences)
 typedef struct pa_result {
     int err;
     char msg[256];
-    double seconds;    /* timed phase */
+    double seconds;    /* timed phase (wall clock, first worker start to last worker end) */
+    double cpu_seconds; /* CPU time of the workers over their timed phases (immune to being descheduled) */
     double app_ops;    /* application operations in it */
     double allocs, frees;
     double lines, nt_lines, fences; /* through libpmem: lines flushed, lines streamed (pmem_memcpy & co.), fences; -1 unknown */
