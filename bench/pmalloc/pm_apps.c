@@ -271,7 +271,7 @@ pa_ptr *pa_tx_alloc(pa_tx *t, size_t size)
 int pa_tx_free(pa_tx *t, pa_ptr p)
 {
     if (t->nfree == PA_TX_SLOTS) { t->overflow = true; return -1; }
-    t->log->frees[t->nfree++] = p;
+    pa_set_ptr(t->a, &t->log->frees[t->nfree++], p, false); /* a free_from source before: see pa_set_ptr */
     return 0;
 }
 
@@ -286,9 +286,12 @@ static void tx_finish(pa_heap *a, pa_txlog *log, unsigned nalloc, unsigned nfree
      * after the final persist (a partly scrubbed log must not be rolled back) */
     bool scrub_first = log->state == 2;
     if (scrub_first) memset(log->undo, 0, undo_used);
-    if (nalloc) {
-        memset(log->alloc, 0, nalloc * sizeof log->alloc[0]);
-        pa_persist(a, log->alloc, nalloc * sizeof log->alloc[0]);
+    if (nalloc) { /* malloc_to destinations: cleared through pa_set_ptr */
+        pa_ptr zero;
+        memset(&zero, 0, sizeof zero);
+        for (unsigned i = 0; i < nalloc; i++)
+            if (!pa_isnull(a, log->alloc[i])) pa_set_ptr(a, &log->alloc[i], zero, false);
+        pa_drain(a);
     }
     for (unsigned i = 0; i < nfree; i++)
         if (!pa_isnull(a, log->frees[i])) pa_free(a, &log->frees[i]);
@@ -308,8 +311,7 @@ int pa_tx_commit(pa_tx *t)
         return 0;
     }
     for (unsigned i = 0; i < t->nranges; i++) pa_flush(a, t->ranges[i].p, t->ranges[i].n);
-    if (t->nfree) pa_flush(a, log->frees, t->nfree * sizeof log->frees[0]);
-    pa_drain(a);
+    pa_drain(a); /* also drains the deferred-free slots pa_tx_free flushed */
     if (t->nfree || t->nalloc) {
         log->state = 2;
         pa_persist(a, &log->state, 8);
@@ -344,8 +346,11 @@ int pa_tx_recover(pa_heap *a, pa_txlog *log)
         pa_drain(a);
         for (unsigned i = 0; i < PA_TX_SLOTS; i++)
             if (!pa_isnull(a, log->alloc[i]) && pa_free(a, &log->alloc[i])) return -1;
-        memset(log->frees, 0, sizeof log->frees);
-        pa_persist(a, log->frees, sizeof log->frees);
+        pa_ptr zero;
+        memset(&zero, 0, sizeof zero);
+        for (unsigned i = 0; i < PA_TX_SLOTS; i++)
+            if (!pa_isnull(a, log->frees[i])) pa_set_ptr(a, &log->frees[i], zero, false);
+        pa_drain(a);
         what = 1;
     } else if (log->state == 2) {
         what = 2;

@@ -134,6 +134,25 @@ static inline void pa_drain(pa_heap *a)
     else if (a->k != PA_MALLOC) pmalloc_drain(a->h);
 }
 
+/* Store pointer p into *loc, a word that an allocation or free may have written
+ * before (a malloc_to destination, a free_from source). PMAlloc with the
+ * one-line commit (issue 16; detected by PMALLOC_OVERWRITE in pmalloc.h) owns
+ * such words until its next checkpoint, so the store goes through
+ * pmalloc_set_ptr (ordered after the operations that wrote the word, durable on
+ * return); otherwise a store and a flush, plus a drain when `drain`. */
+static inline void pa_set_ptr(pa_heap *a, pa_ptr *loc, pa_ptr p, bool drain)
+{
+#ifdef PMALLOC_OVERWRITE
+    if (a->k == PA_LOG || a->k == PA_GC) {
+        if (pmalloc_set_ptr(a->h, &loc->pp, p.pp)) abort(); /* only a foreign pointer fails: a program bug */
+        return;
+    }
+#endif
+    *loc = p;
+    pa_flush(a, loc, sizeof *loc);
+    if (drain) pa_drain(a);
+}
+
 /* The pointer of the object at addr (an object start inside the heap). */
 pa_ptr pa_ptr_of(const pa_heap *a, const void *addr);
 /* Heap-relative offsets of addresses (for position-independent logs). */

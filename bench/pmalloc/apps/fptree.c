@@ -310,11 +310,12 @@ static int fp_split(fp_tree *t, uint64_t key)
     pa_persist(a, &l->next, sizeof l->next);
     l->bitmap &= ~moved; /* the commit */
     pa_persist(a, &l->bitmap, sizeof l->bitmap);
-    for (unsigned i = 0; i < FP_N; i++)
-        if (moved >> i & 1) memset(&l->vals[i], 0, sizeof l->vals[i]);
-    pa_persist(a, l->vals, sizeof l->vals);
-    memset(&root->split_new, 0, sizeof root->split_new);
-    pa_persist(a, &root->split_new, sizeof root->split_new);
+    pa_ptr zero;
+    memset(&zero, 0, sizeof zero);
+    for (unsigned i = 0; i < FP_N; i++) /* malloc_to destinations once: cleared through pa_set_ptr */
+        if (moved >> i & 1) pa_set_ptr(a, &l->vals[i], zero, false);
+    pa_drain(a);
+    pa_set_ptr(a, &root->split_new, zero, true);
     memset(&root->split_leaf, 0, sizeof root->split_leaf);
     pa_persist(a, &root->split_leaf, sizeof root->split_leaf);
     return fp_insert_sep(t, path, pidx, d, sk, nl);
@@ -452,17 +453,19 @@ static long fp_recover(fp_tree *t, char *msg, size_t cap)
             }
         }
         /* a split runs alone: the old leaf's uncommitted slots are the moved copies */
+        pa_ptr zero;
+        memset(&zero, 0, sizeof zero);
         for (unsigned i = 0; i < FP_N; i++)
-            if (!(l->bitmap >> i & 1)) memset(&l->vals[i], 0, sizeof l->vals[i]);
-        pa_persist(a, l->vals, sizeof l->vals);
-        memset(&root->split_new, 0, sizeof root->split_new);
-        pa_persist(a, &root->split_new, sizeof root->split_new);
+            if (!(l->bitmap >> i & 1) && !pa_isnull(a, l->vals[i])) pa_set_ptr(a, &l->vals[i], zero, false);
+        pa_drain(a);
+        if (!pa_isnull(a, root->split_new)) pa_set_ptr(a, &root->split_new, zero, true);
         memset(&root->split_leaf, 0, sizeof root->split_leaf);
         pa_persist(a, &root->split_leaf, sizeof root->split_leaf);
     } else if (!pa_isnull(a, root->split_new)) {
         /* the log was being cleared: the split had completed */
-        memset(&root->split_new, 0, sizeof root->split_new);
-        pa_persist(a, &root->split_new, sizeof root->split_new);
+        pa_ptr zero;
+        memset(&zero, 0, sizeof zero);
+        pa_set_ptr(a, &root->split_new, zero, true);
     }
     for (pa_ptr p = root->head; !pa_isnull(a, p);) {
         fp_leaf *l = pa_get(a, p);
