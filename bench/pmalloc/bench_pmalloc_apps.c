@@ -169,16 +169,16 @@ int nm_suite_pmalloc_apps(nm_bench *b)
     nm_bench_config_str(b, "order", "each repetition runs the allocators in turn, the first one rotating");
     nm_bench_config_num(b, "load_avg_1m_start", load1());
     nm_bench_plot_spec(b,
-        "[{\"title\":\"(Fig. 32) FPTree 50/50 insert/delete\",\"x\":\"threads\",\"y\":\"kops\",\"series\":\"allocator\",\"kind\":\"bar\",\"filter\":{\"app\":\"fptree\"},\"ylabel\":\"kops/s\"},"
-        "{\"title\":\"(34a/35a) Vacation\",\"x\":\"threads\",\"y\":\"kops\",\"series\":\"allocator\",\"kind\":\"bar\",\"filter\":{\"app\":\"vacation\"},\"ylabel\":\"ktx/s\"},"
-        "{\"title\":\"(34b/35b) Ackermann\",\"x\":\"threads\",\"y\":\"kops\",\"series\":\"allocator\",\"kind\":\"bar\",\"filter\":{\"app\":\"ackermann\"},\"ylabel\":\"ksteps/s\"},"
-        "{\"title\":\"(34c/35c) N-Queens 8x8\",\"x\":\"threads\",\"y\":\"kops\",\"series\":\"allocator\",\"kind\":\"bar\",\"filter\":{\"app\":\"nqueens\"},\"ylabel\":\"kpuzzles/s\"},"
-        "{\"title\":\"(34d/35d) Cfrac (time)\",\"x\":\"threads\",\"y\":\"seconds\",\"series\":\"allocator\",\"kind\":\"bar\",\"filter\":{\"app\":\"cfrac\"},\"ylabel\":\"s\"},"
-        "{\"title\":\"(34e/35e) Barnes\",\"x\":\"threads\",\"y\":\"kops\",\"series\":\"allocator\",\"kind\":\"bar\",\"filter\":{\"app\":\"barnes\"},\"ylabel\":\"kbody-steps/s\"},"
-        "{\"title\":\"(34f/35f) Kruskal\",\"x\":\"threads\",\"y\":\"kops\",\"series\":\"allocator\",\"kind\":\"bar\",\"filter\":{\"app\":\"kruskal\"},\"ylabel\":\"kgraphs/s\"},"
-        "{\"title\":\"KV 50/50\",\"x\":\"threads\",\"y\":\"kops\",\"series\":\"allocator\",\"kind\":\"bar\",\"filter\":{\"app\":\"kv\"},\"ylabel\":\"kops/s\"},"
-        "{\"title\":\"speedup vs PMDK (key thread count)\",\"x\":\"app\",\"y\":\"speedup_vs_pmdk\",\"series\":\"allocator\",\"kind\":\"bar\",\"filter\":{\"key_point\":1},\"hline\":1},"
-        "{\"title\":\"persisted lines per operation (key thread count)\",\"x\":\"app\",\"y\":\"lines_per_op\",\"series\":\"allocator\",\"kind\":\"bar\",\"filter\":{\"key_point\":1},\"logy\":true}]");
+        "[{\"title\":\"(Fig. 32) FPTree 50/50 insert/delete\",\"x\":\"threads\",\"y\":\"kops\",\"series\":\"allocator\",\"kind\":\"bar\",\"filter\":{\"persistent\":1,\"app\":\"fptree\"},\"ylabel\":\"kops/s\"},"
+        "{\"title\":\"(34a/35a) Vacation\",\"x\":\"threads\",\"y\":\"kops\",\"series\":\"allocator\",\"kind\":\"bar\",\"filter\":{\"persistent\":1,\"app\":\"vacation\"},\"ylabel\":\"ktx/s\"},"
+        "{\"title\":\"(34b/35b) Ackermann\",\"x\":\"threads\",\"y\":\"kops\",\"series\":\"allocator\",\"kind\":\"bar\",\"filter\":{\"persistent\":1,\"app\":\"ackermann\"},\"ylabel\":\"ksteps/s\"},"
+        "{\"title\":\"(34c/35c) N-Queens 8x8\",\"x\":\"threads\",\"y\":\"kops\",\"series\":\"allocator\",\"kind\":\"bar\",\"filter\":{\"persistent\":1,\"app\":\"nqueens\"},\"ylabel\":\"kpuzzles/s\"},"
+        "{\"title\":\"(34d/35d) Cfrac (time)\",\"x\":\"threads\",\"y\":\"seconds\",\"series\":\"allocator\",\"kind\":\"bar\",\"filter\":{\"persistent\":1,\"app\":\"cfrac\"},\"ylabel\":\"s\"},"
+        "{\"title\":\"(34e/35e) Barnes\",\"x\":\"threads\",\"y\":\"kops\",\"series\":\"allocator\",\"kind\":\"bar\",\"filter\":{\"persistent\":1,\"app\":\"barnes\"},\"ylabel\":\"kbody-steps/s\"},"
+        "{\"title\":\"(34f/35f) Kruskal\",\"x\":\"threads\",\"y\":\"kops\",\"series\":\"allocator\",\"kind\":\"bar\",\"filter\":{\"persistent\":1,\"app\":\"kruskal\"},\"ylabel\":\"kgraphs/s\"},"
+        "{\"title\":\"KV 50/50\",\"x\":\"threads\",\"y\":\"kops\",\"series\":\"allocator\",\"kind\":\"bar\",\"filter\":{\"persistent\":1,\"app\":\"kv\"},\"ylabel\":\"kops/s\"},"
+        "{\"title\":\"speedup vs PMDK (2 threads, cfrac 1)\",\"x\":\"app\",\"y\":\"speedup_vs_pmdk\",\"series\":\"allocator\",\"kind\":\"bar\",\"filter\":{\"key_point\":1,\"persistent\":1},\"hline\":1},"
+        "{\"title\":\"persisted lines per allocator call (2 threads, cfrac 1)\",\"x\":\"app\",\"y\":\"lines_per_alloc_call\",\"series\":\"allocator\",\"kind\":\"bar\",\"filter\":{\"key_point\":1,\"persistent\":1}}]");
     const char *tmp = nm_bench_tmpdir(b);
     double sp[NAPPS], spgc[NAPPS], sp1[NAPPS], spgc1[NAPPS], spc[NAPPS];
     unsigned nsp = 0, nsp1 = 0, nspc = 0;
@@ -288,6 +288,7 @@ int nm_suite_pmalloc_apps(nm_bench *b)
                 nm_bench_row_str(row, "allocator", var[v].label);
                 nm_bench_row_num(row, "threads", th);
                 nm_bench_row_num(row, "key_point", th == tkey && v < 4);
+                nm_bench_row_num(row, "persistent", v < 3); /* LOG, GC, PMDK with flushes: the plotted rows */
                 nm_bench_row_num(row, "noflush", var[v].noflush);
                 nm_bench_row_num(row, "throughput", thr[th][v]);
                 nm_bench_row_num(row, "kops", thr[th][v] / 1e3);
