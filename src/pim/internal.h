@@ -29,6 +29,7 @@ typedef enum dpu_run_state { DPU_IDLE = 0, DPU_QUEUED, DPU_RUNNING, DPU_DONE, DP
  * the addresses of its WRAM globals stay the same from launch to launch. */
 typedef struct nm_pim_instance {
     void *handle;      /* dlopen handle of a private memfd copy */
+    int fd;            /* the memfd, open while mapped: its /proc/self/fd name stays unique */
     nm_dpu_info info;  /* addresses inside this instance */
     uint8_t *pristine; /* the WRAM data block as loaded (relocated for this instance) */
 } nm_pim_instance;

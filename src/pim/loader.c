@@ -84,6 +84,8 @@ static void unload(nm_pim_loaded *l)
     for (uint32_t k = 0; k < l->nr_instances; k++) {
         if (l->inst[k].handle)
             dlclose(l->inst[k].handle);
+        if (l->inst[k].fd >= 0)
+            close(l->inst[k].fd);
         free(l->inst[k].pristine);
     }
     for (nm_pim_symbol *s = l->def.symbols, *n; s; s = n) {
@@ -107,22 +109,23 @@ void nm_pim__unload_all(nm_pim_system *sys)
 
 static dpu_error_t map_instance(nm_pim_loaded *l, nm_pim_instance *in)
 {
+    /* glibc's dlopen returns an already loaded object of the same name: each
+     * instance's memfd stays open while it is mapped, so no two instances
+     * (of this or any loaded program) ever share a /proc/self/fd/N name. */
     int fd = memfd_create("nearmem-dpu-program", MFD_CLOEXEC);
+    in->fd = fd;
     if (fd < 0)
         return nm_fail(NM_EINVAL, "memfd_create: %s", strerror(errno)), DPU_ERR_SYSTEM;
     size_t done = 0;
     while (done < l->size) {
         ssize_t w = write(fd, l->bytes + done, l->size - done);
-        if (w <= 0) {
-            close(fd);
+        if (w <= 0)
             return nm_fail(NM_EINVAL, "writing a program copy: %s", strerror(errno)), DPU_ERR_SYSTEM;
-        }
         done += (size_t)w;
     }
     char path[64];
     snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
     in->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    close(fd);
     if (!in->handle) {
         const char *e = dlerror();
         return nm_fail(NM_EINVAL, "%s: cannot map the program: %s", l->name, e ? e : "dlopen failed"),
@@ -216,9 +219,15 @@ dpu_error_t nm_pim__load_image(nm_pim_system *sys, const char *name, const uint8
         unload(l);
         return DPU_ERR_ALLOCATION;
     }
+    for (uint32_t k = 0; k < l->nr_instances; k++)
+        l->inst[k].fd = -1;
     memcpy(l->bytes, bytes, size);
-    for (uint32_t k = 0; k < l->nr_instances && e == DPU_OK; k++)
+    for (uint32_t k = 0; k < l->nr_instances && e == DPU_OK; k++) {
         e = map_instance(l, &l->inst[k]);
+        for (uint32_t j = 0; j < k && e == DPU_OK; j++)
+            if (l->inst[j].info.wram_data == l->inst[k].info.wram_data)
+                e = nm_fail(NM_ESTATE, "%s: the dynamic loader mapped one copy twice", name), DPU_ERR_SYSTEM;
+    }
     if (e == DPU_OK)
         e = build_symbols(l);
     if (e != DPU_OK) {
