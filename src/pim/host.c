@@ -374,6 +374,22 @@ dpu_error_t dpu_free(struct dpu_set_t set)
     if (set.begin != 0 || set.count != sys->nr_dpus || set.kind != DPU_SET_RANKS)
         return DPU_ERR_INVALID_DPU_SET;
     wait_idle(sys);
+    /* NEARMEM_PIM_TOTALS=<file>: append this allocation's totals, so a tool
+     * can account for a program it runs unchanged (suite pim-prim). */
+    const char *tf = getenv("NEARMEM_PIM_TOTALS");
+    if (tf && *tf) {
+        FILE *f = fopen(tf, "a");
+        if (f) {
+            const nm_pim_totals *t = &sys->totals;
+            fprintf(f,
+                    "dpus=%u launches=%llu modeled_kernel_s=%.9g modeled_xfer_s=%.9g xfer_bytes_to=%llu "
+                    "xfer_bytes_from=%llu host_kernel_s=%.9g host_xfer_s=%.9g\n",
+                    sys->nr_dpus, (unsigned long long)t->launches, t->modeled_kernel_seconds,
+                    t->modeled_xfer_seconds, (unsigned long long)t->xfer_bytes_to_dpu,
+                    (unsigned long long)t->xfer_bytes_from_dpu, t->host_kernel_seconds, t->host_xfer_seconds);
+            fclose(f);
+        }
+    }
     pthread_mutex_lock(&sys->lock);
     sys->shutdown = true;
     pthread_cond_broadcast(&sys->work_cv);
