@@ -1,6 +1,7 @@
 /* The UPMEM SDK surface of plain UPMEM C programs (docs/pim-machine.md, "API
  * against the SDK"): DPU-side libraries and hardware semantics (dpu/sdk.c),
  * host calls and their refusals, bad program files. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -220,8 +221,9 @@ static void test_printf(void **state)
     assert_true(strncmp(t, "line 0 of 100\nline 1 of 100\n", 28) == 0);
     assert_non_null(strstr(t, "more bytes than its 256-byte log holds"));
     free(t);
-    assert_int_equal(log_of(g_set, &e) != NULL, 1); /* a set of 4 DPUs */
+    t = log_of(g_set, &e); /* a set of 4 DPUs */
     assert_int_equal(e, DPU_ERR_INVALID_DPU_SET);
+    free(t);
 }
 
 static void expect_fault(uint32_t mode, nm_pim_fault_code code, uint32_t tasklet, const char *msg)
@@ -356,6 +358,19 @@ static void test_host_calls(void **state)
     assert_int_equal(dpu_broadcast_to(g_set, "mode", 0, &mode, 4, DPU_XFER_ASYNC), DPU_OK);
     assert_int_equal(dpu_launch(g_set, DPU_ASYNCHRONOUS), DPU_OK);
     assert_int_equal(dpu_sync(g_set), DPU_OK);
+    /* Probes: modeled kernel time between start and stop; energy is not modeled. */
+    struct dpu_probe_t probe;
+    double tsum = -1, e = 0;
+    assert_int_equal(dpu_probe_init("energy_probe", &probe), DPU_OK);
+    assert_int_equal(dpu_probe_start(&probe), DPU_OK);
+    assert_int_equal(run(SDK_PERF, 0, NULL), DPU_OK);
+    assert_int_equal(dpu_probe_stop(&probe), DPU_OK);
+    nm_pim_launch_stats ls;
+    assert_int_equal(nm_pim_last_launch(g_set, &ls), DPU_OK);
+    assert_int_equal(dpu_probe_get(&probe, DPU_TIME, DPU_ACCUMULATE, &tsum), DPU_OK);
+    assert_true(tsum > 0 && fabs(tsum - ls.modeled_seconds) < 1e-9);
+    assert_int_equal(dpu_probe_get(&probe, DPU_ENERGY, DPU_AVERAGE, &e), DPU_ERR_SYSTEM);
+    assert_int_equal(dpu_probe_stop(&probe), DPU_ERR_INVALID_ARGUMENT); /* not running */
     /* A program file's tasklet count is fixed. */
     assert_int_equal(nm_pim_set_tasklets(g_set, 8), DPU_OK);
     assert_int_equal(nm_pim_set_tasklets(g_set, 4), DPU_ERR_INVALID_THREAD_ID);
