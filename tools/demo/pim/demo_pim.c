@@ -50,7 +50,7 @@ int nm_demo_pim(nm_demo *d)
             goto out_free;
         }
     nm_demo_say(d, "kernel: src/pim/examples/dpu/va.c, plain UPMEM C (int main, __host args, mram_read/write),");
-    nm_demo_say(d, "        built by nearmem-dpu-cc -O2 -DNR_TASKLETS=%u into a program file and loaded with dpu_load",
+    nm_demo_say(d, "        built by nearmem-dpu-cc -O2 -DNR_TASKLETS=%u into a program file, loaded with dpu_load_from_incbin",
                 TASKLETS);
     nm_demo_say(d, "vector add of %llu int32 (%u per DPU, %u tasklets): all results correct",
                 (unsigned long long)n, PER_DPU, TASKLETS);
