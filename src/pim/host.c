@@ -510,15 +510,50 @@ static dpu_error_t load_done(struct dpu_set_t set, nm_pim_program_def *p, struct
     return e;
 }
 
-static dpu_error_t load_file_locked(struct dpu_set_t set, const char *path, const uint8_t *bytes, size_t size,
-                                    struct dpu_program_t **program)
+/* From a file (path) or from memory (bytes, named `name` in messages). */
+static dpu_error_t load_file_locked(struct dpu_set_t set, const char *path, const char *name, const uint8_t *bytes,
+                                    size_t size, struct dpu_program_t **program)
 {
     wait_idle(set.sys);
     nm_pim_loaded *l;
-    dpu_error_t e = path ? nm_pim__load_path(set.sys, path, &l) : nm_pim__load_image(set.sys, "<memory>", bytes, size, &l);
+    dpu_error_t e = path ? nm_pim__load_path(set.sys, path, &l)
+                         : nm_pim__load_image(set.sys, name ? name : "<memory>", bytes, size, &l);
     if (e != DPU_OK)
         return e;
     return load_done(set, &l->def, program);
+}
+
+/* Named embedded programs (nm_pim_register_image). */
+static pthread_mutex_t g_images_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct named_image {
+    const char *name;
+    struct dpu_incbin_t *image;
+    struct named_image *next;
+} *g_images;
+
+void nm_pim_register_image(const char *name, struct dpu_incbin_t *image)
+{
+    struct named_image *n = malloc(sizeof(*n));
+    if (!n || !name || !image) {
+        free(n);
+        return;
+    }
+    n->name = name;
+    n->image = image;
+    pthread_mutex_lock(&g_images_lock);
+    n->next = g_images;
+    g_images = n;
+    pthread_mutex_unlock(&g_images_lock);
+}
+
+static struct dpu_incbin_t *find_image(const char *name)
+{
+    pthread_mutex_lock(&g_images_lock);
+    struct named_image *n = g_images;
+    while (n && strcmp(n->name, name) != 0)
+        n = n->next;
+    pthread_mutex_unlock(&g_images_lock);
+    return n ? n->image : NULL;
 }
 
 dpu_error_t dpu_load(struct dpu_set_t set, const char *binary, struct dpu_program_t **program)
@@ -539,6 +574,9 @@ dpu_error_t dpu_load(struct dpu_set_t set, const char *binary, struct dpu_progra
                 return DPU_ERR_INVALID_WRAM_ACCESS; /* more hardware mutexes than the DPU has */
             return load_done(set, p, program);
         }
+        struct dpu_incbin_t *img = find_image(binary);
+        if (img)
+            return dpu_load_from_incbin(set, img, program);
     }
     /* Deprecated: "path/lib.so:name", a registered program in a shared object. */
     const char *colon = strrchr(binary, ':');
@@ -563,7 +601,7 @@ dpu_error_t dpu_load(struct dpu_set_t set, const char *binary, struct dpu_progra
             return DPU_ERR_INVALID_WRAM_ACCESS;
         return load_done(set, p, program);
     }
-    return load_file_locked(set, binary, NULL, 0, program);
+    return load_file_locked(set, binary, NULL, NULL, 0, program);
 }
 
 dpu_error_t dpu_load_from_memory(struct dpu_set_t set, uint8_t *buffer, size_t buffer_size,
@@ -573,15 +611,19 @@ dpu_error_t dpu_load_from_memory(struct dpu_set_t set, uint8_t *buffer, size_t b
         return DPU_ERR_INVALID_DPU_SET;
     if (!buffer || !buffer_size)
         return DPU_ERR_INVALID_ARGUMENT;
-    return load_file_locked(set, NULL, buffer, buffer_size, program);
+    return load_file_locked(set, NULL, NULL, buffer, buffer_size, program);
 }
 
 dpu_error_t dpu_load_from_incbin(struct dpu_set_t set, struct dpu_incbin_t *incbin, struct dpu_program_t **program)
 {
     if (!incbin || !incbin->buffer)
         return DPU_ERR_INVALID_ARGUMENT;
+    if (!set_ok(&set))
+        return DPU_ERR_INVALID_DPU_SET;
     size_t n = incbin->size ? incbin->size : (incbin->end ? (size_t)(incbin->end - incbin->buffer) : 0);
-    return dpu_load_from_memory(set, incbin->buffer, n, program);
+    if (!n)
+        return DPU_ERR_INVALID_ARGUMENT;
+    return load_file_locked(set, NULL, incbin->path, incbin->buffer, n, program);
 }
 
 dpu_error_t dpu_get_symbol(struct dpu_program_t *program, const char *symbol_name, struct dpu_symbol_t *symbol)

@@ -102,8 +102,8 @@ nm_err nm_pimc_machine_transport(struct dpu_set_t set, uint64_t heap_off, uint64
 {
     if (!t) return nm_fail(NM_EINVAL, "pim_cache machine: NULL transport");
     nm_pimc__kernel_anchor = 1;
-    const nm_pim_program_def *p = nm_pim_find_program(NM_PIMC_PROGRAM);
-    if (!p) return nm_fail(NM_ENOENT, "pim_cache machine: program %s is not linked in", NM_PIMC_PROGRAM);
+    const nm_pim_program_def *p = nm_pim_loaded_program(set); /* dpu_load(set, NM_PIMC_PROGRAM, ...) first */
+    if (!p) return nm_fail(NM_ENOENT, "pim_cache machine: no program (%s) loaded in the set", NM_PIMC_PROGRAM);
     uint32_t nr = 0;
     nm_err e = conv(dpu_get_nr_dpus(set, &nr), "dpu_get_nr_dpus");
     if (e) return e;

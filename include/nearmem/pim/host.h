@@ -176,6 +176,12 @@ dpu_error_t dpu_load_from_incbin(struct dpu_set_t dpu_set, struct dpu_incbin_t *
     extern const uint8_t dpu_incbin_##name[], dpu_incbin_##name##_end[];                                 \
     struct dpu_incbin_t name = {(uint8_t *)dpu_incbin_##name, 0, file, dpu_incbin_##name##_end}
 
+/* nearmem: give a program embedded in the binary (DPU_INCBIN) a name, so that
+ * dpu_load(set, name, ...) loads it, as the deprecated registered programs
+ * are loaded by name. A library that ships its DPU program (PIM-CACHE) calls
+ * it from a constructor. */
+void nm_pim_register_image(const char *name, struct dpu_incbin_t *image);
+
 /* Symbol of a loaded program by name (DPU_ERR_UNKNOWN_SYMBOL if none). */
 dpu_error_t dpu_get_symbol(struct dpu_program_t *program, const char *symbol_name, struct dpu_symbol_t *symbol);
 
