@@ -67,8 +67,9 @@ int main(void)
         nm_pimc_reader ra, rb;
         if (nm_pimc_reader_open(&ra, &io, pimc_args.desc_a, t, nt) || nm_pimc_reader_open(&rb, &io, pimc_args.desc_b, t, nt))
             nm_pim_fault("pim_cache vadd: bad descriptor");
-        if (ra.d.block_size != rb.d.block_size || ra.d.length != rb.d.length)
-            nm_pim_fault("pim_cache vadd: operands differ in shape");
+        if (ra.d.block_size != rb.d.block_size || ra.d.length != rb.d.length ||
+            ra.d.mode == NM_PIMC_MODE_CHUNKS || rb.d.mode == NM_PIMC_MODE_CHUNKS)
+            nm_pim_fault("pim_cache vadd: operands differ in shape (or are content-defined chunks)");
         uint32_t bs = ra.d.block_size;
         uint32_t *x = mem_alloc(bs), *y = mem_alloc(bs);
         uint32_t i, j, n;
@@ -88,7 +89,7 @@ int main(void)
         uint32_t i, n;
         uint64_t s = 0;
         while ((n = nm_pimc_reader_next(&ra, x, &i)) != 0) {
-            s += nm_pimc_checksum_block(x, n, (uint64_t)i * bs / 8);
+            s += nm_pimc_checksum_at(x, n, ra.pos);
             nm_pim_charge(((n + 7) / 8) * NM_PIMC_INSN_SUM_WORD);
         }
         pimc_sums[t] = s;
