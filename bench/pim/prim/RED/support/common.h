@@ -7,7 +7,7 @@
 typedef int64_t T;
 
 /* The most elements one DPU holds: the DPU's __mram_noinit input array. */
-#define MAX_ELEMS_PER_DPU (4u << 20) /* 32 MiB of int64 */
+#define MAX_ELEMS_PER_DPU ((56u << 20) / 8) /* 56 MiB of int64: 7 Mi elements */
 
 typedef struct {
     uint32_t count; /* elements of this DPU */
