@@ -8,9 +8,12 @@
 #       -> suite <suite> of build/bin/nearmem-bench, implemented by int c_fn(nm_bench *)
 #   nearmem_add_demo_step(NAME <step> ORDER <n> FUNCTION <c_fn> SOURCES ... [LIBS ...])
 #       -> step of `nearmem demo`, implemented by int c_fn(nm_demo *), run in ORDER
-#   nearmem_add_dpu_program(<name> SOURCES ... [DEFINES NR_TASKLETS=16 ...] [INCLUDES ...] [FLAGS ...])
-#       -> DPU program file build/dpu/<name> (plain UPMEM C, built by nearmem-dpu-cc), target dpu_<name>;
-#          load it with dpu_load(set, "<build>/dpu/<name>", &program)
+#   nearmem_add_dpu_program(<name> SOURCES ... [DEFINES NR_TASKLETS=16 ...] [INCLUDES ...] [FLAGS ...]
+#                           [OUTPUT <path>])
+#       -> DPU program file build/dpu/<name> (or <path>; plain UPMEM C, built by nearmem-dpu-cc),
+#          target dpu_<name>; load it with dpu_load(set, "<path>", &program)
+#   nearmem_add_dpu_host(<target> SOURCES ... [LIBS ...])
+#       -> executable of an UPMEM host program (#include <dpu.h> etc.), linked with nearmem_pim
 #   nearmem_embed_dpu_program(<target> <name>)
 #       -> links build/dpu/<name> into <target> as `struct dpu_incbin_t nm_dpu_incbin_<name>`
 #          (extern in nearmem/pim/host.h style), for dpu_load_from_incbin
@@ -206,11 +209,15 @@ function(nearmem_generate_install)
 endfunction()
 
 function(nearmem_add_dpu_program name)
-  cmake_parse_arguments(A "" "" "SOURCES;DEFINES;INCLUDES;FLAGS" ${ARGN})
+  cmake_parse_arguments(A "" "OUTPUT" "SOURCES;DEFINES;INCLUDES;FLAGS" ${ARGN})
   if(NOT A_SOURCES)
     message(FATAL_ERROR "nearmem_add_dpu_program(${name}): SOURCES is required")
   endif()
   set(_out ${PROJECT_BINARY_DIR}/dpu/${name})
+  if(A_OUTPUT)
+    get_filename_component(_out ${A_OUTPUT} ABSOLUTE BASE_DIR ${CMAKE_CURRENT_BINARY_DIR})
+  endif()
+  get_filename_component(_outdir ${_out} DIRECTORY)
   set(_args -O2 -Wall -Wextra ${A_FLAGS})
   if(NEARMEM_WERROR)
     list(APPEND _args -Werror)
@@ -228,12 +235,19 @@ function(nearmem_add_dpu_program name)
     list(APPEND _srcs ${_s})
   endforeach()
   add_custom_command(OUTPUT ${_out}
-    COMMAND ${CMAKE_COMMAND} -E make_directory ${PROJECT_BINARY_DIR}/dpu
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${_outdir}
     COMMAND ${NEARMEM_DPU_CC} ${_args} -MD -MF ${_out}.d -o ${_out} ${_srcs}
     DEPENDS ${_srcs} ${NEARMEM_DPU_TOOLCHAIN_DEPS}
     DEPFILE ${_out}.d
     COMMENT "DPU program ${name}" VERBATIM)
   add_custom_target(dpu_${name} ALL DEPENDS ${_out})
+endfunction()
+
+function(nearmem_add_dpu_host target)
+  cmake_parse_arguments(A "" "" "SOURCES;LIBS" ${ARGN})
+  add_executable(${target} ${A_SOURCES})
+  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/include/nearmem/upmem/host)
+  target_link_libraries(${target} PRIVATE nearmem_pim ${A_LIBS})
 endfunction()
 
 function(nearmem_embed_dpu_program target name)

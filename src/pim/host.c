@@ -3,6 +3,8 @@
  * bandwidth model, accounting. */
 #include <dlfcn.h>
 #include <errno.h>
+#include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -153,6 +155,9 @@ uint32_t nm_pim_dpu_index(struct dpu_set_t dpu)
 /* ------------------------------------------------------------------------ */
 /* Pool                                                                       */
 
+/* Modeled kernel time of every launch of the process, for dpu_probe. */
+static _Atomic uint64_t g_modeled_ps;
+
 static void finish_job_locked(nm_pim_system *sys)
 {
     nm_pim_launch_stats *ls = &sys->last_launch;
@@ -170,6 +175,7 @@ static void finish_job_locked(nm_pim_system *sys)
     ls->host_seconds = nm_ns_to_s(nm_now_ns() - sys->job_start_ns);
     sys->totals.launches++;
     sys->totals.modeled_kernel_seconds += ls->modeled_seconds;
+    atomic_fetch_add(&g_modeled_ps, (uint64_t)llround(ls->modeled_seconds * 1e12));
     sys->totals.host_kernel_seconds += ls->host_seconds;
     sys->in_flight = false;
     pthread_cond_broadcast(&sys->done_cv);
@@ -374,6 +380,22 @@ dpu_error_t dpu_free(struct dpu_set_t set)
     if (set.begin != 0 || set.count != sys->nr_dpus || set.kind != DPU_SET_RANKS)
         return DPU_ERR_INVALID_DPU_SET;
     wait_idle(sys);
+    /* NEARMEM_PIM_TOTALS=<file>: append this allocation's totals, so a tool
+     * can account for a program it runs unchanged (suite pim-prim). */
+    const char *tf = getenv("NEARMEM_PIM_TOTALS");
+    if (tf && *tf) {
+        FILE *f = fopen(tf, "a");
+        if (f) {
+            const nm_pim_totals *t = &sys->totals;
+            fprintf(f,
+                    "dpus=%u launches=%llu modeled_kernel_s=%.9g modeled_xfer_s=%.9g xfer_bytes_to=%llu "
+                    "xfer_bytes_from=%llu host_kernel_s=%.9g host_xfer_s=%.9g\n",
+                    sys->nr_dpus, (unsigned long long)t->launches, t->modeled_kernel_seconds,
+                    t->modeled_xfer_seconds, (unsigned long long)t->xfer_bytes_to_dpu,
+                    (unsigned long long)t->xfer_bytes_from_dpu, t->host_kernel_seconds, t->host_xfer_seconds);
+            fclose(f);
+        }
+    }
     pthread_mutex_lock(&sys->lock);
     sys->shutdown = true;
     pthread_cond_broadcast(&sys->work_cv);
@@ -1112,5 +1134,61 @@ dpu_error_t nm_pim_mram_peek(struct dpu_set_t dpu, uint32_t offset, void *dst, s
     if ((uint64_t)offset + length > NM_PIM_MRAM_SIZE)
         return DPU_ERR_INVALID_MRAM_ACCESS;
     nm_pim__mram_read_host(d, offset, dst, length);
+    return DPU_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Probes                                                                     */
+
+dpu_error_t dpu_probe_init(const char *name, struct dpu_probe_t *probe)
+{
+    if (!probe)
+        return DPU_ERR_INVALID_ARGUMENT;
+    memset(probe, 0, sizeof(*probe));
+    snprintf(probe->name, sizeof(probe->name), "%s", name ? name : "");
+    return DPU_OK;
+}
+
+dpu_error_t dpu_probe_deinit(struct dpu_probe_t *probe) { return probe ? DPU_OK : DPU_ERR_INVALID_ARGUMENT; }
+
+dpu_error_t dpu_probe_start(struct dpu_probe_t *probe)
+{
+    if (!probe)
+        return DPU_ERR_INVALID_ARGUMENT;
+    probe->running = true;
+    probe->start_ps = atomic_load(&g_modeled_ps);
+    return DPU_OK;
+}
+
+dpu_error_t dpu_probe_stop(struct dpu_probe_t *probe)
+{
+    if (!probe || !probe->running)
+        return DPU_ERR_INVALID_ARGUMENT;
+    double s = (double)(atomic_load(&g_modeled_ps) - probe->start_ps) * 1e-12;
+    probe->running = false;
+    probe->min_s = probe->count ? NM_MIN(probe->min_s, s) : s;
+    probe->max_s = probe->count ? NM_MAX(probe->max_s, s) : s;
+    probe->sum_s += s;
+    probe->count++;
+    return DPU_OK;
+}
+
+dpu_error_t dpu_probe_get(struct dpu_probe_t *probe, dpu_probe_option_t option, dpu_probe_stats_t stat, double *value)
+{
+    if (!probe || !value)
+        return DPU_ERR_INVALID_ARGUMENT;
+    if (option == DPU_ENERGY) {
+        nm_fail(NM_ENOTSUP, "dpu_probe_get: DPU energy is not modeled by nearmem's PIM machine");
+        return DPU_ERR_SYSTEM;
+    }
+    if (option != DPU_TIME)
+        return DPU_ERR_INVALID_ARGUMENT;
+    switch (stat) {
+    case DPU_AVERAGE: *value = probe->count ? probe->sum_s / (double)probe->count : 0; break;
+    case DPU_ACCUMULATE: *value = probe->sum_s; break;
+    case DPU_MIN: *value = probe->min_s; break;
+    case DPU_MAX: *value = probe->max_s; break;
+    default: return DPU_ERR_INVALID_ARGUMENT;
+    }
     return DPU_OK;
 }

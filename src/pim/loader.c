@@ -225,8 +225,10 @@ dpu_error_t nm_pim__load_image(nm_pim_system *sys, const char *name, const uint8
     for (uint32_t k = 0; k < l->nr_instances && e == DPU_OK; k++) {
         e = map_instance(l, &l->inst[k]);
         for (uint32_t j = 0; j < k && e == DPU_OK; j++)
-            if (l->inst[j].info.wram_data == l->inst[k].info.wram_data)
-                e = nm_fail(NM_ESTATE, "%s: the dynamic loader mapped one copy twice", name), DPU_ERR_SYSTEM;
+            if (l->inst[j].info.wram_data == l->inst[k].info.wram_data) {
+                nm_fail(NM_ESTATE, "%s: the dynamic loader mapped one copy twice", name);
+                e = DPU_ERR_SYSTEM;
+            }
     }
     if (e == DPU_OK)
         e = build_symbols(l);

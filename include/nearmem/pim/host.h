@@ -283,6 +283,25 @@ struct dpu_set_t nm_pim_set_rank(struct dpu_set_t set, uint32_t r);
         }                                                                                     \
     } while (0)
 
+/* Probes (the SDK's dpu_probe_*). DPU_TIME measures the modeled kernel
+ * time of all launches (any allocation of the process) between
+ * dpu_probe_start and dpu_probe_stop. DPU_ENERGY is not modeled: asking for
+ * it returns DPU_ERR_SYSTEM (nm_last_errmsg says why). */
+typedef enum dpu_probe_option_t { DPU_ENERGY = 0, DPU_TIME = 1 } dpu_probe_option_t;
+typedef enum dpu_probe_stats_t { DPU_AVERAGE = 0, DPU_ACCUMULATE = 1, DPU_MIN = 2, DPU_MAX = 3 } dpu_probe_stats_t;
+struct dpu_probe_t {
+    char name[32];
+    bool running;
+    uint64_t start_ps;   /* process-wide modeled kernel picoseconds at start */
+    uint64_t count;      /* start/stop intervals */
+    double sum_s, min_s, max_s;
+};
+dpu_error_t dpu_probe_init(const char *name, struct dpu_probe_t *probe);
+dpu_error_t dpu_probe_deinit(struct dpu_probe_t *probe);
+dpu_error_t dpu_probe_start(struct dpu_probe_t *probe);
+dpu_error_t dpu_probe_stop(struct dpu_probe_t *probe);
+dpu_error_t dpu_probe_get(struct dpu_probe_t *probe, dpu_probe_option_t option, dpu_probe_stats_t stat, double *value);
+
 /* ---- nearmem extensions --------------------------------------------------- */
 
 /* NR_TASKLETS of the program loaded in the set's DPUs. */

@@ -821,8 +821,13 @@ struct VerifyPass : PassInfoMixin<VerifyPass> {
         for (Function &F : M) {
             if (!F.isDeclaration() || F.isIntrinsic() || F.use_empty())
                 continue;
-            if (!ok.count(F.getName().str()))
+            if (F.hasFnAttribute("dontcall-error")) { // __attribute__((error(...))): a refused constant
+                for (User *U : F.users())
+                    if (auto *CB = dyn_cast<CallBase>(U))
+                        D.error(F.getFnAttribute("dontcall-error").getValueAsString() + " " + fnName(*CB));
+            } else if (!ok.count(F.getName().str())) {
                 D.error("undefined reference to '" + F.getName() + "' (not provided by the DPU runtime)");
+            }
         }
         D.flush(M);
         return PreservedAnalyses::all();
