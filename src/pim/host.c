@@ -181,6 +181,8 @@ static void finish_job_locked(nm_pim_system *sys)
     pthread_cond_broadcast(&sys->done_cv);
 }
 
+static void xfer_one(nm_pim_system *sys, nm_pim_dpu *d);
+
 /* Host thread k runs the DPUs whose index is k modulo the thread count,
  * always the same ones: the addresses of a DPU's WRAM globals (thread-local
  * storage of its host thread) then stay the same from launch to launch, as
@@ -203,6 +205,16 @@ static void *pool_main(void *arg)
         uint32_t first = begin + (k + nt - begin % nt) % nt;
         for (uint32_t i = first; i < end; i += nt) {
             nm_pim_dpu *d = &sys->dpus[i];
+            if (sys->job_is_xfer) {
+                pthread_mutex_unlock(&sys->lock);
+                xfer_one(sys, d);
+                pthread_mutex_lock(&sys->lock);
+                if (--sys->job_remaining == 0) {
+                    sys->in_flight = false;
+                    pthread_cond_broadcast(&sys->done_cv);
+                }
+                continue;
+            }
             d->state = DPU_RUNNING;
             pthread_mutex_unlock(&sys->lock);
             nm_pim__run_dpu(d);
@@ -266,7 +278,6 @@ static void destroy_system(nm_pim_system *sys)
     for (uint32_t i = 0; sys->dpus && i < sys->nr_dpus; i++) {
         nm_pim_dpu *d = &sys->dpus[i];
         nm_pim__mram_free(d);
-        free(d->mram);
         free(d->wram_image);
         free(d->log);
         nm_pim__hw_free(d);
@@ -336,8 +347,7 @@ dpu_error_t dpu_alloc(uint32_t nr_dpus, const char *profile, struct dpu_set_t *d
         nm_pim_dpu *d = &sys->dpus[i];
         d->sys = sys;
         d->index = i;
-        d->mram = calloc(NM_PIM_NR_CHUNKS, sizeof(uint8_t *));
-        if (!d->mram) {
+        if (nm_pim__mram_init(d) != 0) {
             destroy_system(sys);
             return DPU_ERR_ALLOCATION;
         }
@@ -628,6 +638,7 @@ dpu_error_t dpu_launch(struct dpu_set_t set, dpu_launch_policy_t policy)
     for (uint32_t i = set.begin; i < set.begin + set.count; i++)
         sys->dpus[i].state = DPU_QUEUED;
     sys->in_flight = true;
+    sys->job_is_xfer = false;
     sys->job_begin = set.begin;
     sys->job_count = set.count;
     sys->job_gen++;
@@ -766,6 +777,14 @@ static dpu_error_t move(nm_pim_dpu *d, const resolved *r, uint32_t off, void *bu
     return DPU_OK;
 }
 
+static void xfer_one(nm_pim_system *sys, nm_pim_dpu *d)
+{
+    const struct nm_pim_xfer_job *j = &sys->xjob;
+    void *b = j->buf ? j->buf : d->xfer_buf;
+    if (b)
+        (void)move(d, j->target, j->off, b, j->len, j->to_dpu); /* cannot fail: MRAM is mapped */
+}
+
 static void record_xfer(nm_pim_system *sys, nm_pim_xfer_kind kind, bool to_dpu, uint32_t nr_dpus, uint32_t nr_ranks,
                         uint64_t bytes, double modeled, uint64_t t0)
 {
@@ -823,15 +842,41 @@ static dpu_error_t transfer(struct dpu_set_t set, nm_pim_xfer_kind kind, bool to
         return DPU_ERR_ALLOCATION;
     uint64_t t0 = nm_now_ns(), total = 0;
     uint32_t used = 0, ranks_used = 0;
-    for (uint32_t i = set.begin; i < set.begin + set.count && e == DPU_OK; i++) {
+    for (uint32_t i = set.begin; i < set.begin + set.count; i++) {
         nm_pim_dpu *d = &set.sys->dpus[i];
         void *b = kind == NM_PIM_XFER_PARALLEL ? d->xfer_buf : buf;
         if (!b)
             continue;
-        e = move(d, &r, off, b, len, to_dpu);
         per_rank[i / NM_PIM_DPUS_PER_RANK - first_rank] += len;
         total += len;
         used++;
+    }
+    nm_pim_system *sys = set.sys;
+    if (used > 1 && sys->nr_threads > 1 && total >= (256u << 10)) {
+        /* Large: the pool copies, each thread its DPUs (their MRAM pages are
+         * committed by the thread that also runs them). */
+        pthread_mutex_lock(&sys->lock);
+        sys->xjob.target = &r;
+        sys->xjob.off = off;
+        sys->xjob.len = len;
+        sys->xjob.to_dpu = to_dpu;
+        sys->xjob.buf = kind == NM_PIM_XFER_PARALLEL ? NULL : buf;
+        sys->job_is_xfer = true;
+        sys->in_flight = true;
+        sys->job_begin = set.begin;
+        sys->job_count = set.count;
+        sys->job_remaining = set.count;
+        sys->job_gen++;
+        pthread_cond_broadcast(&sys->work_cv);
+        pthread_mutex_unlock(&sys->lock);
+        wait_idle(sys);
+    } else {
+        for (uint32_t i = set.begin; i < set.begin + set.count && e == DPU_OK; i++) {
+            nm_pim_dpu *d = &sys->dpus[i];
+            void *b = kind == NM_PIM_XFER_PARALLEL ? d->xfer_buf : buf;
+            if (b)
+                e = move(d, &r, off, b, len, to_dpu);
+        }
     }
     for (uint32_t k = 0; k < nr_ranks; k++)
         ranks_used += per_rank[k] != 0;

@@ -12,7 +12,7 @@
 #include "nearmem/pim/dpu.h"
 #include "nearmem/pim/host.h"
 
-#define NM_PIM_CHUNK_SHIFT 16u /* MRAM is backed lazily in 64 KiB chunks */
+#define NM_PIM_CHUNK_SHIFT 16u /* MRAM residency is tracked in 64 KiB chunks */
 #define NM_PIM_CHUNK_SIZE (1u << NM_PIM_CHUNK_SHIFT)
 #define NM_PIM_NR_CHUNKS (NM_PIM_MRAM_SIZE / NM_PIM_CHUNK_SIZE)
 #define NM_PIM_MAX_HW_UNITS 8u
@@ -61,7 +61,8 @@ typedef struct dpu_t {
     uint32_t index;
     nm_pim_program_def *prog;
     uint8_t *wram_image;  /* the program's globals image */
-    uint8_t **mram;       /* NM_PIM_NR_CHUNKS lazily allocated chunks */
+    uint8_t *mram;        /* 64 MiB, mapped MAP_NORESERVE: pages are committed on first write */
+    uint64_t written[NM_PIM_NR_CHUNKS / 64]; /* chunks ever written (the rest reads as zeros) */
     uint64_t mram_resident;
     uint32_t nr_tasklets;
     void *xfer_buf;       /* dpu_prepare_xfer */
@@ -96,7 +97,17 @@ typedef struct nm_pim_system {
     /* current launch */
     bool in_flight;
     uint32_t job_begin, job_count, job_remaining;
-    uint64_t job_gen; /* incremented per launch */
+    uint64_t job_gen; /* incremented per launch or pool transfer */
+    /* A large transfer is copied by the pool (DPU i on thread i mod T, as in
+     * launches); the main thread waits for it. */
+    bool job_is_xfer;
+    struct nm_pim_xfer_job {
+        const void *target; /* host.c's resolved symbol */
+        uint32_t off;
+        size_t len;
+        bool to_dpu;
+        void *buf; /* the common buffer, or NULL: each DPU's prepared buffer */
+    } xjob;
     struct nm_pim_pool_arg *pool_args;
     uint64_t job_start_ns;
     nm_pim_launch_stats last_launch;
@@ -131,6 +142,7 @@ int nm_pim__mram_write_host(nm_pim_dpu *d, uint32_t off, const void *src, size_t
 /* src == NULL: zeros */
 int nm_pim__mram_fill_host(nm_pim_dpu *d, uint32_t off, const void *src, size_t n);
 void nm_pim__mram_read_host(const nm_pim_dpu *d, uint32_t off, void *dst, size_t n);
+int nm_pim__mram_init(nm_pim_dpu *d);
 void nm_pim__mram_free(nm_pim_dpu *d);
 void nm_pim__hw_free(nm_pim_dpu *d);
 

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "internal.h"
 #include "nearmem/common/util.h"
@@ -111,7 +112,32 @@ typedef struct worker {
 static __thread worker *t_worker;
 
 /* ------------------------------------------------------------------------ */
-/* MRAM backing: 64 KiB chunks allocated on first write; absent chunks read 0 */
+/* MRAM backing: one 64 MiB MAP_NORESERVE mapping per DPU, committed by the
+ * kernel page by page as it is written. A bitmap of 64 KiB chunks records
+ * what was ever written: reads of other chunks return zeros without
+ * touching (and faulting in) the mapping, and it counts resident bytes.
+ * Large host writes pre-fault their pages in one call (MADV_POPULATE_WRITE),
+ * which is cheaper than one page fault per 4 KiB. Transparent huge pages are
+ * not asked for: a DPU that uses 512 KiB of MRAM would commit 2 MiB, and
+ * huge-page faults were slower than 4 KiB ones on the machines measured
+ * (docs/pim-machine.md, "Memory"). */
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+static inline bool chunk_written(const nm_pim_dpu *d, uint32_t c) { return (d->written[c >> 6] >> (c & 63)) & 1u; }
+
+int nm_pim__mram_init(nm_pim_dpu *d)
+{
+    void *m = mmap(NULL, NM_PIM_MRAM_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED)
+        return -1;
+    d->mram = m;
+    memset(d->written, 0, sizeof(d->written));
+    d->mram_resident = 0;
+    return 0;
+}
 
 void nm_pim__mram_read_host(const nm_pim_dpu *d, uint32_t off, void *dst, size_t n)
 {
@@ -119,8 +145,8 @@ void nm_pim__mram_read_host(const nm_pim_dpu *d, uint32_t off, void *dst, size_t
     while (n) {
         uint32_t c = off >> NM_PIM_CHUNK_SHIFT, in = off & (NM_PIM_CHUNK_SIZE - 1);
         size_t k = NM_MIN(n, (size_t)(NM_PIM_CHUNK_SIZE - in));
-        if (d->mram[c])
-            memcpy(out, d->mram[c] + in, k);
+        if (chunk_written(d, c))
+            memcpy(out, d->mram + off, k);
         else
             memset(out, 0, k);
         out += k;
@@ -131,32 +157,29 @@ void nm_pim__mram_read_host(const nm_pim_dpu *d, uint32_t off, void *dst, size_t
 
 int nm_pim__mram_write_host(nm_pim_dpu *d, uint32_t off, const void *src, size_t n)
 {
-    const uint8_t *in_p = src;
-    while (n) {
-        uint32_t c = off >> NM_PIM_CHUNK_SHIFT, in = off & (NM_PIM_CHUNK_SIZE - 1);
-        size_t k = NM_MIN(n, (size_t)(NM_PIM_CHUNK_SIZE - in));
-        if (!d->mram[c]) {
-            d->mram[c] = calloc(1, NM_PIM_CHUNK_SIZE);
-            if (!d->mram[c])
-                return -1;
+    if (!n)
+        return 0;
+    uint32_t c0 = off >> NM_PIM_CHUNK_SHIFT, c1 = (uint32_t)((off + n - 1) >> NM_PIM_CHUNK_SHIFT);
+    for (uint32_t c = c0; c <= c1; c++)
+        if (!chunk_written(d, c)) {
+            d->written[c >> 6] |= 1ull << (c & 63);
             d->mram_resident += NM_PIM_CHUNK_SIZE;
         }
-        memcpy(d->mram[c] + in, in_p, k);
-        in_p += k;
-        off += (uint32_t)k;
-        n -= k;
+    if (n >= NM_PIM_CHUNK_SIZE) {
+        uintptr_t lo = NM_ALIGN_UP((uintptr_t)d->mram + off, 4096u), hi = ((uintptr_t)d->mram + off + n) & ~(uintptr_t)4095;
+        if (hi > lo)
+            (void)madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE); /* best effort: faults do the rest */
     }
+    memcpy(d->mram + off, src, n);
     return 0;
 }
 
 void nm_pim__mram_free(nm_pim_dpu *d)
 {
-    if (!d->mram)
-        return;
-    for (uint32_t c = 0; c < NM_PIM_NR_CHUNKS; c++) {
-        free(d->mram[c]);
-        d->mram[c] = NULL;
-    }
+    if (d->mram)
+        munmap(d->mram, NM_PIM_MRAM_SIZE);
+    d->mram = NULL;
+    memset(d->written, 0, sizeof(d->written));
     d->mram_resident = 0;
 }
 
@@ -1251,12 +1274,19 @@ int nm_pim__mram_fill_host(nm_pim_dpu *d, uint32_t off, const void *src, size_t 
 {
     if (src)
         return nm_pim__mram_write_host(d, off, src, n);
-    /* Zeros: chunks never written already read as zeros. */
+    /* Zeros: chunks never written already read as zeros; whole written
+     * chunks are given back to the kernel, partial ones cleared. */
     while (n) {
         uint32_t c = off >> NM_PIM_CHUNK_SHIFT, in = off & (NM_PIM_CHUNK_SIZE - 1);
         size_t k = NM_MIN(n, (size_t)(NM_PIM_CHUNK_SIZE - in));
-        if (d->mram[c])
-            memset(d->mram[c] + in, 0, k);
+        if (chunk_written(d, c)) {
+            if (k == NM_PIM_CHUNK_SIZE && madvise(d->mram + off, k, MADV_DONTNEED) == 0) {
+                d->written[c >> 6] &= ~(1ull << (c & 63));
+                d->mram_resident -= NM_PIM_CHUNK_SIZE;
+            } else {
+                memset(d->mram + off, 0, k);
+            }
+        }
         off += (uint32_t)k;
         n -= k;
     }

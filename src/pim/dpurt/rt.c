@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <mram.h>
 #include <mutex.h>
+#include <nearmem_pim.h>
 #include <perfcounter.h>
 #include <seqread.h>
 #include <stdarg.h>
@@ -91,6 +92,14 @@ uint64_t __nm_perfcounter_get(void) { return __nm_rt->perfcounter_get(); }
 void __nm_fault(const char *why) { __nm_rt->fault(why); }
 
 const volatile uint32_t CLOCKS_PER_SEC = 350000000u;
+
+/* nearmem_pim.h */
+void nm_pim_charge(uint32_t instructions) { __nm_rt->charge(instructions); }
+uint64_t nm_pim_cycle(void) { return __nm_rt->cycle(); }
+void nm_pim_fault(const char *why) { __nm_rt->fault(why); }
+void *nm_pim_hw_state(const nm_pim_hw_unit *unit) { return __nm_rt->hw_state(unit); }
+void nm_pim_hw_exec(const nm_pim_hw_unit *unit, uint32_t extra_cycles) { __nm_rt->hw_exec(unit, extra_cycles); }
+void nm_pim_hw_refuse(const nm_pim_hw_unit *unit, const char *why) { __nm_rt->hw_refuse(unit, why); }
 
 int check_stack(void) { return (int)(__nm_stack_size / 4); }
 
