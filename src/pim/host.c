@@ -1058,6 +1058,15 @@ dpu_error_t dpu_log_read(struct dpu_set_t set, FILE *stream)
     return DPU_OK;
 }
 
+const nm_pim_program_def *nm_pim_loaded_program(struct dpu_set_t set)
+{
+    const nm_pim_program_def *p;
+    if (!set_ok(&set))
+        return NULL;
+    wait_idle(set.sys);
+    return set_program(set, &p) == DPU_OK ? p : NULL;
+}
+
 dpu_error_t nm_pim_get_nr_tasklets(struct dpu_set_t set, uint32_t *nr_tasklets)
 {
     dpu_error_t ce = check_out(&set, nr_tasklets);

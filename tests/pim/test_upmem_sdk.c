@@ -410,6 +410,7 @@ static void test_bad_programs(void **state)
     assert_non_null(p);
     struct dpu_symbol_t sym;
     assert_int_equal(dpu_get_symbol(p, "area", &sym), DPU_OK);
+    assert_ptr_equal(nm_pim_loaded_program(set), p);
     uint8_t *magic = memmem(b, n, "NMDPUPRG", 8);
     assert_non_null(magic);
     uint32_t *hdr = (uint32_t *)(magic + 8);

@@ -304,6 +304,10 @@ dpu_error_t dpu_probe_get(struct dpu_probe_t *probe, dpu_probe_option_t option, 
 
 /* ---- nearmem extensions --------------------------------------------------- */
 
+/* The program loaded in every DPU of the set (a program file or a registered
+ * program: its symbols and MRAM layout), or NULL if none or they differ. */
+const nm_pim_program_def *nm_pim_loaded_program(struct dpu_set_t dpu_set);
+
 /* NR_TASKLETS of the program loaded in the set's DPUs. */
 dpu_error_t nm_pim_get_nr_tasklets(struct dpu_set_t dpu_set, uint32_t *nr_tasklets);
 
