@@ -80,6 +80,7 @@ typedef struct fpset {
 
 /* ------------------------------------------------------------------ write tracking (track.c) */
 typedef struct seg seg;
+struct batch;
 /* What the copy of one DPU's buffer knows from write tracking. */
 typedef struct track_view {
     struct nm_pimc_reg *reg; /* NULL: the buffer is not (usably) registered */
@@ -108,33 +109,48 @@ struct seg {
     bool used;        /* hash map slot in use */
 };
 
+/* Tracking state of a registration (track.c). */
+enum { TRK_NEW = 0, TRK_FULL, TRK_PROBE };
+/* Protection to put in place after the copy (overlapping its transfers). */
+enum { ARM_NONE = 0, ARM_FULL, ARM_PROBE };
+
 struct nm_pimc_reg {
     nm_pimc *c;
     uintptr_t base;
     size_t len;
-    int id;               /* index in the process-wide registry, -1 when not tracked */
+    int backend;          /* 1 uffd (page granule), 2 mprotect */
+    int id;               /* mprotect: index in the process-wide handler table, -1 when not tracked */
     uintptr_t lo, hi;     /* tracked whole pages inside [base, base + len) */
     size_t granule;
     uint32_t ngran;
-    uint64_t *cur;        /* dirty granules for the copy in progress (1 = written) */
+    uint64_t *cur;        /* dirty granules for the copy in progress (1 = written or unknown) */
+    uint64_t *touched;    /* uffd: granules declared written (nm_pimc_reg_touch) since the last copy */
     uint64_t cur_epoch;   /* copy number cur belongs to */
-    bool protected_;      /* pages are write-protected now */
-    unsigned heavy, off_left; /* adaptive: copies that found most pages written; copies left unprotected */
+    int state;            /* TRK_NEW (never protected), TRK_FULL (every page), TRK_PROBE (sample runs) */
+    int arm;              /* ARM_* to do after this copy */
+    bool protected_;      /* mprotect: some pages may be protected now */
+    uint32_t probe_phase; /* first run of the probe sample */
+    uint64_t last_faults; /* write faults in the interval before this copy */
+    double fault_ns;      /* backend's cost of one fault */
     seg **segs;       /* map (offset, DPU) -> record */
     uint32_t segs_cap, segs_n;
-    uint64_t faults_seen;
     struct nm_pimc_reg *next;
 };
 
 /* Before a copy: for each registration the batch reads, work out which granules were
- * written since its last copy (and re-protect them). NM_ESTATE with a message when a
- * registered buffer is no longer mapped. */
+ * written since its last copy (re-protecting them where tracking pays). NM_ESTATE with a
+ * message when a registered buffer is no longer mapped. Returns the critical-path ns spent. */
 nm_err track_begin_copy(nm_pimc *c);
+/* After a successful copy (transfers issued): protection scheduled by track_begin_copy
+ * (first protection, probe runs). Returns its host time, which overlaps the transfers. */
+hclk track_end_copy(nm_pimc *c, const struct batch *b);
 /* The view of DPU d's buffer buf[0, len) for this copy. */
 void track_view_of(nm_pimc *c, const void *buf, size_t len, unsigned d, track_view *v);
 /* Byte range [a, b) of the registration unwritten since its last copy? (cur bitmap) */
 bool track_clean(const struct nm_pimc_reg *r, uintptr_t a, uintptr_t b);
 uint64_t track_clean_bytes(const struct nm_pimc_reg *r, uintptr_t a, uintptr_t b);
+/* First address in [a, b) that is not known unwritten (b if none). */
+uintptr_t track_next_dirty(const struct nm_pimc_reg *r, uintptr_t a, uintptr_t b);
 int seg_reserve(seg *s, uint32_t n, bool with_fp);
 void track_destroy_all(nm_pimc *c);
 uint64_t track_faults_total(void);

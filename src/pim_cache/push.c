@@ -111,7 +111,11 @@ static void sample_dpu(nm_pimc *c, unsigned d, sample_job *j)
                 }
                 uint64_t fp = nm_pimc_fingerprint(c->o.hash, p, bs);
                 bytes += bs;
-                classify(s, pimc_table_get(&s->t, fp) != 0, fp, &now, &later, &firsts, &buf_first, &oom);
+                /* the record of this block (a registered buffer) holds it: written, but to the
+                 * same bytes */
+                const seg *sg = tv->seg_valid && !tv->sg->plain ? tv->sg : NULL;
+                bool rec = sg && sg->fp && i < sg->cap && (sg->fp_ok[i / 64] >> (i % 64) & 1) && sg->fp[i] == fp;
+                classify(s, rec || pimc_table_get(&s->t, fp) != 0, fp, &now, &later, &firsts, &buf_first, &oom);
             }
         } else {
             /* Chunks: from a sample point, the first cut re-synchronises with the chunking
@@ -125,9 +129,14 @@ static void sample_dpu(nm_pimc *c, unsigned d, sample_job *j)
                 bytes += first;
                 if (at + first >= len) break;
                 size_t n = cdc_cut(&c->cdc, buf + at + first, len - at - first);
+                samples++;
+                if (tv->seg_valid && track_clean(tv->reg, (uintptr_t)buf + at + first, (uintptr_t)buf + at + first + n)) {
+                    clean++; /* unwritten: reused (a chunk of the last list, or a piece of plain data) */
+                    now++;
+                    continue;
+                }
                 uint64_t fp = nm_pimc_fingerprint(c->o.hash, buf + at + first, n);
                 bytes += n;
-                samples++;
                 classify(s, pimc_table_get(&s->t, fp) != 0, fp, &now, &later, &firsts, &buf_first, &oom);
             }
         }
@@ -177,7 +186,7 @@ static bool decide(nm_pimc *c, const batch *b)
     const unsigned nd = c->t.nr_dpus;
     uint64_t t0 = nm_now_ns(); /* wall only: the CPU clock is a system call */
     /* Bytes per rank: all of them (plain), the unknown ones (CAC host work). */
-    double total = 0, known = 0, adopt = 0, plain_x = 0, list_x = 0;
+    double total = 0, known = 0, plain_x = 0, list_x = 0;
     for (unsigned r = 0; r < c->nranks; r++) {
         uint64_t rank_bytes = 0, rank_list = 0;
         for (unsigned d = r * c->dpr; d < NM_MIN(nd, (r + 1) * c->dpr); d++)
@@ -188,7 +197,6 @@ static bool decide(nm_pimc *c, const batch *b)
                 total += (double)len;
                 const track_view *tv = &c->d[d].tv[k];
                 if (tv->all_clean) known += (double)len;
-                else if (tv->seg_valid && tv->sg->plain && c->o.chunking == NM_PIMC_FIXED) adopt += (double)len;
             }
         plain_x = NM_MAX(plain_x, rank_ns(c, rank_bytes));
         list_x = NM_MAX(list_x, rank_ns(c, rank_list));
@@ -242,8 +250,7 @@ static bool decide(nm_pimc *c, const batch *b)
     double rate_now = samples > 0 ? now / samples : 0.0, rate_later = samples > 0 ? later / samples : 0.0;
     double all = (double)atomic_load(&j.samples), rate_clean = all > 0 ? clean / all : 0.0;
     double f_now = total > 0 ? (known + (total - known) * rate_now) / total : 1.0;
-    /* plain records partly written are fingerprinted whole once (cache.c, plan_fixed) */
-    double hash_bytes = NM_MAX((total - known) * (1.0 - rate_clean), adopt);
+    double hash_bytes = (total - known) * (1.0 - rate_clean);
     c->st.last_sample_pct = f_now * 100.0;
     c->st.last_drm_ns += sample_ns;
     if (atomic_load(&j.oom)) return false; /* no memory for a sample: the push needs none */
