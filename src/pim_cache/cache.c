@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <streamvbyte.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -44,8 +45,8 @@ uint32_t pimc_table_get(const table *t, uint64_t fp)
 
 static int table_grow(table *t)
 {
-    atomic_fetch_add_explicit(&pimc_grows, 1, memory_order_relaxed);
     uint32_t ncap = t->cap ? t->cap * 2 : 64;
+    atomic_fetch_add_explicit(&pimc_grown_bytes, (uint64_t)(ncap - t->cap) * 12u, memory_order_relaxed);
     uint64_t *nfp = malloc((size_t)ncap * sizeof *nfp);
     uint32_t *noff = calloc(ncap, sizeof *noff);
     if (!nfp || !noff) {
@@ -235,6 +236,17 @@ static void calibrate(nm_pimc *c, unsigned threads)
         memcpy(buf + i, &v, 8);
     }
     memset(dst, 0, n);
+    /* A copy that needs more scratch than it had touches fresh memory: page faults and
+     * zeroing, per byte, beyond a copy's own cost (fresh mappings, best of three). */
+    uint64_t touch = UINT64_MAX;
+    for (int rep = 0; rep < 3; rep++) {
+        uint8_t *f = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (f == MAP_FAILED) break;
+        uint64_t t0 = nm_thread_cpu_ns();
+        memset(f, 1, n);
+        touch = NM_MIN(touch, nm_thread_cpu_ns() - t0);
+        munmap(f, n);
+    }
     /* best of three (a one-shot measurement on a shared machine can be far off) */
     uint64_t acc = 0, hash_ns = UINT64_MAX, copy_ns = UINT64_MAX, ins_ns = UINT64_MAX;
     table t = {0};
@@ -274,6 +286,7 @@ static void calibrate(nm_pimc *c, unsigned threads)
     c->hash_ns = (double)(hash_ns + (acc & 1)) / (double)n;
     c->copy_ns = (double)copy_ns / (double)n;
     c->insert_ns = (double)ins_ns / nins;
+    c->touch_ns = touch == UINT64_MAX ? 0.0 : NM_MAX(0.0, (double)touch / (double)n - c->copy_ns);
     c->drm_corr = 1.2; /* lookups and bookkeeping, until copies measure it */
     c->drm_threads = threads;
     /* a CDC sample cuts from an arbitrary point to the next cut, then the chunk after it */
@@ -463,14 +476,14 @@ void nm_pimc_invalidate_all(nm_pimc *c)
 
 /* ------------------------------------------------------------------ buffers */
 
-_Atomic uint64_t pimc_grows;
+_Atomic uint64_t pimc_grown_bytes;
 
 int pimc_reserve(void **p, size_t *cap, size_t need)
 {
     if (need <= *cap) return 0;
-    atomic_fetch_add_explicit(&pimc_grows, 1, memory_order_relaxed);
     size_t n = *cap ? *cap : 256;
     while (n < need) n *= 2;
+    atomic_fetch_add_explicit(&pimc_grown_bytes, n - *cap, memory_order_relaxed);
     void *q = realloc(*p, n);
     if (!q) return -1;
     *p = q;

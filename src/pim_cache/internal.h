@@ -130,6 +130,7 @@ struct nm_pimc_reg {
     int arm;              /* ARM_* to do after this copy */
     bool protected_;      /* mprotect: some pages may be protected now */
     uint32_t probe_phase; /* first run of the probe sample */
+    uint32_t wait, backoff; /* probe copies before full protection may come back, and the next such wait */
     uint64_t last_faults; /* write faults in the interval before this copy */
     double fault_ns;      /* backend's cost of one fault */
     seg **segs;       /* map (offset, DPU) -> record */
@@ -226,7 +227,7 @@ struct nm_pimc {
      * gathered + insert_ns x blocks inserted) / threads x drm_corr: the rates measured on
      * this host at create, the correction learned from every CAC copy (critical path over
      * prediction). */
-    double hash_ns, copy_ns, insert_ns, drm_corr;
+    double hash_ns, copy_ns, insert_ns, touch_ns, drm_corr;
     unsigned drm_threads;
     double sample_ns, sample_ns0; /* critical-path ns per sample: learned, and first estimate */
     /* write tracking */
@@ -252,8 +253,8 @@ uint64_t pimc_work_bytes(const nm_pimc *c, const batch *b, unsigned d0, unsigned
 uint32_t pimc_nblocks(const nm_pimc *c, size_t len);
 size_t pimc_list_cap(const nm_pimc *c, size_t len); /* descriptor + worst-case list, bytes */
 int pimc_reserve(void **p, size_t *cap, size_t need);
-/* Buffers and tables grown (any cache): a copy that grew them is not a typical one. */
-extern _Atomic uint64_t pimc_grows;
+/* Bytes of scratch buffers and tables grown (any cache): fresh memory a copy touched. */
+extern _Atomic uint64_t pimc_grown_bytes;
 void pimc_invalidate(nm_pimc *c, unsigned dpu);
 void pimc_poison(nm_pimc *c, const batch *b);
 void pimc_mark_written(nm_pimc *c, const batch *b);
@@ -272,5 +273,8 @@ uint32_t pimc_table_get(const table *t, uint64_t fp);
 
 /* push.c */
 nm_err pimc_copy_parallel(nm_pimc *c, const batch *b, hclk start);
+/* Predicted critical-path ns of the DRM fingerprinting `hashed` bytes, gathering and
+ * indexing `missed` bytes and touching `grown` bytes of fresh scratch (0 without rates). */
+double pimc_drm_predict(const nm_pimc *c, double hashed, double missed, double grown);
 
 #endif

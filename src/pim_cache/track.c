@@ -76,7 +76,8 @@ struct nm_pm_scan_arg {
 #define TRK_MAX 256
 #define PROBE_RUN (64u << 10) /* the probe sample: one run of this many bytes ... */
 #define PROBE_STRIDE 64u      /* ... in every PROBE_STRIDE runs */
-#define PAY_MARGIN 0.9        /* tracking must save its faults with this margin */
+#define PAY_MARGIN 0.9        /* tracking must save its faults with this margin ... */
+#define REARM_MARGIN 0.5      /* ... and twice that to come back (a wrong guess costs an interval of faults) */
 
 enum { BE_UFFD = 1, BE_MPROT = 2 };
 
@@ -741,13 +742,13 @@ static double batch_push_ns(const nm_pimc *c, const batch *b, double *bytes)
  * path, with the rates the cache measured (cache.c, calibrate). Without them (serial mode,
  * no transfer model), tracking pays while less than half of the buffer is written. */
 static bool pays(const nm_pimc *c, const nm_pimc_reg *r, double w, double faults, double rbytes, double push_ns,
-                 double bbytes)
+                 double bbytes, double margin)
 {
     if (push_ns <= 0 || c->hash_ns <= 0 || bbytes <= 0) return w < 0.5;
     double p_r = push_ns * rbytes / bbytes;
-    unsigned t = c->drm_threads ? c->drm_threads : 1;
-    double h_w = c->hash_ns * w * rbytes / t * (c->drm_corr > 0 ? c->drm_corr : 1.2);
-    return faults * r->fault_ns + h_w < PAY_MARGIN * (1.0 - w) * p_r;
+    /* the tracked copy: the DRM over the written bytes (each may be new) and their transfer */
+    double t_tracked = pimc_drm_predict(c, w * rbytes, w * rbytes, 0) + w * p_r;
+    return faults * r->fault_ns + t_tracked < margin * p_r;
 }
 
 /* Probe sample: runs of PROBE_RUN bytes, every PROBE_STRIDE-th from the phase (at least one). */
@@ -787,8 +788,10 @@ static nm_err track_reg(nm_pimc *c, nm_pimc_reg *r, double rbytes, double push_n
         /* Written pages (counted, not yet protected again), the decision, then the scan that
          * protects them again (pages written in between join). */
         int rc = uffd_scan(r->lo, r->lo, r->hi, false, pg, r->cur, &written, &f);
-        bool keep = !rc && pays(c, r, (double)written / r->ngran, (double)f, rbytes, push_ns, bbytes);
-        if (!rc && keep) {
+        bool keep = !rc && pays(c, r, (double)written / r->ngran, (double)f, rbytes, push_ns, bbytes, PAY_MARGIN);
+        if (!rc && keep && written) {
+            /* (nothing written: nothing to protect again; a page written since faults anew
+             * or is seen by the next copy's scan) */
             written = f = 0;
             rc = uffd_scan(r->lo, r->lo, r->hi, true, pg, r->cur, &written, &f);
         }
@@ -810,7 +813,7 @@ static nm_err track_reg(nm_pimc *c, nm_pimc_reg *r, double rbytes, double push_n
         bool all = atomic_load(&t->all_dirty);
         for (size_t w = 0; w < (r->ngran + 63) / 64; w++)
             written += (uint64_t)__builtin_popcountll(atomic_load(&t->bits[w]) | r->cur[w]);
-        bool keep = !all && pays(c, r, (double)written / r->ngran, (double)f, rbytes, push_ns, bbytes);
+        bool keep = !all && pays(c, r, (double)written / r->ngran, (double)f, rbytes, push_ns, bbytes, PAY_MARGIN);
         if (keep) {
             for (uint32_t g = 0; g < r->ngran;) {
                 bool open = bget(r->cur, g) || (atomic_load(&t->bits[g / 64]) >> (g % 64) & 1);
@@ -854,11 +857,12 @@ static nm_err track_reg(nm_pimc *c, nm_pimc_reg *r, double rbytes, double push_n
             atomic_store(&t->all_dirty, 0);
         }
         double w = spl ? (double)sw / (double)spl : 1.0;
+        if (r->wait) r->wait--;
         if (rc) {
             uffd_register_range(r->lo, r->hi);
             r->state = TRK_NEW;
             r->arm = ARM_FULL;
-        } else if (pays(c, r, w, w * r->ngran, rbytes, push_ns, bbytes)) {
+        } else if (!r->wait && pays(c, r, w, w * r->ngran, rbytes, push_ns, bbytes, REARM_MARGIN)) {
             r->arm = ARM_FULL;
         } else if (r->backend == BE_MPROT) {
             r->arm = ARM_PROBE; /* the sample's opened granules: protect them again */
@@ -948,6 +952,17 @@ hclk track_end_copy(nm_pimc *c, const batch *b)
     bool any = false;
     for (nm_pimc_reg *r = c->regs; r; r = r->next) {
         if (r->cur_epoch != c->copy_no || !r->ngran || !reg_used(c, r, b)) continue;
+        if (r->state == TRK_FULL && r->arm == ARM_NONE) {
+            if (c->st.last_mode == NM_PIMC_MODE_PLAIN) {
+                /* Tracked, and still not worth CAC: the faults bought nothing. Sample until
+                 * it pays, and wait longer each time this happens (4, 8, ... 64 copies). */
+                r->arm = ARM_PROBE;
+                r->backoff = NM_MIN(NM_MAX(r->backoff * 2, 4u), 64u);
+                r->wait = r->backoff;
+            } else {
+                r->backoff = 0;
+            }
+        }
         if (r->arm == ARM_FULL) {
             any = true;
             int rc;
