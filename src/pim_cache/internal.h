@@ -110,9 +110,9 @@ struct seg {
 };
 
 /* Tracking state of a registration (track.c). */
-enum { TRK_NEW = 0, TRK_FULL, TRK_PROBE };
+enum { TRK_NEW = 0, TRK_FULL, TRK_OFF, TRK_PROBE };
 /* Protection to put in place after the copy (overlapping its transfers). */
-enum { ARM_NONE = 0, ARM_FULL, ARM_PROBE };
+enum { ARM_NONE = 0, ARM_FULL, ARM_OFF, ARM_PROBE };
 
 struct nm_pimc_reg {
     nm_pimc *c;
@@ -126,7 +126,8 @@ struct nm_pimc_reg {
     uint64_t *cur;        /* dirty granules for the copy in progress (1 = written or unknown) */
     uint64_t *touched;    /* uffd: granules declared written (nm_pimc_reg_touch) since the last copy */
     uint64_t cur_epoch;   /* copy number cur belongs to */
-    int state;            /* TRK_NEW (never protected), TRK_FULL (every page), TRK_PROBE (sample runs) */
+    int state;            /* TRK_NEW (never protected), TRK_FULL (every page), TRK_OFF (none, waiting),
+                           * TRK_PROBE (sample runs protected, measuring the write rate) */
     int arm;              /* ARM_* to do after this copy */
     bool protected_;      /* mprotect: some pages may be protected now */
     uint32_t probe_phase; /* first run of the probe sample */

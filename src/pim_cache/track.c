@@ -75,7 +75,8 @@ struct nm_pm_scan_arg {
 
 #define TRK_MAX 256
 #define PROBE_RUN (64u << 10) /* the probe sample: one run of this many bytes ... */
-#define PROBE_STRIDE 64u      /* ... in every PROBE_STRIDE runs */
+#define PROBE_STRIDE 64u      /* ... in every PROBE_STRIDE runs ... */
+#define PROBE_MAX_RUNS 8u     /* ... and no more runs than this (longer runs instead) */
 #define PAY_MARGIN 0.9        /* tracking must save its faults with this margin ... */
 #define REARM_MARGIN 0.5      /* ... and twice that to come back (a wrong guess costs an interval of faults) */
 
@@ -751,8 +752,14 @@ static bool pays(const nm_pimc *c, const nm_pimc_reg *r, double w, double faults
     return faults * r->fault_ns + t_tracked < margin * p_r;
 }
 
-/* Probe sample: runs of PROBE_RUN bytes, every PROBE_STRIDE-th from the phase (at least one). */
-static uint32_t probe_run_len(const nm_pimc_reg *r) { return (uint32_t)NM_MAX((size_t)1, PROBE_RUN / r->granule); }
+/* Probe sample: runs of at least PROBE_RUN bytes, every PROBE_STRIDE-th from the phase (at
+ * least one, at most PROBE_MAX_RUNS: each costs a system call per copy). */
+static uint32_t probe_run_len(const nm_pimc_reg *r)
+{
+    size_t by_size = NM_MAX((size_t)1, PROBE_RUN / r->granule);
+    size_t by_count = ((size_t)r->ngran + (size_t)PROBE_STRIDE * PROBE_MAX_RUNS - 1) / ((size_t)PROBE_STRIDE * PROBE_MAX_RUNS);
+    return (uint32_t)NM_MAX(by_size, by_count);
+}
 static uint32_t probe_nruns(const nm_pimc_reg *r) { return (r->ngran + probe_run_len(r) - 1) / probe_run_len(r); }
 static bool probe_next(const nm_pimc_reg *r, uint32_t *run, uint32_t *g0, uint32_t *g1)
 {
@@ -784,6 +791,8 @@ static nm_err track_reg(nm_pimc *c, nm_pimc_reg *r, double rbytes, double push_n
     if (r->state == TRK_NEW) {
         bset_range(r->cur, 0, r->ngran);
         r->arm = ARM_FULL;
+        /* (again, if a remap since dropped the registration of part of the range) */
+        if (r->backend == BE_UFFD) uffd_register_range(r->lo, r->hi);
     } else if (r->backend == BE_UFFD && r->state == TRK_FULL) {
         /* Written pages (counted, not yet protected again), the decision, then the scan that
          * protects them again (pages written in between join). */
@@ -803,7 +812,7 @@ static nm_err track_reg(nm_pimc *c, nm_pimc_reg *r, double rbytes, double push_n
             r->state = TRK_NEW;
             r->arm = ARM_FULL;
         } else if (!keep) {
-            r->arm = ARM_PROBE; /* this copy knows exactly what was written; later ones sample */
+            r->arm = ARM_OFF; /* this copy knows exactly what was written; later ones do not */
         }
     } else if (r->backend == BE_MPROT && r->state == TRK_FULL) {
         /* Count first (faults, marks), decide, then protect again what was opened (marks
@@ -832,7 +841,17 @@ static nm_err track_reg(nm_pimc *c, nm_pimc_reg *r, double rbytes, double push_n
         }
         for (size_t w = 0; w < (r->ngran + 63) / 64; w++) r->cur[w] |= atomic_exchange(&t->bits[w], 0);
         if (atomic_exchange(&t->all_dirty, 0)) bset_range(r->cur, 0, r->ngran);
-        if (!keep) r->arm = ARM_PROBE;
+        if (!keep) r->arm = ARM_OFF;
+    } else if (r->state == TRK_OFF) {
+        /* Off: nothing protected, everything read; after the wait, a sample is protected. */
+        bset_range(r->cur, 0, r->ngran);
+        if (r->backend == BE_MPROT) {
+            f = atomic_exchange(&t->faults, 0);
+            for (size_t w = 0; w < (r->ngran + 63) / 64; w++) atomic_store(&t->bits[w], 0);
+            atomic_store(&t->all_dirty, 0);
+        }
+        if (r->wait) r->wait--;
+        if (!r->wait) r->arm = ARM_PROBE;
     } else {
         /* Probe: the buffer is unprotected but for the sample runs; everything is read. The
          * sample's written share predicts what full tracking would cost. */
@@ -857,15 +876,14 @@ static nm_err track_reg(nm_pimc *c, nm_pimc_reg *r, double rbytes, double push_n
             atomic_store(&t->all_dirty, 0);
         }
         double w = spl ? (double)sw / (double)spl : 1.0;
-        if (r->wait) r->wait--;
         if (rc) {
             uffd_register_range(r->lo, r->hi);
             r->state = TRK_NEW;
             r->arm = ARM_FULL;
-        } else if (!r->wait && pays(c, r, w, w * r->ngran, rbytes, push_ns, bbytes, REARM_MARGIN)) {
+        } else if (pays(c, r, w, w * r->ngran, rbytes, push_ns, bbytes, REARM_MARGIN)) {
             r->arm = ARM_FULL;
-        } else if (r->backend == BE_MPROT) {
-            r->arm = ARM_PROBE; /* the sample's opened granules: protect them again */
+        } else {
+            r->arm = ARM_OFF;
         }
     }
     if (r->backend == BE_UFFD) {
@@ -900,14 +918,41 @@ nm_err track_begin_copy(nm_pimc *c)
     for (nm_pimc_reg *r = c->regs; r && !any; r = r->next) any = reg_used(c, r, b);
     if (!any) return NM_OK;
     uint64_t c0 = nm_thread_cpu_ns();
-    vmas m;
-    if (read_maps(&m)) return nm_fail(NM_EIO, "pim_cache: cannot read /proc/self/maps");
+    /* The mprotect backend needs the mappings (which pieces are writable); the uffd backend
+     * only that the buffer is still mapped (msync fails with ENOMEM on a hole, ~0.2 us where
+     * reading /proc/self/maps costs ~100 us): a remapped piece has no write protection,
+     * which its scan reports, and probes and off periods read everything. */
+    bool need_maps = false;
+    for (nm_pimc_reg *r = c->regs; r; r = r->next) need_maps |= r->backend != BE_UFFD && reg_used(c, r, b);
+    vmas m = {NULL, 0};
+    if (need_maps && read_maps(&m)) return nm_fail(NM_EIO, "pim_cache: cannot read /proc/self/maps");
     double bbytes, push_ns = batch_push_ns(c, b, &bbytes);
+    const size_t pg = page_size();
     nm_err e = NM_OK;
     for (nm_pimc_reg *r = c->regs; r && !e; r = r->next) {
         r->cur_epoch = 0;
         r->arm = ARM_NONE;
         if (!reg_used(c, r, b)) continue;
+        if (r->backend == BE_UFFD) {
+            uintptr_t a0 = NM_ALIGN_DOWN(r->base, (uintptr_t)pg), a1 = NM_ALIGN_UP(r->base + r->len, (uintptr_t)pg);
+            if (msync((void *)a0, a1 - a0, MS_ASYNC) != 0 && errno == ENOMEM) {
+                e = nm_fail(NM_ESTATE,
+                            "pim_cache: registered buffer [%p, +%zu) is no longer mapped (freed or unmapped while "
+                            "registered): unregister it before freeing",
+                            (void *)r->base, r->len);
+                break;
+            }
+            memset(r->cur, 0, ((r->ngran + 63) / 64) * sizeof *r->cur);
+            r->cur_epoch = c->copy_no;
+            if (!r->ngran) continue;
+            uint64_t f = 0;
+            e = track_reg(c, r, (double)reg_bytes(c, r, b), push_ns, bbytes, &f);
+            c->st.last_write_faults += f;
+            c->st.last_fault_cost_ns += (double)f * r->fault_ns;
+            c->st.fault_ns = r->fault_ns;
+            c->st.last_track_backend = r->backend;
+            continue;
+        }
         /* 1. Still mapped and readable? Shared or file-backed pieces count as written
          * (another process may change them), and with mprotect so do writable pieces over
          * tracked pages (remapped, or re-protected by someone else). */
@@ -952,16 +997,14 @@ hclk track_end_copy(nm_pimc *c, const batch *b)
     bool any = false;
     for (nm_pimc_reg *r = c->regs; r; r = r->next) {
         if (r->cur_epoch != c->copy_no || !r->ngran || !reg_used(c, r, b)) continue;
-        if (r->state == TRK_FULL && r->arm == ARM_NONE) {
-            if (c->st.last_mode == NM_PIMC_MODE_PLAIN) {
-                /* Tracked, and still not worth CAC: the faults bought nothing. Sample until
-                 * it pays, and wait longer each time this happens (4, 8, ... 64 copies). */
-                r->arm = ARM_PROBE;
-                r->backoff = NM_MIN(NM_MAX(r->backoff * 2, 4u), 64u);
-                r->wait = r->backoff;
-            } else {
-                r->backoff = 0;
-            }
+        if (r->state == TRK_FULL && r->arm == ARM_NONE && c->st.last_mode == NM_PIMC_MODE_PLAIN)
+            r->arm = ARM_OFF; /* tracked, and still not worth CAC: the faults bought nothing */
+        else if (r->state == TRK_FULL && r->arm == ARM_NONE)
+            r->backoff = 0;
+        if (r->arm == ARM_OFF) {
+            /* Wait longer each time (2, 4, ... 64 copies) before sampling again. */
+            r->backoff = NM_MIN(NM_MAX(r->backoff * 2, 2u), 64u);
+            r->wait = r->backoff;
         }
         if (r->arm == ARM_FULL) {
             any = true;
@@ -975,23 +1018,31 @@ hclk track_end_copy(nm_pimc *c, const batch *b)
                 r->protected_ = true;
             }
             r->state = rc ? TRK_NEW : TRK_FULL;
-        } else if (r->arm == ARM_PROBE) {
+        } else if (r->arm == ARM_OFF || r->arm == ARM_PROBE) {
             any = true;
-            if (r->state != TRK_PROBE) r->probe_phase = (uint32_t)(c->copy_no * 7u); /* a new sample */
+            int rc = 0;
             uint32_t run = UINT32_MAX, g0, g1;
-            if (r->backend == BE_UFFD) {
-                /* the pages still protected would fault for nothing: open them all */
-                int rc = r->state == TRK_PROBE ? 0 : uffd_wp(r->lo, r->hi, false);
-                const size_t pg = page_size();
+            const size_t pg = page_size();
+            if (r->arm == ARM_OFF && r->state == TRK_FULL) {
+                /* pages still protected would fault for nothing: open them all (one walk of
+                 * the page tables; it overlaps the transfers) */
+                rc = r->backend == BE_UFFD ? uffd_wp(r->lo, r->hi, false)
+                                           : mprotect((void *)r->lo, r->hi - r->lo, PROT_READ | PROT_WRITE);
+            } else if (r->arm == ARM_OFF) {
+                /* from a probe: open its runs */
                 while (!rc && probe_next(r, &run, &g0, &g1))
-                    rc = uffd_wp(r->lo + (uintptr_t)g0 * pg, NM_MIN(r->hi, r->lo + (uintptr_t)g1 * pg), true);
-                r->state = rc ? TRK_NEW : TRK_PROBE;
+                    rc = r->backend == BE_UFFD
+                             ? uffd_wp(r->lo + (uintptr_t)g0 * pg, NM_MIN(r->hi, r->lo + (uintptr_t)g1 * pg), false)
+                             : mprot_range(r, g0, g1, false);
             } else {
-                int rc = r->state == TRK_PROBE ? 0 : mprotect((void *)r->lo, r->hi - r->lo, PROT_READ | PROT_WRITE);
-                while (!rc && probe_next(r, &run, &g0, &g1)) rc = mprot_range(r, g0, g1, true);
-                r->protected_ = true;
-                r->state = rc ? TRK_NEW : TRK_PROBE;
+                r->probe_phase = (uint32_t)(c->copy_no * 7u); /* a new sample each time */
+                while (!rc && probe_next(r, &run, &g0, &g1))
+                    rc = r->backend == BE_UFFD
+                             ? uffd_wp(r->lo + (uintptr_t)g0 * pg, NM_MIN(r->hi, r->lo + (uintptr_t)g1 * pg), true)
+                             : mprot_range(r, g0, g1, true);
+                if (r->backend == BE_MPROT) r->protected_ = true;
             }
+            r->state = rc ? TRK_NEW : r->arm == ARM_OFF ? TRK_OFF : TRK_PROBE;
         }
         r->arm = ARM_NONE;
     }

@@ -531,8 +531,8 @@ static void test_tracking_chains(void **state)
 }
 
 /* A buffer rewritten completely between copies stops being protected after one interval
- * (no fault per page for nothing): later intervals fault only on the sample runs that
- * measure the write rate; its copies stay right. Both backends. */
+ * (no fault per page for nothing): later intervals fault at most on the sample runs that
+ * measure the write rate now and then; its copies stay right. Both backends. */
 static void test_tracking_adaptive(void **state)
 {
     (void)state;
@@ -567,7 +567,7 @@ static void test_tracking_adaptive(void **state)
             faults[i] = st.write_faults;
             last[i] = st.last_write_faults;
             assert_true(st.fault_ns > 0);
-            if (i >= 1) assert_true(st.last_fault_cost_ns > 0);
+            if (i == 1) assert_true(st.last_fault_cost_ns > 0);
         }
         /* the first interval faults once per page; later ones only on the sample (one 64 KiB
          * run: this buffer has fewer than 64) */
