@@ -225,6 +225,8 @@ typedef struct nm_pimc_stats {
     double fault_ns;           /* cost of one write fault (ns) of the backend the cache's registrations use (0: none yet) */
     uint64_t last_track_ns;    /* host critical-path ns of write tracking in the last copy (scan, protect) */
     int last_track_backend;    /* 0 none, 1 uffd, 2 mprotect (the last registration the copy read) */
+    uint64_t pool_sync_ns;     /* critical path: wall ns a parallel step adds beyond CPU time (wake-up and
+                                * completion of the host threads, least of 16 at create) */
 } nm_pimc_stats;
 
 void nm_pimc_get_stats(const nm_pimc *c, nm_pimc_stats *out);

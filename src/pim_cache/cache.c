@@ -455,6 +455,7 @@ void nm_pimc_get_stats(const nm_pimc *c, nm_pimc_stats *out)
         out->shadow_bytes += s->shadow_cap;
     }
     out->write_faults = track_faults_total();
+    out->pool_sync_ns = c->pool.sync_ns;
     if (out->fault_ns <= 0)
         for (const nm_pimc_reg *r = c->regs; r; r = r->next)
             if (r->fault_ns > 0) out->fault_ns = r->fault_ns;

@@ -35,7 +35,11 @@ typedef struct pool {
     pool_fn fn;
     void *arg;
     _Atomic uint64_t cpu_ns, max_ns;
+    _Atomic uint64_t last_start, last_end; /* wall clock: latest worker start and end of a run */
     uint64_t extra_cpu_ns, extra_crit_ns; /* see hclk_now */
+    /* Wall ns a run costs the caller beyond its threads' CPU: waking the workers and being
+     * woken by the last (the least of 16 empty runs at init: what a dedicated machine takes). */
+    uint64_t sync_ns;
 } pool;
 int pool_init(pool *p, unsigned threads);
 void pool_destroy(pool *p);
@@ -47,9 +51,11 @@ uint64_t pool_run_work(pool *p, pool_fn fn, void *arg, uint64_t work_bytes);
 
 /* Host clocks of a copy, read by the calling thread: wall time; the CPU time of every host
  * thread; and the critical path, i.e. the time the host work would take with each of its
- * threads on a core of its own (the calling thread's CPU time, plus for each parallel run
- * the part of its longest thread beyond the caller's share). On a quiet machine crit is
- * about wall; on a shared one wall also holds the time other programs had the cores. */
+ * threads on a core of its own: the calling thread's CPU time, plus for each parallel run
+ * the part of its longest thread (with the run's wake-up and completion latency, sync_ns)
+ * beyond the caller's share. On a quiet machine crit is about wall; on a shared one wall
+ * also holds the time other programs had the cores (docs/pim-cache.md, "How totals are
+ * formed"). */
 typedef struct hclk {
     uint64_t wall, cpu, crit;
 } hclk;
