@@ -280,6 +280,7 @@ static bool decide(nm_pimc *c, const batch *b)
             }
             for (unsigned d = r * c->dpr; d < NM_MIN(nd, (r + 1) * c->dpr); d++) {
                 double cap = (double)c->d[d].bb_cap, n = cap > 0 ? cap : 256.0;
+                if (need <= cap) continue;
                 while (n < need) n *= 2;
                 grown += n - cap;
             }
