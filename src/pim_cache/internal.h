@@ -125,6 +125,7 @@ struct nm_pimc_reg {
     uintptr_t base;
     size_t len;
     int backend;          /* 1 uffd (page granule), 2 mprotect */
+    int pid;              /* process that registered it (a fork child must register again) */
     int id;               /* mprotect: index in the process-wide handler table, -1 when not tracked */
     uintptr_t lo, hi;     /* tracked whole pages inside [base, base + len) */
     size_t granule;

@@ -632,6 +632,7 @@ nm_err nm_pimc_register(nm_pimc *c, const void *buf, size_t len, nm_pimc_reg **o
     }
     bset_range(r->cur, 0, r->ngran); /* never copied: all unknown */
     r->state = TRK_NEW;
+    r->pid = (int)getpid();
     r->next = c->regs;
     c->regs = r;
     *out = r;
@@ -645,7 +646,8 @@ static void reg_free(nm_pimc_reg *r)
          * handlers that may still be reading it. (Writing the buffer while unregistering
          * it is a race in the application, as with free.) */
         if (r->backend == BE_MPROT && r->protected_) mprotect((void *)r->lo, r->hi - r->lo, PROT_READ | PROT_WRITE);
-        if (r->backend == BE_UFFD && g_uffd.pid == getpid()) uffd_unregister_range(r->lo, r->hi);
+        if (r->backend == BE_UFFD && g_uffd.pid == getpid() && r->pid == (int)getpid())
+            uffd_unregister_range(r->lo, r->hi);
         trk_free(r->id);
     }
     for (uint32_t i = 0; i < r->segs_cap; i++)
@@ -933,6 +935,19 @@ nm_err track_begin_copy(nm_pimc *c)
         r->cur_epoch = 0;
         r->arm = ARM_NONE;
         if (!reg_used(c, r, b)) continue;
+        if (r->backend == BE_UFFD && r->pid != (int)getpid()) {
+            /* A fork child: the descriptors it inherited address the parent's memory, and
+             * its own mappings lost the registration. Open its own and start again. */
+            pthread_mutex_lock(&g_mu);
+            bool ok = uffd_available(pg);
+            pthread_mutex_unlock(&g_mu);
+            if (!ok) {
+                e = nm_fail(NM_ENOTSUP, "pim_cache: userfaultfd unavailable in this (forked) process");
+                break;
+            }
+            r->pid = (int)getpid();
+            r->state = TRK_NEW;
+        }
         if (r->backend == BE_UFFD) {
             uintptr_t a0 = NM_ALIGN_DOWN(r->base, (uintptr_t)pg), a1 = NM_ALIGN_UP(r->base + r->len, (uintptr_t)pg);
             if (msync((void *)a0, a1 - a0, MS_ASYNC) != 0 && errno == ENOMEM) {

@@ -630,6 +630,61 @@ static void test_tracking_comes_back(void **state)
     }
 }
 
+/* A fork child copying from a registration it inherited uses its own tracking (the parent's
+ * descriptors address the parent's memory), and the parent's tracking goes on unharmed. */
+static int fork_child(nm_pimc *c, nm_pimc_memdev *m, uint8_t *p, size_t len)
+{
+    p[12345] ^= 0x77; /* written in the child only */
+    const void *b[1] = {p};
+    for (int i = 0; i < 3; i++) {
+        if (i == 2) p[len - 5000] ^= 1;
+        if (nm_pimc_copy(c, 0, b, &len)) return 1;
+        uint8_t *got = malloc(len);
+        if (!got || nm_pimc_read_back(c, 0, 0, got, len) || memcmp(got, p, len)) return 2;
+        free(got);
+    }
+    (void)m;
+    return 0;
+}
+
+static void test_tracking_fork(void **state)
+{
+    (void)state;
+    nm_pimc_memdev *m = mkdev(1, 4096 * KiB);
+    nm_pimc_options o;
+    nm_pimc_options_default(&o);
+    nm_pimc *c = mkcache(m, &o);
+    size_t len = 1024 * KiB;
+    uint8_t *p = map_pages(len);
+    nm_rng r;
+    nm_rng_seed(&r, nm_test_seed(46));
+    fill_blocks(&r, p, len, 1024, 0, NULL, 0);
+    nm_pimc_reg *reg;
+    assert_int_equal(nm_pimc_register(c, p, len, &reg), NM_OK);
+    const void *b[1] = {p};
+    copy_ok(c, 0, b, &len);
+    copy_ok(c, 0, b, &len);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) _exit(fork_child(c, m, p, len));
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    /* the parent: its buffer unchanged by the child, its tracking intact */
+    copy_ok(c, 0, b, &len);
+    check_read_back(c, 0, 0, p, len);
+    nm_pimc_stats st;
+    nm_pimc_get_stats(c, &st);
+    assert_true(st.last_clean_bytes + 8192 >= len);
+    p[777] ^= 0x42;
+    copy_ok(c, 0, b, &len);
+    check_read_back(c, 0, 0, p, len);
+    nm_pimc_destroy(c);
+    munmap(p, len);
+    nm_pimc_memdev_destroy(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -638,6 +693,7 @@ int main(void)
         cmocka_unit_test(test_tracking_repeats),  cmocka_unit_test(test_tracking_unmapped),
         cmocka_unit_test(test_tracking_errors),   cmocka_unit_test(test_tracking_chains),
         cmocka_unit_test(test_tracking_adaptive), cmocka_unit_test(test_tracking_comes_back),
+        cmocka_unit_test(test_tracking_fork),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
