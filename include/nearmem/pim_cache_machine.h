@@ -26,7 +26,8 @@ extern "C" {
  * set; release it with nm_pimc_machine_transport_free. */
 nm_err nm_pimc_machine_transport(struct dpu_set_t set, uint64_t heap_off, uint64_t size, nm_pimc_transport *t);
 /* The same for a set running another program (it must link nearmem_pim_cache for the
- * reader): the MRAM heap and the MRAM variables are that program's. */
+ * reader): the MRAM heap and the MRAM variables are that program's (the one loaded in the
+ * set; `program`, its name or path, is used in messages). */
 nm_err nm_pimc_machine_transport_prog(struct dpu_set_t set, const char *program, uint64_t heap_off, uint64_t size,
                                       nm_pimc_transport *t);
 void nm_pimc_machine_transport_free(nm_pimc_transport *t);

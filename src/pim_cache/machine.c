@@ -148,8 +148,10 @@ nm_err nm_pimc_machine_transport_prog(struct dpu_set_t set, const char *program,
 {
     if (!t || !program) return nm_fail(NM_EINVAL, "pim_cache machine: NULL transport or program");
     nm_pimc__kernel_anchor = 1;
-    const nm_pim_program_def *p = nm_pim_find_program(program);
-    if (!p) return nm_fail(NM_ENOENT, "pim_cache machine: program %s is not linked in", program);
+    /* The layout is the set's loaded program's (dpu_load first, by path or by name);
+     * `program` names it in messages. */
+    const nm_pim_program_def *p = nm_pim_loaded_program(set);
+    if (!p) return nm_fail(NM_ENOENT, "pim_cache machine: no program (%s) loaded in the set", program);
     uint32_t nr = 0;
     nm_err e = conv(dpu_get_nr_dpus(set, &nr), "dpu_get_nr_dpus");
     if (e) return e;
