@@ -311,7 +311,9 @@ static void bench_point(vctx *v, json_object *p, const char *id, const char *fam
     int rc = run_prim(v->b, v->pbin, name, tasklets, dpus, full, v->timeout, &r);
     snprintf(what, sizeof(what), "%s %u DPUs x %u tasklets, %s", name, dpus, tasklets, args);
     double ours = rc == NM_OK && r.correct ? r.modeled_kernel_s * 1e3 : NAN;
-    if (rc == NM_OK && !r.correct)
+    if (rc == NM_OK && r.status == 2)
+        flag = "not run: does not fit our program"; /* the host refused the size (its message is logged) */
+    else if (rc == NM_OK && !r.correct)
         flag = "wrong result";
     figure(v, id, family, use, what, ours, hw, unit, flag, rc == NM_OK ? r.host_s : NAN);
 }
