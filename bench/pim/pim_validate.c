@@ -564,9 +564,7 @@ int nm_suite_pim_validate(nm_bench *b)
            "{\"title\":\"bench_1dpu: kernel ms\",\"x\":\"id\",\"y\":[\"ours\",\"hardware\"],\"kind\":\"bar\","
            "\"logy\":true,\"filter\":{\"family\":\"bench_1dpu\"}},"
            "{\"title\":\"bench_60dpu: kernel ms\",\"x\":\"id\",\"y\":[\"ours\",\"hardware\"],\"kind\":\"bar\","
-           "\"logy\":true,\"filter\":{\"family\":\"bench_60dpu\"}},"
-           "{\"title\":\"validation error by family (%)\",\"x\":\"id\",\"y\":\"err_pct\",\"series\":\"family\","
-           "\"kind\":\"bar\",\"hline\":0,\"filter\":{\"use\":\"validation\",\"compared\":\"yes\"}}]");
+           "\"logy\":true,\"filter\":{\"family\":\"bench_60dpu\"}}]");
     nm_bench_progress(b, "%-38s %-19s %-11s %12s %12s %-14s %s", "figure", "family", "use", "ours", "hardware", "unit",
                       "error");
 
