@@ -243,7 +243,10 @@ static double xfer_gbs(vctx *v, const char *profile, uint32_t dpus, uint32_t byt
     double gbs = NAN;
     if (dpu_alloc(dpus, profile, &set) != DPU_OK)
         return NAN;
-    uint8_t *buf = calloc(1, bytes);
+    /* A push from the DPUs needs a buffer per DPU (host threads copy DPUs in
+     * parallel); the other transfers read one shared buffer. */
+    bool per_dpu = kind == 'p' && !to_dpu;
+    uint8_t *buf = calloc(per_dpu ? dpus : 1, bytes);
     if (!buf || dpu_load(set, path, NULL) != DPU_OK)
         goto out;
     dpu_error_t e;
@@ -253,9 +256,10 @@ static double xfer_gbs(vctx *v, const char *profile, uint32_t dpus, uint32_t byt
     else if (kind == 'b')
         e = dpu_broadcast_to(set, DPU_MRAM_HEAP_POINTER_NAME, 0, buf, bytes, DPU_XFER_DEFAULT);
     else {
-        /* every DPU its own buffer in a real push; one shared buffer moves the
-         * same bytes and keeps host memory small (the model counts bytes) */
-        DPU_FOREACH(set, dpu) dpu_prepare_xfer(dpu, buf);
+        /* to the DPUs: one shared source buffer moves the same bytes and keeps
+         * host memory small (the model counts bytes) */
+        uint32_t i;
+        DPU_FOREACH(set, dpu, i) dpu_prepare_xfer(dpu, per_dpu ? buf + (size_t)i * bytes : buf);
         e = dpu_push_xfer(set, to_dpu ? DPU_XFER_TO_DPU : DPU_XFER_FROM_DPU, DPU_MRAM_HEAP_POINTER_NAME, 0, bytes,
                           DPU_XFER_DEFAULT);
     }

@@ -309,13 +309,14 @@ static void test_transfers(void **state)
  * "Transfer model"): exact modeled times for each regime. */
 static double push_seconds(struct dpu_set_t set, uint32_t n, uint32_t bytes, bool to_dpu)
 {
-    static uint64_t buf[256];
+    uint8_t *buf = calloc(n, bytes); /* a buffer per DPU: host threads copy DPUs in parallel */
+    assert_non_null(buf);
     struct dpu_set_t dpu;
     uint32_t i;
     DPU_FOREACH(set, dpu, i)
     {
         if (i < n)
-            assert_int_equal(dpu_prepare_xfer(dpu, buf), DPU_OK);
+            assert_int_equal(dpu_prepare_xfer(dpu, buf + (size_t)i * bytes), DPU_OK);
     }
     assert_int_equal(dpu_push_xfer(set, to_dpu ? DPU_XFER_TO_DPU : DPU_XFER_FROM_DPU, DPU_MRAM_HEAP_POINTER_NAME, 0,
                                    bytes, DPU_XFER_DEFAULT),
@@ -324,6 +325,7 @@ static double push_seconds(struct dpu_set_t set, uint32_t n, uint32_t bytes, boo
     assert_int_equal(nm_pim_last_xfer(set, &x), DPU_OK);
     assert_int_equal(x.nr_dpus, n);
     assert_int_equal(x.bytes, (uint64_t)n * bytes);
+    free(buf);
     return x.modeled_seconds;
 }
 
