@@ -100,6 +100,7 @@ typedef struct nm_pim_fault_info {
 typedef struct nm_pim_tasklet_stats {
     uint64_t cycles;            /* modeled cycle at which the tasklet finished */
     uint64_t instructions;      /* charged + API + spin instructions */
+    uint64_t costed_instructions; /* of which charged by the compiler's per-block costing (program files) */
     uint64_t dma_reads, dma_read_bytes;   /* MRAM -> WRAM */
     uint64_t dma_writes, dma_write_bytes; /* WRAM -> MRAM */
     uint64_t dma_wait_cycles;   /* blocked on the DMA engine (queueing + transfer) */
@@ -116,6 +117,7 @@ typedef struct nm_pim_tasklet_stats {
 typedef struct nm_pim_dpu_stats {
     uint64_t cycles;            /* modeled cycles of the last launch (last tasklet done) */
     uint64_t instructions;      /* sum over tasklets */
+    uint64_t costed_instructions; /* of which charged by the compiler's costing */
     uint64_t dma_reads, dma_read_bytes;
     uint64_t dma_writes, dma_write_bytes;
     uint64_t dma_busy_cycles;   /* cycles the DMA engine was busy */
