@@ -78,7 +78,7 @@ int nm_suite_pim_machine(nm_bench *b)
     nm_bench_config_num(b, "dma_read_alpha", cost.dma_read_alpha);
     nm_bench_config_num(b, "dma_read_beta", cost.dma_read_beta);
     nm_bench_config_num(b, "dma_write_alpha", cost.dma_write_alpha);
-    nm_bench_config_num(b, "va_instr_per_elem", NM_PIM_VA_INSTR_PER_ELEM);
+    nm_bench_config_str(b, "compute", "costed by nearmem-dpu-cc from the kernels' code (docs/pim-machine.md, Costing)");
     nm_bench_config_str(b, "note", "modeled_* figures come from the cost model; host_* are wall time on this host");
     nm_bench_plot_spec(b,
                        "[{\"title\":\"VA and RED on one DPU (modeled)\",\"x\":\"tasklets\",\"y\":\"modeled_speedup\","

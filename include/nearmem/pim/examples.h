@@ -13,11 +13,6 @@
 extern "C" {
 #endif
 
-/* Instructions charged per element by the example kernels (see docs:
- * PrIM §3.1.2's 32-bit ADD throughput of 58.56 MOPS at 350 MHz is
- * 350/58.56 = 6.0 instructions per element of a streaming loop). */
-#define NM_PIM_VA_INSTR_PER_ELEM 6u
-#define NM_PIM_RED_INSTR_PER_ELEM 7u /* 64-bit add: one more (add with carry) */
 /* Bytes per DMA block, as PrIM's default BLOCK_SIZE for VA. */
 #define NM_PIM_EXAMPLE_BLOCK 1024u
 

@@ -35,6 +35,8 @@
 #include <vector>
 
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Analysis/AssumptionCache.h"
+#include "llvm/Analysis/DemandedBits.h"
 #include "llvm/Analysis/ValueTracking.h"
 #include "llvm/IR/GetElementPtrTypeIterator.h"
 #include "llvm/Support/KnownBits.h"
@@ -294,6 +296,7 @@ class FunctionCoster {
     Function *DivFault;
     Type *I64, *I32;
     std::set<const Value *> narrow; // i64 values that are 32-bit values on the DPU
+    std::set<const Value *> lowOnly; // i64 results of which only the low 32 bits are used
     std::map<const BasicBlock *, const BasicBlock *> layoutNext;
     std::vector<Instruction *> divisions;
     DominatorTree DT;
@@ -338,6 +341,8 @@ class FunctionCoster {
 
     bool stillNarrow(const Instruction *I) const
     {
+        if (lowOnly.count(I))
+            return true;
         switch (I->getOpcode()) {
         case Instruction::SExt:
         case Instruction::ZExt:
@@ -369,11 +374,32 @@ class FunctionCoster {
         return true;
     }
 
+    // Where only the low 32 bits of an add, sub, mul, shl or bitwise result
+    // are ever used (e.g. a size_t product truncated to an address), the
+    // DPU's backend computes it in 32 bits (its legaliser drops the dead
+    // high half): cost it so (LLVM's DemandedBits).
+    static bool lowBitsOnlyOp(const Instruction &I)
+    {
+        switch (I.getOpcode()) {
+        case Instruction::Add: case Instruction::Sub: case Instruction::Mul: case Instruction::Shl:
+        case Instruction::And: case Instruction::Or: case Instruction::Xor: case Instruction::Load:
+        case Instruction::ZExt: case Instruction::SExt: case Instruction::PHI: case Instruction::Select:
+            return true;
+        default:
+            return false;
+        }
+    }
+
     void computeNarrow()
     {
+        AssumptionCache AC(F);
+        DemandedBits DB(F, AC, DT);
+        for (Instruction &I : instructions(F))
+            if (I.getType()->isIntegerTy(64) && lowBitsOnlyOp(I) && DB.getDemandedBits(&I).getActiveBits() <= 32)
+                lowOnly.insert(&I);
         std::vector<Instruction *> cand;
         for (Instruction &I : instructions(F))
-            if (I.getType()->isIntegerTy(64) && candidateOpcode(I)) {
+            if (I.getType()->isIntegerTy(64) && (candidateOpcode(I) || lowOnly.count(&I))) {
                 cand.push_back(&I);
                 narrow.insert(&I);
             }

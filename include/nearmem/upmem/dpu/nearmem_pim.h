@@ -12,7 +12,9 @@
  *   NM_PIM_HW_MODEL     marks a function that models hardware (the body of a
  *                       unit instruction): nearmem-dpu-cc does not cost its
  *                       code, and calls to it cost nothing beyond what it
- *                       charges with nm_pim_hw_exec (docs: "Costing") */
+ *                       charges with nm_pim_hw_exec (docs: "Costing")
+ *   NM_PIM_UNCOSTED     the same mark for the emulator's own instrumentation
+ *                       (statistics a production kernel would not keep) */
 #ifndef NEARMEM_UPMEM_DPU_NEARMEM_PIM_H
 #define NEARMEM_UPMEM_DPU_NEARMEM_PIM_H
 
@@ -23,6 +25,7 @@
 
 /* The annotation is read by nearmem-dpu-cc's pass plugin (src/pim/dpucc). */
 #define NM_PIM_HW_MODEL __attribute__((annotate("nearmem.hw_model"), noinline))
+#define NM_PIM_UNCOSTED NM_PIM_HW_MODEL
 
 void nm_pim_charge(uint32_t instructions);
 uint64_t nm_pim_cycle(void);
