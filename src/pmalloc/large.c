@@ -18,12 +18,12 @@
 
 #include "pm_internal.h"
 
-static inline char *chunk_base(pmalloc_heap *h, uint32_t c) { return h->base + h->sb->bk_off + (uint64_t)c * PM_CHUNK_BYTES; }
-static inline pm_chunk_hdr *chunk_hdr(pmalloc_heap *h, uint32_t c) { return (pm_chunk_hdr *)chunk_base(h, c); }
-static inline uint64_t *chunk_ent(pmalloc_heap *h, uint32_t c) { return (uint64_t *)(chunk_base(h, c) + PM_LINE); }
+static inline char *chunk_base(pm_heap *h, uint32_t c) { return h->base + h->sb->bk_off + (uint64_t)c * PM_CHUNK_BYTES; }
+static inline pm_chunk_hdr *chunk_hdr(pm_heap *h, uint32_t c) { return (pm_chunk_hdr *)chunk_base(h, c); }
+static inline uint64_t *chunk_ent(pm_heap *h, uint32_t c) { return (uint64_t *)(chunk_base(h, c) + PM_LINE); }
 
 /* The k-th append of a chunk goes to entry index slot(k). */
-static inline uint32_t bk_slot(const pmalloc_heap *h, uint32_t k)
+static inline uint32_t bk_slot(const pm_heap *h, uint32_t k)
 {
     if (!h->interleave) return k;
     return (k % PM_CHUNK_ENTRY_LINES) * 8u + k / PM_CHUNK_ENTRY_LINES;
@@ -35,7 +35,7 @@ static inline uint32_t bk_slot(const pmalloc_heap *h, uint32_t k)
 
 /* A zeroed VEH from the pool. VEHs are recycled, never freed while the heap is
  * open, so the unlocked readers of the page map never touch freed memory. */
-pm_veh *pm_veh_new(pmalloc_heap *h)
+pm_veh *pm_veh_new(pm_heap *h)
 {
     if (!h->veh_pool) {
         /* one block: a link word (padded to a VEH) and PM_VEH_BLOCK - 1 VEHs */
@@ -54,7 +54,7 @@ pm_veh *pm_veh_new(pmalloc_heap *h)
     return v;
 }
 
-static void veh_put(pmalloc_heap *h, pm_veh *v)
+static void veh_put(pm_heap *h, pm_veh *v)
 {
     __atomic_store_n(&v->state, PM_VEH_FREE, __ATOMIC_RELAXED);
     v->slab = NULL;
@@ -65,7 +65,7 @@ static void veh_put(pmalloc_heap *h, pm_veh *v)
 
 static inline unsigned fbin_of(uint64_t npages) { return npages <= PM_FBIN_EXACT ? (unsigned)npages : 0u; }
 
-static void free_list_add(pmalloc_heap *h, pm_veh *v)
+static void free_list_add(pm_heap *h, pm_veh *v)
 {
     __atomic_store_n(&v->state, PM_VEH_FREE, __ATOMIC_RELAXED); /* read unlocked by small_lookup */
     if (!v->freed_ns) v->freed_ns = nm_now_ns();
@@ -78,7 +78,7 @@ static void free_list_add(pmalloc_heap *h, pm_veh *v)
     h->free_pages += v->npages;
 }
 
-static void free_list_del(pmalloc_heap *h, pm_veh *v)
+static void free_list_del(pm_heap *h, pm_veh *v)
 {
     if (v->retained) h->retained_pages -= v->npages;
     v->retained = false;
@@ -92,7 +92,7 @@ static void free_list_del(pmalloc_heap *h, pm_veh *v)
 }
 
 /* First non-empty bin >= b (exact bins only), or 0 if none. */
-static unsigned fbin_next(const pmalloc_heap *h, unsigned b)
+static unsigned fbin_next(const pm_heap *h, unsigned b)
 {
     for (unsigned w = b / 64; w < NM_ARRAY_LEN(h->fbin_map); w++) {
         uint64_t m = h->fbin_map[w];
@@ -102,14 +102,14 @@ static unsigned fbin_next(const pmalloc_heap *h, unsigned b)
     return 0;
 }
 
-pm_veh *pm_free_first(pmalloc_heap *h)
+pm_veh *pm_free_first(pm_heap *h)
 {
     if (h->fbin[0]) return h->fbin[0];
     unsigned b = fbin_next(h, 1);
     return b ? h->fbin[b] : NULL;
 }
 
-pm_veh *pm_free_next(pmalloc_heap *h, pm_veh *v)
+pm_veh *pm_free_next(pm_heap *h, pm_veh *v)
 {
     if (v->next) return v->next;
     unsigned b = fbin_of(v->npages);
@@ -119,19 +119,19 @@ pm_veh *pm_free_next(pmalloc_heap *h, pm_veh *v)
 }
 
 /* Free extents map only their first and last page; allocated ones every page. */
-static void pmap_mark_free(pmalloc_heap *h, pm_veh *v)
+static void pmap_mark_free(pm_heap *h, pm_veh *v)
 {
     pm_pmap_set(h, v->page, v);
     pm_pmap_set(h, v->page + v->npages - 1, v);
 }
 
-static void pmap_mark_alloc(pmalloc_heap *h, pm_veh *v)
+static void pmap_mark_alloc(pm_heap *h, pm_veh *v)
 {
     for (uint64_t p = 0; p < v->npages; p++) pm_pmap_set(h, v->page + p, v);
 }
 
 /* Carve [page, page+npages) out of free extent f; the part becomes `state`. */
-static pm_veh *carve(pmalloc_heap *h, pm_veh *f, uint64_t page, uint64_t npages, int state)
+static pm_veh *carve(pm_heap *h, pm_veh *f, uint64_t page, uint64_t npages, int state)
 {
     pm_veh *a = pm_veh_new(h), *r = NULL;
     if (!a) return NULL;
@@ -171,7 +171,7 @@ static pm_veh *carve(pmalloc_heap *h, pm_veh *f, uint64_t page, uint64_t npages,
     return a;
 }
 
-nm_err pm_extent_alloc(pmalloc_heap *h, uint64_t npages, int state, pm_veh **out)
+nm_err pm_extent_alloc(pm_heap *h, uint64_t npages, int state, pm_veh **out)
 {
     /* best fit, ties to the lowest address: the smallest non-empty exact bin
      * that fits, else the smallest of the large ones */
@@ -189,7 +189,7 @@ nm_err pm_extent_alloc(pmalloc_heap *h, uint64_t npages, int state, pm_veh **out
     return NM_OK;
 }
 
-nm_err pm_extent_claim(pmalloc_heap *h, uint64_t page, uint64_t npages, int state, pm_veh **out)
+nm_err pm_extent_claim(pm_heap *h, uint64_t page, uint64_t npages, int state, pm_veh **out)
 {
     if (npages == 0 || page + npages > h->data_pages || page + npages < page)
         return nm_fail(NM_ECORRUPT, "pmalloc: extent %llu+%llu pages outside the data area",
@@ -205,14 +205,14 @@ nm_err pm_extent_claim(pmalloc_heap *h, uint64_t page, uint64_t npages, int stat
                    (unsigned long long)page, (unsigned long long)npages);
 }
 
-void pm_extent_release(pmalloc_heap *h, pm_veh *v)
+void pm_extent_release(pm_heap *h, pm_veh *v)
 {
     if (v->state == PM_VEH_SLAB) h->nslabs--;
     else h->nextents--;
     pm_extent_free_pages(h, v);
 }
 
-void pm_extent_free_pages(pmalloc_heap *h, pm_veh *v)
+void pm_extent_free_pages(pm_heap *h, pm_veh *v)
 {
     for (uint64_t p = 0; p < v->npages; p++) pm_pmap_set(h, v->page + p, NULL);
     v->bkpos = -1;
@@ -252,7 +252,7 @@ void pm_extent_free_pages(pmalloc_heap *h, pm_veh *v)
  * retained state: its pages go back to the file system (FALLOC_FL_PUNCH_HOLE;
  * on DAX this frees persistent memory). Nothing reads free extent contents,
  * so this needs no ordering. A later allocation refaults zero pages. */
-void pm_extent_decay(pmalloc_heap *h, uint64_t now)
+void pm_extent_decay(pm_heap *h, uint64_t now)
 {
     if (h->decay_ns == UINT64_MAX || h->lock_fd < 0 || now - h->last_decay_ns < 50000000ull) return;
     h->last_decay_ns = now;
@@ -269,7 +269,7 @@ void pm_extent_decay(pmalloc_heap *h, uint64_t now)
 
 /* ---- bookkeeping log ---- */
 
-static uint32_t take_free_chunk(pmalloc_heap *h)
+static uint32_t take_free_chunk(pm_heap *h)
 {
     for (uint32_t c = 0; c < h->nchunks; c++)
         if (!h->chunks[c].in_list) return c;
@@ -277,7 +277,7 @@ static uint32_t take_free_chunk(pmalloc_heap *h)
 }
 
 /* Zero a chunk and give it a header; persisted. */
-static void chunk_init(pmalloc_heap *h, uint32_t c, uint32_t next)
+static void chunk_init(pm_heap *h, uint32_t c, uint32_t next)
 {
     char *b = chunk_base(h, c);
     pm_chunk_hdr *hd = (pm_chunk_hdr *)b;
@@ -292,21 +292,21 @@ static void chunk_init(pmalloc_heap *h, uint32_t c, uint32_t next)
     pm_flush(h, b, PM_CHUNK_BYTES, PM_META);
 }
 
-static inline bool tomb_valid(const pmalloc_heap *h, uint64_t e)
+static inline bool tomb_valid(const pm_heap *h, uint64_t e)
 {
     uint32_t tc = PM_BK_TCHUNK(e);
     return tc < h->nchunks && h->chunks[tc].in_list && h->chunks[tc].gen == PM_BK_TGEN(e);
 }
 
 /* Is chunk c some lane's open chunk (appends still go there)? */
-static bool bk_open(const pmalloc_heap *h, uint32_t c)
+static bool bk_open(const pm_heap *h, uint32_t c)
 {
     for (unsigned l = 0; l < PM_BK_LANES; l++)
         if (h->bk_lane_chunk[l] == c) return true;
     return false;
 }
 
-static void bk_lanes_reset(pmalloc_heap *h, uint32_t c0, uint32_t count0)
+static void bk_lanes_reset(pm_heap *h, uint32_t c0, uint32_t count0)
 {
     for (unsigned l = 0; l < PM_BK_LANES; l++) {
         h->bk_lane_chunk[l] = PM_CHUNK_NONE;
@@ -319,14 +319,14 @@ static void bk_lanes_reset(pmalloc_heap *h, uint32_t c0, uint32_t count0)
 /* Lanes in use: one per 32 chunks of log, at most PM_BK_LANES, so that the
  * lanes' partly filled chunks never take the room a compaction needs (see
  * bk_max_live); a small log has one lane, the single tail of part 1. */
-static unsigned bk_nlanes(const pmalloc_heap *h)
+static unsigned bk_nlanes(const pm_heap *h)
 {
     unsigned n = h->nchunks / 32u;
     return n < 1 ? 1u : n > PM_BK_LANES ? PM_BK_LANES : n;
 }
 
 /* The calling thread's lane: its arena's (lane 0 without a thread cache, e.g. recovery). */
-static unsigned bk_lane(pmalloc_heap *h)
+static unsigned bk_lane(pm_heap *h)
 {
     const pm_ctrblk *b = pm_ctr_find(h);
     return b ? b->lane % bk_nlanes(h) : 0u;
@@ -338,7 +338,7 @@ static unsigned bk_lane(pmalloc_heap *h)
  * order, one persisted 4-byte store each: any prefix is a consistent log.
  * Tombstones into unlinked chunks become orphans, recognised by the chunk
  * generation and ignored at replay. */
-static void bk_fast_gc(pmalloc_heap *h)
+static void bk_fast_gc(pm_heap *h)
 {
     uint32_t n = h->nchunks, norder = 0;
     uint64_t *killed = calloc(((size_t)n * 128 + 63) / 64, sizeof(uint64_t));
@@ -411,7 +411,7 @@ out:
     free(st);
 }
 
-static nm_err new_tail_chunk(pmalloc_heap *h, unsigned lane)
+static nm_err new_tail_chunk(pm_heap *h, unsigned lane)
 {
     if (h->bk_free_count <= h->nchunks / 2 && h->bk_tombs > 0) bk_fast_gc(h);
     /* Slow GC once half the chunks are in use (and there is something to
@@ -445,7 +445,7 @@ static nm_err new_tail_chunk(pmalloc_heap *h, unsigned lane)
 /* Make sure the next append has a free slot, running the slow GC if needed.
  * Callers reserve BEFORE computing an entry: the GC moves live entries, so a
  * tombstone's target position is only stable once no GC can intervene. */
-static nm_err bk_reserve(pmalloc_heap *h, unsigned *lanep)
+static nm_err bk_reserve(pm_heap *h, unsigned *lanep)
 {
     unsigned lane = *lanep;
     for (;;) {
@@ -467,7 +467,7 @@ static nm_err bk_reserve(pmalloc_heap *h, unsigned *lanep)
     }
 }
 
-static nm_err bk_append(pmalloc_heap *h, unsigned lane, uint64_t entry, int64_t *pos, bool drain)
+static nm_err bk_append(pm_heap *h, unsigned lane, uint64_t entry, int64_t *pos, bool drain)
 {
     {
         nm_err e = bk_reserve(h, &lane);
@@ -484,9 +484,9 @@ static nm_err bk_append(pmalloc_heap *h, unsigned lane, uint64_t entry, int64_t 
     }
 }
 
-nm_err pm_bk_append(pmalloc_heap *h, uint64_t entry, int64_t *pos) { return bk_append(h, bk_lane(h), entry, pos, true); }
+nm_err pm_bk_append(pm_heap *h, uint64_t entry, int64_t *pos) { return bk_append(h, bk_lane(h), entry, pos, true); }
 
-static nm_err bk_record(pmalloc_heap *h, pm_veh *v, bool drain)
+static nm_err bk_record(pm_heap *h, pm_veh *v, bool drain)
 {
     /* A compaction runs once half the chunks are listed (and something is
      * dead) and must fit the live entries in the other half; up to one partly
@@ -506,10 +506,10 @@ static nm_err bk_record(pmalloc_heap *h, pm_veh *v, bool drain)
     return err;
 }
 
-nm_err pm_bk_record(pmalloc_heap *h, pm_veh *v) { return bk_record(h, v, true); }
-nm_err pm_bk_record_flush(pmalloc_heap *h, pm_veh *v) { return bk_record(h, v, false); }
+nm_err pm_bk_record(pm_heap *h, pm_veh *v) { return bk_record(h, v, true); }
+nm_err pm_bk_record_flush(pm_heap *h, pm_veh *v) { return bk_record(h, v, false); }
 
-static nm_err bk_tombstone(pmalloc_heap *h, pm_veh *v, bool drain)
+static nm_err bk_tombstone(pm_heap *h, pm_veh *v, bool drain)
 {
     unsigned lane = bk_lane(h);
     nm_err err = bk_reserve(h, &lane);
@@ -527,11 +527,11 @@ static nm_err bk_tombstone(pmalloc_heap *h, pm_veh *v, bool drain)
     return NM_OK;
 }
 
-nm_err pm_bk_tombstone(pmalloc_heap *h, pm_veh *v) { return bk_tombstone(h, v, true); }
-nm_err pm_bk_tombstone_flush(pmalloc_heap *h, pm_veh *v) { return bk_tombstone(h, v, false); }
+nm_err pm_bk_tombstone(pm_heap *h, pm_veh *v) { return bk_tombstone(h, v, true); }
+nm_err pm_bk_tombstone_flush(pm_heap *h, pm_veh *v) { return bk_tombstone(h, v, false); }
 
 /* Collect every allocated VEH (extents and slabs), in address order. */
-static pm_veh **collect_allocated(pmalloc_heap *h, size_t *n)
+static pm_veh **collect_allocated(pm_heap *h, size_t *n)
 {
     size_t cap = h->nextents + h->nslabs + 1, k = 0;
     pm_veh **arr = malloc(cap * sizeof *arr);
@@ -553,7 +553,7 @@ static pm_veh **collect_allocated(pmalloc_heap *h, size_t *n)
 }
 
 /* Slow GC (Sec. 5.3): copy live entries into a new list and flip alt. */
-nm_err pm_bk_compact(pmalloc_heap *h)
+nm_err pm_bk_compact(pm_heap *h)
 {
     size_t n;
     pm_veh **live = collect_allocated(h, &n);
@@ -617,7 +617,7 @@ static int cmp_norm_page(const void *a, const void *b)
 }
 
 /* Rebuild every volatile large-allocator structure from the log (Sec. 7). */
-nm_err pm_large_init(pmalloc_heap *h, bool fresh)
+nm_err pm_large_init(pm_heap *h, bool fresh)
 {
     h->chunks = calloc(h->nchunks, sizeof *h->chunks);
     h->pmap = calloc(h->data_pages, sizeof *h->pmap);
@@ -733,7 +733,7 @@ out:
     return err;
 }
 
-void pm_large_free_all(pmalloc_heap *h)
+void pm_large_free_all(pm_heap *h)
 {
     if (h->pmap) {
         for (uint64_t p = 0; p < h->data_pages; p++) {
@@ -758,7 +758,7 @@ void pm_large_free_all(pmalloc_heap *h)
     h->chunks = NULL;
 }
 
-nm_err pm_large_check(pmalloc_heap *h)
+nm_err pm_large_check(pm_heap *h)
 {
     uint64_t covered = 0, freep = 0, cachedp = 0;
     for (uint64_t p = 0; p < h->data_pages;) {

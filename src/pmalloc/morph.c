@@ -56,7 +56,11 @@ static uint64_t word_make(uint32_t line, uint32_t gen, uint64_t slab_off)
     return w[0] | (uint64_t)(uint32_t)XXH64(w, sizeof w, 0x77) << 32;
 }
 
-unsigned pmalloc_morph_step(const pmalloc_heap *h) { return h ? __atomic_load_n(&h->morph_step, __ATOMIC_RELAXED) : 0; }
+unsigned pmalloc_morph_step(const pmalloc_heap *hd)
+{
+    PM_ENTER(h, hd, 0);
+    return __atomic_load_n(&h->morph_step, __ATOMIC_RELAXED);
+}
 
 /* ---- LRU list (per arena, under its lock): head = least recently allocated from ---- */
 
@@ -99,7 +103,7 @@ static void geo_of(const pm_vslab *s, pm_geo *g)
     *g = (pm_geo){hd->cls, hd->stripes, (uint16_t)hd->nblocks, (uint16_t)hd->data_off, 1, (uint16_t)hd->bm_lines, 0};
 }
 
-static void set_cur(pmalloc_heap *h, pm_vslab *s, const pm_geo *g)
+static void set_cur(pm_heap *h, pm_vslab *s, const pm_geo *g)
 {
     s->cls = g->cls;
     s->block_size = (uint32_t)h->sc.size[g->cls];
@@ -118,7 +122,7 @@ static uint32_t geo_end(const pm_geo *g) { return g->img_line ? g->img_line + 1u
  * recovery reads both bitmaps: so the new lines avoid both. They go before
  * both when they fit there (lines freed by an earlier morph), else after both.
  * The data area starts no lower than og's. */
-static bool place_s(pmalloc_heap *h, const pm_geo *og, const pm_geo *pg, unsigned cls, uint32_t S, pm_geo *ng)
+static bool place_s(pm_heap *h, const pm_geo *og, const pm_geo *pg, unsigned cls, uint32_t S, pm_geo *ng)
 {
     uint32_t bs = (uint32_t)h->sc.size[cls], E = og->data_off;
     uint32_t after = geo_end(og), below = og->bm_line;
@@ -150,7 +154,7 @@ static bool place_s(pmalloc_heap *h, const pm_geo *og, const pm_geo *pg, unsigne
  * mean more reflushes on this slab's bitmap (Sec. 5.1); a header that covers
  * old blocks needs them all free, which under-occupied slabs often are not.
  * If no stripe count fits, the heap's stripe count with a larger header. */
-static bool place(pmalloc_heap *h, const pm_geo *og, const pm_geo *pg, unsigned cls, pm_geo *ng)
+static bool place(pm_heap *h, const pm_geo *og, const pm_geo *pg, unsigned cls, pm_geo *ng)
 {
     for (uint32_t S = h->stripes; S >= 1; S--)
         if (place_s(h, og, pg, cls, S, ng) && ng->data_off == og->data_off) return true;
@@ -201,7 +205,7 @@ static uint32_t count_bits(const uint64_t *bm, uint32_t lines)
 /* ---- the morph ---- */
 
 /* Give the calling thread's cached blocks of s back to it (arena lock held). */
-static void tc_return(pmalloc_heap *h, pm_tcache *tc, pm_vslab *s)
+static void tc_return(pm_heap *h, pm_tcache *tc, pm_vslab *s)
 {
     pm_tcbin *b = &tc->bins[s->cls];
     if (!b->slot) return;
@@ -216,7 +220,7 @@ static void tc_return(pmalloc_heap *h, pm_tcache *tc, pm_vslab *s)
     pm_slab_fix_lists(h, s);
 }
 
-static bool morph(pmalloc_heap *h, pm_arena *a, pm_vslab *s, unsigned cls)
+static bool morph(pm_heap *h, pm_arena *a, pm_vslab *s, unsigned cls)
 {
     __atomic_store_n(&s->morphing, 1, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&s->busy, __ATOMIC_SEQ_CST)) goto abort; /* a free or lookup is on it */
@@ -312,7 +316,7 @@ abort:
     return false;
 }
 
-pm_vslab *pm_morph_try(pmalloc_heap *h, pm_tcache *tc, pm_arena *a, unsigned cls)
+pm_vslab *pm_morph_try(pm_heap *h, pm_tcache *tc, pm_arena *a, unsigned cls)
 {
     if (!h->morph_su) return NULL;
     unsigned scanned = 0;
@@ -337,7 +341,7 @@ pm_vslab *pm_morph_try(pmalloc_heap *h, pm_tcache *tc, pm_arena *a, unsigned cls
 /* ---- old blocks ---- */
 
 /* Old block i is gone (its bit is durably clear): unblock what it covered. */
-static void old_gone(pmalloc_heap *h, pm_vslab *s, uint32_t i)
+static void old_gone(pm_heap *h, pm_vslab *s, uint32_t i)
 {
     pm_morph *mo = s->mo;
     cover(s, i, false);
@@ -351,7 +355,7 @@ static void old_gone(pmalloc_heap *h, pm_vslab *s, uint32_t i)
     }
 }
 
-void pm_morph_put_old(pmalloc_heap *h, pm_vslab *s, uint32_t idx)
+void pm_morph_put_old(pm_heap *h, pm_vslab *s, uint32_t idx)
 {
     pm_arena *a = s->arena;
     pthread_mutex_lock(&a->lock);
@@ -360,7 +364,7 @@ void pm_morph_put_old(pmalloc_heap *h, pm_vslab *s, uint32_t idx)
     pthread_mutex_unlock(&a->lock);
 }
 
-void pm_morph_recover_free_old(pmalloc_heap *h, pm_vslab *s, uint32_t idx)
+void pm_morph_recover_free_old(pm_heap *h, pm_vslab *s, uint32_t idx)
 {
     uint64_t m, *w = pm_pbm_word(s, idx, &m);
     if (!(__atomic_fetch_and(w, ~m, __ATOMIC_RELAXED) & m)) return;
@@ -369,7 +373,7 @@ void pm_morph_recover_free_old(pmalloc_heap *h, pm_vslab *s, uint32_t idx)
     pm_slab_fix_lists(h, s);
 }
 
-bool pm_morph_lookup_old(pmalloc_heap *h, pm_vslab *s, uint64_t off, uint32_t *idx)
+bool pm_morph_lookup_old(pm_heap *h, pm_vslab *s, uint64_t off, uint32_t *idx)
 {
     pm_morph *mo = s->mo;
     if (!__atomic_load_n(&mo->nold, __ATOMIC_RELAXED)) return false;
@@ -381,7 +385,7 @@ bool pm_morph_lookup_old(pmalloc_heap *h, pm_vslab *s, uint64_t off, uint32_t *i
     return true;
 }
 
-bool pm_morph_loc_live(pmalloc_heap *h, pm_vslab *s, uint64_t off)
+bool pm_morph_loc_live(pm_heap *h, pm_vslab *s, uint64_t off)
 {
     pm_morph *mo = s->mo;
     if (!__atomic_load_n(&mo->nold, __ATOMIC_RELAXED)) return false;
@@ -408,7 +412,7 @@ void pm_morph_count(const pm_vslab *s, uint64_t *live, uint64_t *objs)
         }
 }
 
-int pm_morph_walk(pmalloc_heap *h, pm_vslab *s, pmalloc_walk_fn fn, void *arg)
+int pm_morph_walk(pm_heap *h, pm_vslab *s, pmalloc_walk_fn fn, void *arg)
 {
     pm_morph *mo = s->mo;
     uint32_t i = 0, j = 0, on = __atomic_load_n(&mo->nold, __ATOMIC_RELAXED) ? mo->old.nblocks : 0;
@@ -427,7 +431,7 @@ int pm_morph_walk(pmalloc_heap *h, pm_vslab *s, pmalloc_walk_fn fn, void *arg)
 
 /* ---- open: rebuild the vslab of a morphed slab ---- */
 
-static bool geo_valid(pmalloc_heap *h, const pm_geo *g)
+static bool geo_valid(pm_heap *h, const pm_geo *g)
 {
     if (g->cls >= h->ncls || !g->stripes || g->stripes > PMALLOC_MAX_STRIPES || !g->nblocks || g->data_off % PM_LINE) return false;
     uint32_t bs = (uint32_t)h->sc.size[g->cls];
@@ -443,7 +447,7 @@ static bool geo_valid(pmalloc_heap *h, const pm_geo *g)
 
 static bool lines_meet(uint32_t a0, uint32_t a1, uint32_t b0, uint32_t b1) { return a0 < b1 && b0 < a1; }
 
-nm_err pm_morph_adopt(pmalloc_heap *h, pm_veh *v, pm_vslab *unused)
+nm_err pm_morph_adopt(pm_heap *h, pm_veh *v, pm_vslab *unused)
 {
     NM_UNUSED(unused);
     pm_slab_hdr *hd = (pm_slab_hdr *)(h->data + v->page * PM_PAGE);
@@ -517,7 +521,7 @@ nm_err pm_morph_adopt(pmalloc_heap *h, pm_veh *v, pm_vslab *unused)
 
 /* ---- pmalloc_check ---- */
 
-nm_err pm_morph_check(pmalloc_heap *h, pm_vslab *s, uint64_t *live, uint64_t *objs)
+nm_err pm_morph_check(pm_heap *h, pm_vslab *s, uint64_t *live, uint64_t *objs)
 {
     pm_morph *mo = s->mo;
     char *base = slab_base(s);
@@ -567,7 +571,7 @@ nm_err pm_morph_check(pmalloc_heap *h, pm_vslab *s, uint64_t *live, uint64_t *ob
  * The old bitmap is not cleared here (unlike the new one, it cannot be
  * rebuilt without its candidates): gc_end clears the unmarked bits only, so a
  * crash during recovery leaves a superset and the next recovery redoes it. */
-nm_err pm_morph_gc_begin(pmalloc_heap *h, pm_vslab *s, uint64_t *before)
+nm_err pm_morph_gc_begin(pm_heap *h, pm_vslab *s, uint64_t *before)
 {
     pm_morph *mo = s->mo;
     uint32_t was = __atomic_load_n(&mo->nold, __ATOMIC_RELAXED), n = 0;
@@ -588,7 +592,7 @@ nm_err pm_morph_gc_begin(pmalloc_heap *h, pm_vslab *s, uint64_t *before)
     return NM_OK;
 }
 
-bool pm_morph_gc_mark(pmalloc_heap *h, pm_vslab *s, uint64_t w, const uint64_t **push, size_t *words, uint64_t *marked)
+bool pm_morph_gc_mark(pm_heap *h, pm_vslab *s, uint64_t w, const uint64_t **push, size_t *words, uint64_t *marked)
 {
     pm_morph *mo = s->mo;
     uint64_t start = pm_off(h, mo->odata);
@@ -606,7 +610,7 @@ bool pm_morph_gc_mark(pmalloc_heap *h, pm_vslab *s, uint64_t w, const uint64_t *
     return true;
 }
 
-void pm_morph_gc_end(pmalloc_heap *h, pm_vslab *s)
+void pm_morph_gc_end(pm_heap *h, pm_vslab *s)
 {
     pm_morph *mo = s->mo;
     if (!mo->gcold) return;

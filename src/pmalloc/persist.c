@@ -23,7 +23,7 @@ static uint64_t g_heap_uid;
 PM_TLS pm_tlctr pm_tl_ctr[PM_TL_CTRS];
 static PM_TLS unsigned tl_ctr_next;
 
-nm_err pm_ctr_init(pmalloc_heap *h)
+nm_err pm_ctr_init(pm_heap *h)
 {
     h->uid = __atomic_add_fetch(&g_heap_uid, 1, __ATOMIC_RELAXED);
     pthread_mutex_init(&h->ctr_lock, NULL);
@@ -31,7 +31,7 @@ nm_err pm_ctr_init(pmalloc_heap *h)
     return h->ctr_shared ? NM_OK : nm_fail(NM_ENOMEM, "pmalloc: counters");
 }
 
-void pm_ctr_free(pmalloc_heap *h)
+void pm_ctr_free(pm_heap *h)
 {
     while (h->ctrs) {
         pm_ctrblk *b = h->ctrs;
@@ -45,7 +45,7 @@ void pm_ctr_free(pmalloc_heap *h)
 
 /* First use of this heap by this thread: a block of its own (pm_ctr_add's
  * slow path, out of line). */
-pm_ctrblk *pm_ctr_block_new(pmalloc_heap *h)
+pm_ctrblk *pm_ctr_block_new(pm_heap *h)
 {
     pm_ctrblk *b = aligned_alloc(PM_LINE, NM_ALIGN_UP(sizeof *b, PM_LINE)); /* no line shared with another thread's */
     if (!b) return h->ctr_shared;
@@ -60,7 +60,7 @@ pm_ctrblk *pm_ctr_block_new(pmalloc_heap *h)
     return b;
 }
 
-uint64_t pm_ctr_sum(pmalloc_heap *h, int which)
+uint64_t pm_ctr_sum(pm_heap *h, int which)
 {
     uint64_t s = __atomic_load_n(&h->ctr_base[which], __ATOMIC_RELAXED) + __atomic_load_n(&h->ctr_shared->v[which], __ATOMIC_RELAXED);
     pthread_mutex_lock(&h->ctr_lock);
@@ -69,7 +69,7 @@ uint64_t pm_ctr_sum(pmalloc_heap *h, int which)
     return s;
 }
 
-void pm_ctr_set(pmalloc_heap *h, int which, uint64_t v)
+void pm_ctr_set(pm_heap *h, int which, uint64_t v)
 {
     pthread_mutex_lock(&h->ctr_lock);
     for (pm_ctrblk *b = h->ctrs; b; b = b->next) __atomic_store_n(&b->v[which], 0, __ATOMIC_RELAXED);
@@ -86,7 +86,7 @@ static PM_TLS struct {
     unsigned n;
 } tl_win;
 
-static void note_meta_line(pmalloc_heap *h, uint64_t line)
+static void note_meta_line(pm_heap *h, uint64_t line)
 {
     if (tl_win.uid != h->uid) {
         tl_win.uid = h->uid;
@@ -107,7 +107,7 @@ static void note_meta_line(pmalloc_heap *h, uint64_t line)
     tl_win.n = n;
 }
 
-static void sim_record(pmalloc_heap *h, uint64_t line)
+static void sim_record(pm_heap *h, uint64_t line)
 {
     pthread_mutex_lock(&h->sim_lock);
     if (!(h->pending_bm[line / 64] & (1ull << (line % 64)))) {
@@ -128,7 +128,7 @@ static void sim_record(pmalloc_heap *h, uint64_t line)
     pthread_mutex_unlock(&h->sim_lock);
 }
 
-void pm_flush(pmalloc_heap *h, const void *addr, size_t len, int meta)
+void pm_flush(pm_heap *h, const void *addr, size_t len, int meta)
 {
     if (len == 0) return;
     uintptr_t a = (uintptr_t)addr & ~(uintptr_t)(PM_LINE - 1);
@@ -144,7 +144,7 @@ void pm_flush(pmalloc_heap *h, const void *addr, size_t len, int meta)
             if (h->sim_hook && !h->in_hook) {
                 uint64_t no = __atomic_add_fetch(&h->sim_flush_no, 1, __ATOMIC_RELAXED);
                 h->in_hook = true;
-                h->sim_hook(h->sim_arg, h, no);
+                h->sim_hook(h->sim_arg, h->handle, no);
                 h->in_hook = false;
             }
             sim_record(h, line);
@@ -157,7 +157,7 @@ void pm_flush(pmalloc_heap *h, const void *addr, size_t len, int meta)
     }
 }
 
-void pm_drain(pmalloc_heap *h)
+void pm_drain(pm_heap *h)
 {
     pm_ctr_add(h, PMC_FENCE, 1);
     if (h->persist == PMALLOC_PERSIST_SIM) {
@@ -174,7 +174,7 @@ void pm_drain(pmalloc_heap *h)
     if (h->eadr || h->persist == PMALLOC_PERSIST_CPU) pmem_drain();
 }
 
-nm_err pm_sim_init(pmalloc_heap *h, bool fresh)
+nm_err pm_sim_init(pm_heap *h, bool fresh)
 {
     h->shadow = fresh ? calloc(1, h->size) : malloc(h->size);
     size_t nlines = h->size / PM_LINE;
@@ -187,7 +187,7 @@ nm_err pm_sim_init(pmalloc_heap *h, bool fresh)
     return NM_OK;
 }
 
-void pm_sim_free(pmalloc_heap *h)
+void pm_sim_free(pm_heap *h)
 {
     free(h->shadow);
     free(h->pending);
@@ -197,9 +197,10 @@ void pm_sim_free(pmalloc_heap *h)
     h->pending_bm = NULL;
 }
 
-nm_err pmalloc_sim_set_hook(pmalloc_heap *h, pmalloc_sim_hook fn, void *arg)
+nm_err pmalloc_sim_set_hook(pmalloc_heap *hd, pmalloc_sim_hook fn, void *arg)
 {
-    if (!h || h->persist != PMALLOC_PERSIST_SIM)
+    PM_ENTER_ERR(h, hd);
+    if (h->persist != PMALLOC_PERSIST_SIM)
         return nm_fail(NM_ESTATE, "pmalloc: the simulation hook needs PMALLOC_PERSIST_SIM");
     h->sim_hook = fn;
     h->sim_arg = arg;
@@ -207,7 +208,7 @@ nm_err pmalloc_sim_set_hook(pmalloc_heap *h, pmalloc_sim_hook fn, void *arg)
 }
 
 typedef struct snap_ctx {
-    pmalloc_heap *h;
+    pm_heap *h;
     nm_rng *r;
     const uint32_t *torn;
     size_t nt;
@@ -219,7 +220,7 @@ typedef struct snap_ctx {
 static nm_err snap_write(void *arg, int fd, uint64_t start, uint64_t len)
 {
     snap_ctx *c = arg;
-    pmalloc_heap *h = c->h;
+    pm_heap *h = c->h;
     nm_err err = NM_OK;
     for (uint64_t off = start; off < start + len && err == NM_OK;) {
         size_t chunk = (size_t)NM_MIN((uint64_t)1 << 20, start + len - off);
@@ -240,9 +241,10 @@ static nm_err snap_write(void *arg, int fd, uint64_t start, uint64_t len)
     return err;
 }
 
-nm_err pmalloc_sim_snapshot(pmalloc_heap *h, const char *dir, uint64_t seed, unsigned evict_pct)
+nm_err pmalloc_sim_snapshot(pmalloc_heap *hd, const char *dir, uint64_t seed, unsigned evict_pct)
 {
-    if (!h || !dir || h->persist != PMALLOC_PERSIST_SIM)
+    PM_ENTER_ERR(h, hd);
+    if (!dir || h->persist != PMALLOC_PERSIST_SIM)
         return nm_fail(NM_ESTATE, "pmalloc: snapshots need PMALLOC_PERSIST_SIM");
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, PMALLOC_FILE_NAME);

@@ -13,6 +13,20 @@
 #include "nearmem/common/util.h"
 #include "nearmem/pmalloc.h"
 
+/* The heap. Public calls take a pmalloc_heap handle (an opaque value, never
+ * dereferenced) and resolve it to this through the handle table (handle.c), so
+ * that a call on a closed handle is an error, not a use after free. */
+typedef struct pm_heap pm_heap;
+pm_heap *pm_resolve(const pmalloc_heap *hd);              /* NULL: not a live handle */
+nm_err pm_handle_error(const pmalloc_heap *hd, const char *fn); /* NM_EINVAL (NULL, garbage) or NM_ESTATE (closed) */
+pmalloc_heap *pm_handle_new(pm_heap *h);                  /* NULL (NM_EBUSY) when the table is full */
+void pm_handle_drop(const pmalloc_heap *hd);
+/* Resolve handle `hd` into `h` at the top of a public call; on failure return `ret`. */
+#define PM_ENTER(h, hd, ret)                 \
+    pm_heap *h = pm_resolve(hd);             \
+    if (NM_UNLIKELY(h == NULL)) return ret
+#define PM_ENTER_ERR(h, hd) PM_ENTER(h, hd, pm_handle_error(hd, __func__))
+
 #define PM_PAGE 4096u
 #define PM_LINE 64u
 #define PM_MAGIC 0x50414548504d4e4eull /* "NNMPHEAP" little-endian */
@@ -223,7 +237,7 @@ typedef struct pm_tcbin {
 } pm_tcbin;
 
 typedef struct pm_tcache {
-    pmalloc_heap *h;
+    pm_heap *h;
     pm_arena *arena;
     int ring;
     uint32_t ring_next; /* appends so far */
@@ -246,7 +260,8 @@ typedef struct pm_bkchunk { /* vchunk */
     bool in_list;
 } pm_bkchunk;
 
-struct pmalloc_heap {
+struct pm_heap {
+    pmalloc_heap *handle; /* what the public calls and the simulation hook see */
     char *base;
     size_t size;
     pm_super *sb;
@@ -374,7 +389,7 @@ static inline uint32_t pm_bm_lines(const pm_vslab *s) { return s->mo ? s->mo->cu
 /* Handshake with a morph for code that reads a slab's geometry without its
  * arena lock (free_from, usable_size, destination checks): a morph sets
  * `morphing` and proceeds only if `busy` is 0 (seq_cst on both sides). */
-static inline void pm_slab_enter(pmalloc_heap *h, pm_vslab *s)
+static inline void pm_slab_enter(pm_heap *h, pm_vslab *s)
 {
     if (!h->morph_su || !s) return;
     for (;;) {
@@ -384,32 +399,32 @@ static inline void pm_slab_enter(pmalloc_heap *h, pm_vslab *s)
         while (__atomic_load_n(&s->morphing, __ATOMIC_ACQUIRE)) sched_yield();
     }
 }
-static inline void pm_slab_leave(pmalloc_heap *h, pm_vslab *s)
+static inline void pm_slab_leave(pm_heap *h, pm_vslab *s)
 {
     if (h->morph_su && s) __atomic_fetch_sub(&s->busy, 1, __ATOMIC_SEQ_CST);
 }
 
 /* morph.c */
-pm_vslab *pm_morph_try(pmalloc_heap *h, pm_tcache *tc, pm_arena *a, unsigned cls); /* arena lock held */
-void pm_morph_put_old(pmalloc_heap *h, pm_vslab *s, uint32_t idx);  /* release an old block (bypasses the tcache) */
-bool pm_morph_lookup_old(pmalloc_heap *h, pm_vslab *s, uint64_t off, uint32_t *idx);
-bool pm_morph_loc_live(pmalloc_heap *h, pm_vslab *s, uint64_t off);
+pm_vslab *pm_morph_try(pm_heap *h, pm_tcache *tc, pm_arena *a, unsigned cls); /* arena lock held */
+void pm_morph_put_old(pm_heap *h, pm_vslab *s, uint32_t idx);  /* release an old block (bypasses the tcache) */
+bool pm_morph_lookup_old(pm_heap *h, pm_vslab *s, uint64_t off, uint32_t *idx);
+bool pm_morph_loc_live(pm_heap *h, pm_vslab *s, uint64_t off);
 void pm_morph_lru_add(pm_arena *a, pm_vslab *s);
 void pm_morph_lru_del(pm_arena *a, pm_vslab *s);
 void pm_morph_touch(pm_arena *a, pm_vslab *s);
-nm_err pm_morph_adopt(pmalloc_heap *h, pm_veh *v, pm_vslab *s); /* open: a slab whose morph word is set */
+nm_err pm_morph_adopt(pm_heap *h, pm_veh *v, pm_vslab *s); /* open: a slab whose morph word is set */
 void pm_morph_free(pm_vslab *s);
-nm_err pm_morph_check(pmalloc_heap *h, pm_vslab *s, uint64_t *live, uint64_t *objs);
+nm_err pm_morph_check(pm_heap *h, pm_vslab *s, uint64_t *live, uint64_t *objs);
 void pm_morph_count(const pm_vslab *s, uint64_t *live, uint64_t *objs);
-int pm_morph_walk(pmalloc_heap *h, pm_vslab *s, pmalloc_walk_fn fn, void *arg);
-void pm_morph_recover_free_old(pmalloc_heap *h, pm_vslab *s, uint32_t idx); /* WAL redo of an old-block free */
-nm_err pm_morph_gc_begin(pmalloc_heap *h, pm_vslab *s, uint64_t *before);
-bool pm_morph_gc_mark(pmalloc_heap *h, pm_vslab *s, uint64_t w, const uint64_t **push, size_t *words, uint64_t *marked);
-void pm_morph_gc_end(pmalloc_heap *h, pm_vslab *s);
+int pm_morph_walk(pm_heap *h, pm_vslab *s, pmalloc_walk_fn fn, void *arg);
+void pm_morph_recover_free_old(pm_heap *h, pm_vslab *s, uint32_t idx); /* WAL redo of an old-block free */
+nm_err pm_morph_gc_begin(pm_heap *h, pm_vslab *s, uint64_t *before);
+bool pm_morph_gc_mark(pm_heap *h, pm_vslab *s, uint64_t w, const uint64_t **push, size_t *words, uint64_t *marked);
+void pm_morph_gc_end(pm_heap *h, pm_vslab *s);
 /* small.c, for morph.c */
-void pm_slab_settle(pmalloc_heap *h, pm_vslab *s); /* partial list / release after blocks came back */
+void pm_slab_settle(pm_heap *h, pm_vslab *s); /* partial list / release after blocks came back */
 void pm_slab_partial_del(pm_arena *a, pm_vslab *s);
-pm_vslab *pm_slab_vol_new(pmalloc_heap *h, pm_veh *v, pm_slab_hdr *hd);
+pm_vslab *pm_slab_vol_new(pm_heap *h, pm_veh *v, pm_slab_hdr *hd);
 /* ==== end of slab morphing ==== */
 
 /* persist.c: counters. Each thread adds to its own block (plain loads and
@@ -430,75 +445,75 @@ typedef struct pm_tlctr {
     pm_ctrblk *b;
 } pm_tlctr;
 extern PM_TLS pm_tlctr pm_tl_ctr[PM_TL_CTRS]; /* this thread's block per heap (heap uid) */
-pm_ctrblk *pm_ctr_block_new(pmalloc_heap *h);
-static inline void pm_ctr_add(pmalloc_heap *h, int which, uint64_t n);
-uint64_t pm_ctr_sum(pmalloc_heap *h, int which);
-void pm_ctr_set(pmalloc_heap *h, int which, uint64_t v); /* not concurrent with adds */
-nm_err pm_ctr_init(pmalloc_heap *h);
-void pm_ctr_free(pmalloc_heap *h);
+pm_ctrblk *pm_ctr_block_new(pm_heap *h);
+static inline void pm_ctr_add(pm_heap *h, int which, uint64_t n);
+uint64_t pm_ctr_sum(pm_heap *h, int which);
+void pm_ctr_set(pm_heap *h, int which, uint64_t v); /* not concurrent with adds */
+nm_err pm_ctr_init(pm_heap *h);
+void pm_ctr_free(pm_heap *h);
 
 /* persist.c */
 #define PM_META 1
 #define PM_USER 0
-void pm_flush(pmalloc_heap *h, const void *addr, size_t len, int meta);
-void pm_drain(pmalloc_heap *h);
-static inline void pm_persist(pmalloc_heap *h, const void *addr, size_t len, int meta)
+void pm_flush(pm_heap *h, const void *addr, size_t len, int meta);
+void pm_drain(pm_heap *h);
+static inline void pm_persist(pm_heap *h, const void *addr, size_t len, int meta)
 {
     pm_flush(h, addr, len, meta);
     pm_drain(h);
 }
-nm_err pm_sim_init(pmalloc_heap *h, bool fresh);
-void pm_sim_free(pmalloc_heap *h);
+nm_err pm_sim_init(pm_heap *h, bool fresh);
+void pm_sim_free(pm_heap *h);
 
 /* large.c: extents and the bookkeeping log (caller holds large_lock unless noted) */
-nm_err pm_large_init(pmalloc_heap *h, bool fresh); /* replays the log */
-void pm_large_free_all(pmalloc_heap *h);
-nm_err pm_extent_alloc(pmalloc_heap *h, uint64_t npages, int state, pm_veh **out);
-void pm_extent_release(pmalloc_heap *h, pm_veh *v);  /* back to the free list, coalesced */
-void pm_extent_decay(pmalloc_heap *h, uint64_t now_ns); /* punch long-free extents (every 50 ms) */
-pm_veh *pm_free_first(pmalloc_heap *h);             /* walk all free extents (no order) */
-pm_veh *pm_veh_new(pmalloc_heap *h);                 /* from the VEH pool (zeroed) */
+nm_err pm_large_init(pm_heap *h, bool fresh); /* replays the log */
+void pm_large_free_all(pm_heap *h);
+nm_err pm_extent_alloc(pm_heap *h, uint64_t npages, int state, pm_veh **out);
+void pm_extent_release(pm_heap *h, pm_veh *v);  /* back to the free list, coalesced */
+void pm_extent_decay(pm_heap *h, uint64_t now_ns); /* punch long-free extents (every 50 ms) */
+pm_veh *pm_free_first(pm_heap *h);             /* walk all free extents (no order) */
+pm_veh *pm_veh_new(pm_heap *h);                 /* from the VEH pool (zeroed) */
 /* Give an extent's pages back to the free lists (coalesced); no counters. */
-void pm_extent_free_pages(pmalloc_heap *h, pm_veh *v);
-pm_veh *pm_free_next(pmalloc_heap *h, pm_veh *v);
-nm_err pm_extent_claim(pmalloc_heap *h, uint64_t page, uint64_t npages, int state, pm_veh **out);
-nm_err pm_bk_append(pmalloc_heap *h, uint64_t entry, int64_t *pos); /* persisted on return */
-nm_err pm_bk_record(pmalloc_heap *h, pm_veh *v);  /* normal entry for v, persisted */
+void pm_extent_free_pages(pm_heap *h, pm_veh *v);
+pm_veh *pm_free_next(pm_heap *h, pm_veh *v);
+nm_err pm_extent_claim(pm_heap *h, uint64_t page, uint64_t npages, int state, pm_veh **out);
+nm_err pm_bk_append(pm_heap *h, uint64_t entry, int64_t *pos); /* persisted on return */
+nm_err pm_bk_record(pm_heap *h, pm_veh *v);  /* normal entry for v, persisted */
 /* The same, flushed but not drained: the caller drains (after dropping
  * large_lock) before anything may depend on the entry being durable. */
-nm_err pm_bk_record_flush(pmalloc_heap *h, pm_veh *v);
-nm_err pm_bk_tombstone(pmalloc_heap *h, pm_veh *v);
-nm_err pm_bk_tombstone_flush(pmalloc_heap *h, pm_veh *v); /* flushed, not drained (see pm_bk_record_flush) */
-nm_err pm_bk_compact(pmalloc_heap *h);
-nm_err pm_large_check(pmalloc_heap *h);
-static inline pm_veh *pm_pmap_get(pmalloc_heap *h, uint64_t page)
+nm_err pm_bk_record_flush(pm_heap *h, pm_veh *v);
+nm_err pm_bk_tombstone(pm_heap *h, pm_veh *v);
+nm_err pm_bk_tombstone_flush(pm_heap *h, pm_veh *v); /* flushed, not drained (see pm_bk_record_flush) */
+nm_err pm_bk_compact(pm_heap *h);
+nm_err pm_large_check(pm_heap *h);
+static inline pm_veh *pm_pmap_get(pm_heap *h, uint64_t page)
 {
     return __atomic_load_n(&h->pmap[page], __ATOMIC_ACQUIRE);
 }
-static inline void pm_pmap_set(pmalloc_heap *h, uint64_t page, pm_veh *v)
+static inline void pm_pmap_set(pm_heap *h, uint64_t page, pm_veh *v)
 {
     __atomic_store_n(&h->pmap[page], v, __ATOMIC_RELEASE);
 }
 
 /* xcache.c: per-arena extent caches. Lock order: arena lock, then an xcache
  * lock, then large_lock. */
-void pm_xc_init(pmalloc_heap *h);
-void pm_xc_destroy(pmalloc_heap *h);
-bool pm_xc_take(pmalloc_heap *h, pm_arena *a, uint64_t npages, pm_veh **out); /* state ALLOC, no log entry yet */
-bool pm_xc_eligible(const pmalloc_heap *h, const pm_veh *v);
-void pm_xc_put(pmalloc_heap *h, pm_arena *a, pm_veh *v); /* tombstone durable; not under large_lock */
-bool pm_xc_flush_all(pmalloc_heap *h);                 /* true if anything was cached; no locks held */
-void pm_xc_lock_all(pmalloc_heap *h, bool lock);
-uint64_t pm_xc_pages(pmalloc_heap *h);                 /* cached pages, all arenas */
+void pm_xc_init(pm_heap *h);
+void pm_xc_destroy(pm_heap *h);
+bool pm_xc_take(pm_heap *h, pm_arena *a, uint64_t npages, pm_veh **out); /* state ALLOC, no log entry yet */
+bool pm_xc_eligible(const pm_heap *h, const pm_veh *v);
+void pm_xc_put(pm_heap *h, pm_arena *a, pm_veh *v); /* tombstone durable; not under large_lock */
+bool pm_xc_flush_all(pm_heap *h);                 /* true if anything was cached; no locks held */
+void pm_xc_lock_all(pm_heap *h, bool lock);
+uint64_t pm_xc_pages(pm_heap *h);                 /* cached pages, all arenas */
 
 /* WAL clocks */
 static inline unsigned pm_arena_dom(const struct pm_arena *a) { return a->id % PM_WCLK_LARGE; }
-static inline uint64_t pm_wclk_get(pmalloc_heap *h, unsigned dom)
+static inline uint64_t pm_wclk_get(pm_heap *h, unsigned dom)
 {
     return __atomic_load_n(&h->wclk[dom].c, __ATOMIC_SEQ_CST);
 }
 /* Raise clock `dom` to at least v. */
-static inline void pm_wclk_raise(pmalloc_heap *h, unsigned dom, uint64_t v)
+static inline void pm_wclk_raise(pm_heap *h, unsigned dom, uint64_t v)
 {
     uint64_t cur = __atomic_load_n(&h->wclk[dom].c, __ATOMIC_RELAXED);
     while (cur < v && !__atomic_compare_exchange_n(&h->wclk[dom].c, &cur, v, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
@@ -506,15 +521,15 @@ static inline void pm_wclk_raise(pmalloc_heap *h, unsigned dom, uint64_t v)
 }
 
 /* small.c */
-pm_tcache *pm_tc_get(pmalloc_heap *h);
+pm_tcache *pm_tc_get(pm_heap *h);
 void pm_tc_destructor(void *p);
-void pm_tc_destroy_all(pmalloc_heap *h);
-void pm_tc_forget_all(pmalloc_heap *h); /* free without touching the heap (crash) */
-nm_err pm_small_take(pmalloc_heap *h, pm_tcache *tc, unsigned cls, pm_tcblk *out);
-void pm_small_put(pmalloc_heap *h, pm_tcache *tc, pm_tcblk k);
-void pm_slab_fix_lists(pmalloc_heap *h, pm_vslab *s); /* partial-list membership after recovery */
-nm_err pm_small_init(pmalloc_heap *h);
-nm_err pm_slab_adopt(pmalloc_heap *h, pm_veh *v); /* build the vslab of a logged slab */
+void pm_tc_destroy_all(pm_heap *h);
+void pm_tc_forget_all(pm_heap *h); /* free without touching the heap (crash) */
+nm_err pm_small_take(pm_heap *h, pm_tcache *tc, unsigned cls, pm_tcblk *out);
+void pm_small_put(pm_heap *h, pm_tcache *tc, pm_tcblk k);
+void pm_slab_fix_lists(pm_heap *h, pm_vslab *s); /* partial-list membership after recovery */
+nm_err pm_small_init(pm_heap *h);
+nm_err pm_slab_adopt(pm_heap *h, pm_veh *v); /* build the vslab of a logged slab */
 void pm_slab_free_vol(pm_vslab *s);
 static inline uint64_t *pm_pbm_word(const pm_vslab *s, uint32_t idx, uint64_t *mask)
 {
@@ -534,10 +549,10 @@ static inline bool pm_pbit(const pm_vslab *s, uint32_t idx)
 void pm_slab_layout(unsigned block_size, unsigned stripes, uint32_t *nblocks, uint32_t *bm_lines, uint32_t *data_off);
 
 /* small.c: entry points for numa.c / remote.c (arena lock held where noted) */
-pm_vslab *pm_small_slab_new(pmalloc_heap *h, pm_arena *a, unsigned cls); /* arena lock held */
-void pm_small_vslab_put(pmalloc_heap *h, pm_vslab *s, uint32_t idx);     /* arena lock held */
-bool pm_small_take_from(pmalloc_heap *h, pm_arena *a, unsigned cls, pm_tcblk *out); /* arena lock held */
-void pm_tc_rebind(pmalloc_heap *h, pm_tcache *tc); /* return cached blocks, move to an arena of the thread's node */
+pm_vslab *pm_small_slab_new(pm_heap *h, pm_arena *a, unsigned cls); /* arena lock held */
+void pm_small_vslab_put(pm_heap *h, pm_vslab *s, uint32_t idx);     /* arena lock held */
+bool pm_small_take_from(pm_heap *h, pm_arena *a, unsigned cls, pm_tcblk *out); /* arena lock held */
+void pm_tc_rebind(pm_heap *h, pm_tcache *tc); /* return cached blocks, move to an arena of the thread's node */
 
 /* ==== NUMA (paper Sec. 6): numa.c (topology, node regions, local-first
  * allocation, migration check, sync threads) and remote.c (two-phase remote
@@ -593,30 +608,31 @@ void pm_numa_layout_for(uint64_t heap_size, uint32_t nlogs, uint32_t seg_entries
 /* Bytes the superblock's NUMA header reserves (0 if absent); NM_ECORRUPT for a bad header. */
 nm_err pm_numa_region_of(const pm_super *sb, uint64_t *bytes);
 
-nm_err pm_numa_setup(pmalloc_heap *h, const pmalloc_options *o); /* topology */
-unsigned pm_numa_narenas(pmalloc_heap *h, unsigned want);        /* rounded up to a multiple of the nodes */
-uint64_t pm_numa_new_region(pmalloc_heap *h, uint64_t heap_size, const pmalloc_options *o); /* bytes, 0 = none */
-void pm_numa_start(pmalloc_heap *h);                             /* synchronisation threads */
-void pm_numa_lock_arenas(pmalloc_heap *h, bool lock);            /* all arena locks, in order */
-unsigned pm_numa_arena_node(const pmalloc_heap *h, unsigned arena);
-nm_err pm_numa_create(pmalloc_heap *h, uint64_t region_off);     /* new heap: write the region */
-nm_err pm_numa_open(pmalloc_heap *h);                            /* validate, replay the logs (LOG), retire them */
-void pm_numa_close(pmalloc_heap *h);                             /* stop threads, sync everything, retire logs */
-void pm_numa_free(pmalloc_heap *h);                              /* volatile state (threads stopped, no sync) */
-nm_err pm_numa_check(pmalloc_heap *h);                           /* large_lock held */
-pm_arena *pm_numa_pick_arena(pmalloc_heap *h, pm_tcache *tc);    /* tc_lock held */
-void pm_numa_tick(pmalloc_heap *h, pm_tcache *tc);               /* migration check, every N ops */
-nm_err pm_numa_extent_alloc(pmalloc_heap *h, unsigned node, uint64_t npages, int state, bool any, pm_veh **out);
-nm_err pm_numa_take_other(pmalloc_heap *h, pm_tcache *tc, unsigned cls, pm_tcblk *out);
-void pm_numa_slab_created(pmalloc_heap *h, uint64_t page);      /* before the slab's log entry */
-bool pm_numa_is_remote(const pmalloc_heap *h, const pm_tcache *tc, const pm_vslab *s);
-nm_err pm_numa_remote_free(pmalloc_heap *h, pm_tcache *tc, pm_vslab *s, uint32_t idx); /* after *src = 0 */
-unsigned pm_numa_page_node(const pmalloc_heap *h, uint64_t page);
-bool pm_numa_extent_is_remote(const pmalloc_heap *h, const pm_tcache *tc, const pm_veh *v);
-void pm_numa_remote_free_extent(pmalloc_heap *h, pm_tcache *tc, pm_veh *v); /* v->freeing set, after *src = 0 */
-unsigned pm_numa_xsync(pmalloc_heap *h, unsigned node, int why);            /* large_lock held */
-unsigned pm_numa_sync_arena(pmalloc_heap *h, pm_arena *a, int why);                       /* arena lock held */
+nm_err pm_numa_setup(pm_heap *h, const pmalloc_options *o); /* topology */
+unsigned pm_numa_narenas(pm_heap *h, unsigned want);        /* rounded up to a multiple of the nodes */
+uint64_t pm_numa_new_region(pm_heap *h, uint64_t heap_size, const pmalloc_options *o); /* bytes, 0 = none */
+void pm_numa_start(pm_heap *h);                             /* synchronisation threads */
+void pm_numa_lock_arenas(pm_heap *h, bool lock);            /* all arena locks, in order */
+unsigned pm_numa_arena_node(const pm_heap *h, unsigned arena);
+nm_err pm_numa_create(pm_heap *h, uint64_t region_off);     /* new heap: write the region */
+nm_err pm_numa_open(pm_heap *h);                            /* validate, replay the logs (LOG), retire them */
+void pm_numa_close(pm_heap *h);                             /* stop threads, sync everything, retire logs */
+void pm_numa_free(pm_heap *h);                              /* volatile state (threads stopped, no sync) */
+nm_err pm_numa_check(pm_heap *h);                           /* large_lock held */
+pm_arena *pm_numa_pick_arena(pm_heap *h, pm_tcache *tc);    /* tc_lock held */
+void pm_numa_tick(pm_heap *h, pm_tcache *tc);               /* migration check, every N ops */
+nm_err pm_numa_extent_alloc(pm_heap *h, unsigned node, uint64_t npages, int state, bool any, pm_veh **out);
+nm_err pm_numa_take_other(pm_heap *h, pm_tcache *tc, unsigned cls, pm_tcblk *out);
+void pm_numa_slab_created(pm_heap *h, uint64_t page);      /* before the slab's log entry */
+bool pm_numa_is_remote(const pm_heap *h, const pm_tcache *tc, const pm_vslab *s);
+nm_err pm_numa_remote_free(pm_heap *h, pm_tcache *tc, pm_vslab *s, uint32_t idx); /* after *src = 0 */
+unsigned pm_numa_page_node(const pm_heap *h, uint64_t page);
+bool pm_numa_extent_is_remote(const pm_heap *h, const pm_tcache *tc, const pm_veh *v);
+void pm_numa_remote_free_extent(pm_heap *h, pm_tcache *tc, pm_veh *v); /* v->freeing set, after *src = 0 */
+unsigned pm_numa_xsync(pm_heap *h, unsigned node, int why);            /* large_lock held */
+unsigned pm_numa_sync_arena(pm_heap *h, pm_arena *a, int why);                       /* arena lock held */
 void pm_numa_rslab_free(pm_vslab *s);
+nm_err pm_numa_stats(pm_heap *h, pmalloc_numa_stats *st);
 
 /* Remote-free state of a slab (Sec. 6.2, Fig. 14): the shadow bitmap holds
  * blocks freed by threads of other nodes and not yet synchronised into the
@@ -744,23 +760,23 @@ typedef struct pm_files {
     bool committed;                         /* create: the main file has its name */
 } pm_files;
 
-nm_err pm_files_create(pmalloc_heap *h, const char *dir, const pmalloc_options *o, unsigned nfiles, uint64_t data_off,
+nm_err pm_files_create(pm_heap *h, const char *dir, const pmalloc_options *o, unsigned nfiles, uint64_t data_off,
                        uint64_t heap_size, int *is_pmem); /* maps everything; sets base, size, lock_fd */
-void pm_files_persist_hdr(pmalloc_heap *h);                 /* into the simulation image (create) */
-nm_err pm_files_commit(pmalloc_heap *h);                    /* create done: the main file gets its name */
-nm_err pm_files_open(pmalloc_heap *h, const char *dir, const pmalloc_options *o, const pm_super *sb, int *is_pmem);
-void pm_files_discard(pmalloc_heap *h);                     /* failed create: remove what it made */
-void pm_files_unmap(pmalloc_heap *h);
-bool pm_data_punch(pmalloc_heap *h, uint64_t page, uint64_t npages); /* hole punch (decay), in the right file(s) */
-nm_err pm_files_snapshot(pmalloc_heap *h, const char *dir,
+void pm_files_persist_hdr(pm_heap *h);                 /* into the simulation image (create) */
+nm_err pm_files_commit(pm_heap *h);                    /* create done: the main file gets its name */
+nm_err pm_files_open(pm_heap *h, const char *dir, const pmalloc_options *o, const pm_super *sb, int *is_pmem);
+void pm_files_discard(pm_heap *h);                     /* failed create: remove what it made */
+void pm_files_unmap(pm_heap *h);
+bool pm_data_punch(pm_heap *h, uint64_t page, uint64_t npages); /* hole punch (decay), in the right file(s) */
+nm_err pm_files_snapshot(pm_heap *h, const char *dir,
                          nm_err (*write_range)(void *arg, int fd, uint64_t off, uint64_t len), void *arg);
 /* ==== end node files ==== */
 
 static inline void pm_count(uint64_t *c, uint64_t n) { __atomic_fetch_add(c, n, __ATOMIC_RELAXED); }
-static inline uint64_t pm_off(const pmalloc_heap *h, const void *p) { return (uint64_t)((const char *)p - h->base); }
+static inline uint64_t pm_off(const pm_heap *h, const void *p) { return (uint64_t)((const char *)p - h->base); }
 
 /* This thread's block for heap h, or NULL if it has none yet (no allocation). */
-static inline pm_ctrblk *pm_ctr_find(const pmalloc_heap *h)
+static inline pm_ctrblk *pm_ctr_find(const pm_heap *h)
 {
     for (unsigned i = 0; i < PM_TL_CTRS; i++)
         if (pm_tl_ctr[i].uid == h->uid) return pm_tl_ctr[i].b != h->ctr_shared ? pm_tl_ctr[i].b : NULL;
@@ -770,7 +786,7 @@ static inline pm_ctrblk *pm_ctr_find(const pmalloc_heap *h)
 /* The calling thread now works for arena `id`: its log appends go to that
  * arena's lane. Kept per (thread, heap) with the counters, not looked up
  * through the thread-cache key, which recovery and helper threads lack. */
-static inline void pm_set_lane(pmalloc_heap *h, unsigned id)
+static inline void pm_set_lane(pm_heap *h, unsigned id)
 {
     pm_ctrblk *b = pm_ctr_find(h);
     if (!b) b = pm_ctr_block_new(h);
@@ -778,7 +794,7 @@ static inline void pm_set_lane(pmalloc_heap *h, unsigned id)
 }
 
 /* Per-thread counter blocks: a plain store to a line no other thread writes. */
-static inline void pm_ctr_add(pmalloc_heap *h, int which, uint64_t n)
+static inline void pm_ctr_add(pm_heap *h, int which, uint64_t n)
 {
     pm_ctrblk *b = NULL;
     for (unsigned i = 0; i < PM_TL_CTRS; i++)

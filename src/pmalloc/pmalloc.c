@@ -70,7 +70,7 @@ static void compute_layout(uint64_t size, uint32_t nchunks, uint64_t numa_bytes,
 
 static uint64_t super_check(const pm_super *sb) { return XXH64(sb, offsetof(pm_super, check), 0x9e3779b9); }
 
-static bool loc_ok(const pmalloc_heap *h, uint64_t off)
+static bool loc_ok(const pm_heap *h, uint64_t off)
 {
     if (off & 7) return false;
     if (off >= h->sb->roots_off && off < h->sb->roots_off + (uint64_t)PMALLOC_NROOTS * 8) return true;
@@ -80,7 +80,7 @@ static bool loc_ok(const pmalloc_heap *h, uint64_t off)
 static inline uint64_t load_ptr(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 static inline void store_ptr(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
 
-static void set_state(pmalloc_heap *h, uint64_t st)
+static void set_state(pm_heap *h, uint64_t st)
 {
     __atomic_store_n(&h->sb->state, st, __ATOMIC_RELAXED);
     pm_persist(h, &h->sb->state, sizeof(uint64_t), PM_META);
@@ -88,7 +88,7 @@ static void set_state(pmalloc_heap *h, uint64_t st)
 
 /* ---- write-ahead log ---- */
 
-static inline pm_wal_ent *ring_base(pmalloc_heap *h, unsigned r)
+static inline pm_wal_ent *ring_base(pm_heap *h, unsigned r)
 {
     return (pm_wal_ent *)(h->base + h->sb->wal_off + (uint64_t)r * PM_RING_BYTES);
 }
@@ -100,10 +100,10 @@ static inline uint32_t wal_check(uint64_t w0, uint64_t b, uint64_t l, uint64_t n
 }
 
 /* Clock domains in use: the arenas' (ids mod 255) and the extents'. */
-static unsigned wal_ndom(const pmalloc_heap *h) { return h->narenas < PM_WCLK_LARGE ? h->narenas : PM_WCLK_LARGE; }
+static unsigned wal_ndom(const pm_heap *h) { return h->narenas < PM_WCLK_LARGE ? h->narenas : PM_WCLK_LARGE; }
 
 /* Every clock at least `c`: all later sequence numbers exceed (c << 8) - 1. */
-static void wal_clocks_raise(pmalloc_heap *h, uint64_t c)
+static void wal_clocks_raise(pm_heap *h, uint64_t c)
 {
     for (unsigned d = 0; d < wal_ndom(h); d++) pm_wclk_raise(h, d, c);
     pm_wclk_raise(h, PM_WCLK_LARGE, c);
@@ -111,7 +111,7 @@ static void wal_clocks_raise(pmalloc_heap *h, uint64_t c)
 
 /* An upper bound of every sequence number handed out so far, after which all
  * clocks hand out larger ones. */
-static uint64_t wal_seq_bound(pmalloc_heap *h)
+static uint64_t wal_seq_bound(pm_heap *h)
 {
     uint64_t m = pm_wclk_get(h, PM_WCLK_LARGE);
     for (unsigned d = 0; d < wal_ndom(h); d++) {
@@ -128,7 +128,7 @@ static uint64_t wal_seq_bound(pmalloc_heap *h)
  * raised before the in-flight scan: an operation whose increment came after
  * the raise gets a number above the bound; one whose increment came before
  * published inflight = 1 before it, so the scan sees it. */
-static void wal_retire(pmalloc_heap *h, uint64_t x)
+static void wal_retire(pm_heap *h, uint64_t x)
 {
     for (;;) {
         pthread_mutex_lock(&h->tc_lock);
@@ -154,7 +154,7 @@ static void wal_retire(pmalloc_heap *h, uint64_t x)
 
 /* `dom` is the clock of the block's domain: its slab's arena (pm_arena_dom)
  * for small blocks, PM_WCLK_LARGE for extents. */
-static void wal_begin(pmalloc_heap *h, pm_tcache *tc, unsigned dom, unsigned op, uint64_t block, uint64_t loc,
+static void wal_begin(pm_heap *h, pm_tcache *tc, unsigned dom, unsigned op, uint64_t block, uint64_t loc,
                       uint64_t npages)
 {
     pm_wal_ent *ring = ring_base(h, (unsigned)tc->ring);
@@ -182,7 +182,7 @@ static inline void wal_end(pm_tcache *tc) { __atomic_store_n(&tc->inflight, 0, _
 /* ---- small-block helpers ---- */
 
 /* The vslab and block index of heap offset `off`, if it is a block start. */
-static pm_vslab *small_lookup(pmalloc_heap *h, uint64_t off, uint32_t *idx, bool *is_small)
+static pm_vslab *small_lookup(pm_heap *h, uint64_t off, uint32_t *idx, bool *is_small)
 {
     *is_small = false;
     if (off < h->sb->data_off || off >= h->size) return NULL;
@@ -202,13 +202,13 @@ static pm_vslab *small_lookup(pmalloc_heap *h, uint64_t off, uint32_t *idx, bool
 }
 
 /* The vslab whose pages hold heap offset `off` (in the data area), or NULL: for the morphing handshake. */
-static pm_vslab *slab_at(pmalloc_heap *h, uint64_t off)
+static pm_vslab *slab_at(pm_heap *h, uint64_t off)
 {
     pm_veh *v = pm_pmap_get(h, (off - h->sb->data_off) / PM_PAGE);
     return v && __atomic_load_n(&v->state, __ATOMIC_RELAXED) == PM_VEH_SLAB ? v->slab : NULL;
 }
 
-static inline uint64_t block_off(pmalloc_heap *h, const pm_vslab *s, uint32_t idx)
+static inline uint64_t block_off(pm_heap *h, const pm_vslab *s, uint32_t idx)
 {
     return pm_off(h, s->data) + (uint64_t)idx * s->block_size;
 }
@@ -227,7 +227,7 @@ static bool pbit_update(pm_vslab *s, uint32_t idx, bool set, uint64_t **word)
 
 /* A user-pointer location must be a root slot or lie inside an allocated
  * object: recovery reads it, so it must be persistent and stay meaningful. */
-static bool loc_live(pmalloc_heap *h, uint64_t off)
+static bool loc_live(pm_heap *h, uint64_t off)
 {
     if (off >= h->sb->roots_off && off < h->sb->roots_off + (uint64_t)PMALLOC_NROOTS * 8) return true;
     pm_veh *v = pm_pmap_get(h, (off - h->sb->data_off) / PM_PAGE);
@@ -248,7 +248,7 @@ static bool loc_live(pmalloc_heap *h, uint64_t off)
     return live;
 }
 
-static nm_err check_loc(pmalloc_heap *h, const pmalloc_ptr *loc, const char *what)
+static nm_err check_loc(pm_heap *h, const pmalloc_ptr *loc, const char *what)
 {
     if (!loc) return nm_fail(NM_EINVAL, "pmalloc: %s is NULL", what);
     const char *p = (const char *)loc;
@@ -259,9 +259,9 @@ static nm_err check_loc(pmalloc_heap *h, const pmalloc_ptr *loc, const char *wha
     return NM_OK;
 }
 
-nm_err pmalloc_malloc_to(pmalloc_heap *h, size_t size, pmalloc_ptr *dst)
+nm_err pmalloc_malloc_to(pmalloc_heap *hd, size_t size, pmalloc_ptr *dst)
 {
-    if (!h) return nm_fail(NM_EINVAL, "pmalloc_malloc_to: heap is NULL");
+    PM_ENTER_ERR(h, hd);
     nm_err err = check_loc(h, dst, "destination");
     if (err) return err;
     if (size == 0) return nm_fail(NM_ERANGE, "pmalloc_malloc_to: size 0");
@@ -352,9 +352,9 @@ nm_err pmalloc_malloc_to(pmalloc_heap *h, size_t size, pmalloc_ptr *dst)
     return err;
 }
 
-nm_err pmalloc_free_from(pmalloc_heap *h, pmalloc_ptr *src)
+nm_err pmalloc_free_from(pmalloc_heap *hd, pmalloc_ptr *src)
 {
-    if (!h) return nm_fail(NM_EINVAL, "pmalloc_free_from: heap is NULL");
+    PM_ENTER_ERR(h, hd);
     nm_err err = check_loc(h, src, "source");
     if (err) return err;
     uint64_t p = load_ptr(src), src_off = pm_off(h, src);
@@ -500,22 +500,25 @@ nm_err pmalloc_free_from(pmalloc_heap *h, pmalloc_ptr *src)
 
 /* ---- pointers, roots ---- */
 
-void *pmalloc_direct(const pmalloc_heap *h, pmalloc_ptr p)
+void *pmalloc_direct(const pmalloc_heap *hd, pmalloc_ptr p)
 {
-    if (!h || p == 0 || p >= h->size) return NULL;
+    PM_ENTER(h, hd, NULL);
+    if (p == 0 || p >= h->size) return NULL;
     return h->base + p;
 }
 
-pmalloc_ptr pmalloc_ptr_of(const pmalloc_heap *h, const void *addr)
+pmalloc_ptr pmalloc_ptr_of(const pmalloc_heap *hd, const void *addr)
 {
+    PM_ENTER(h, hd, 0);
     const char *a = addr;
-    if (!h || !a || a < h->base || a >= h->base + h->size) return 0;
+    if (!a || a < h->base || a >= h->base + h->size) return 0;
     return (pmalloc_ptr)(a - h->base);
 }
 
-size_t pmalloc_usable_size(pmalloc_heap *h, pmalloc_ptr p)
+size_t pmalloc_usable_size(pmalloc_heap *hd, pmalloc_ptr p)
 {
-    if (!h || p < h->sb->data_off || p >= h->size) return 0;
+    PM_ENTER(h, hd, 0);
+    if (p < h->sb->data_off || p >= h->size) return 0;
     uint32_t idx;
     bool is_small;
     pm_vslab *hs = slab_at(h, p);
@@ -533,43 +536,57 @@ size_t pmalloc_usable_size(pmalloc_heap *h, pmalloc_ptr p)
     return r;
 }
 
-pmalloc_ptr *pmalloc_root_slot(pmalloc_heap *h, unsigned idx)
+static pmalloc_ptr *root_slot(pm_heap *h, unsigned idx) { return (pmalloc_ptr *)(h->base + h->sb->roots_off) + idx; }
+
+pmalloc_ptr *pmalloc_root_slot(pmalloc_heap *hd, unsigned idx)
 {
-    if (!h || idx >= PMALLOC_NROOTS) return NULL;
+    PM_ENTER(h, hd, NULL);
+    if (idx >= PMALLOC_NROOTS) return NULL;
     return (pmalloc_ptr *)(h->base + h->sb->roots_off) + idx;
 }
 
-pmalloc_ptr pmalloc_get_root(const pmalloc_heap *h, unsigned idx)
+pmalloc_ptr pmalloc_get_root(const pmalloc_heap *hd, unsigned idx)
 {
-    if (!h || idx >= PMALLOC_NROOTS) return 0;
+    PM_ENTER(h, hd, 0);
+    if (idx >= PMALLOC_NROOTS) return 0;
     return load_ptr((const uint64_t *)(h->base + h->sb->roots_off) + idx);
 }
 
-nm_err pmalloc_set_root(pmalloc_heap *h, unsigned idx, pmalloc_ptr p)
+nm_err pmalloc_set_root(pmalloc_heap *hd, unsigned idx, pmalloc_ptr p)
 {
-    if (!h || idx >= PMALLOC_NROOTS) return nm_fail(NM_ERANGE, "pmalloc_set_root: index %u >= %u", idx, PMALLOC_NROOTS);
+    PM_ENTER_ERR(h, hd);
+    if (idx >= PMALLOC_NROOTS) return nm_fail(NM_ERANGE, "pmalloc_set_root: index %u >= %u", idx, PMALLOC_NROOTS);
     if (p != 0 && (p < h->sb->data_off || p >= h->size))
         return nm_fail(NM_EINVAL, "pmalloc_set_root: %#llx is not in the heap's data area", (unsigned long long)p);
-    pmalloc_ptr *slot = pmalloc_root_slot(h, idx);
+    pmalloc_ptr *slot = root_slot(h, idx);
     store_ptr(slot, p);
     pm_persist(h, slot, sizeof *slot, PM_USER);
     return NM_OK;
 }
 
-void pmalloc_flush(pmalloc_heap *h, const void *addr, size_t len) { if (h) pm_flush(h, addr, len, PM_USER); }
-void pmalloc_drain(pmalloc_heap *h) { if (h) pm_drain(h); }
-void pmalloc_persist(pmalloc_heap *h, const void *addr, size_t len)
+void pmalloc_flush(pmalloc_heap *hd, const void *addr, size_t len)
 {
-    if (!h) return;
+    PM_ENTER(h, hd, );
+    pm_flush(h, addr, len, PM_USER);
+}
+void pmalloc_drain(pmalloc_heap *hd)
+{
+    PM_ENTER(h, hd, );
+    pm_drain(h);
+}
+void pmalloc_persist(pmalloc_heap *hd, const void *addr, size_t len)
+{
+    PM_ENTER(h, hd, );
     pm_flush(h, addr, len, PM_USER);
     pm_drain(h);
 }
 
 /* ---- statistics, walk, check ---- */
 
-nm_err pmalloc_stats_get(pmalloc_heap *h, pmalloc_stats *st)
+nm_err pmalloc_stats_get(pmalloc_heap *hd, pmalloc_stats *st)
 {
-    if (!h || !st) return nm_fail(NM_EINVAL, "pmalloc_stats_get: NULL argument");
+    PM_ENTER_ERR(h, hd);
+    if (!st) return nm_fail(NM_EINVAL, "pmalloc_stats_get: NULL argument");
     memset(st, 0, sizeof *st);
     st->bytes_live = pm_ctr_sum(h, PMC_LIVE_BYTES);
     st->objects_live = pm_ctr_sum(h, PMC_LIVE_OBJS);
@@ -601,21 +618,23 @@ nm_err pmalloc_stats_get(pmalloc_heap *h, pmalloc_stats *st)
     return NM_OK;
 }
 
-void pmalloc_stats_reset_counters(pmalloc_heap *h)
+void pmalloc_stats_reset_counters(pmalloc_heap *hd)
 {
-    if (!h) return;
+    PM_ENTER(h, hd, );
     const int c[] = {PMC_FLUSH, PMC_META, PMC_REFLUSH, PMC_FENCE, PMC_WAL, PMC_BK};
     for (size_t i = 0; i < NM_ARRAY_LEN(c); i++) pm_ctr_set(h, c[i], 0);
 }
 
-void pmalloc_recovery_info_get(const pmalloc_heap *h, pmalloc_recovery_info *ri)
+void pmalloc_recovery_info_get(const pmalloc_heap *hd, pmalloc_recovery_info *ri)
 {
-    if (h && ri) *ri = h->ri;
+    PM_ENTER(h, hd, );
+    if (ri) *ri = h->ri;
 }
 
-nm_err pmalloc_walk(pmalloc_heap *h, pmalloc_walk_fn fn, void *arg)
+nm_err pmalloc_walk(pmalloc_heap *hd, pmalloc_walk_fn fn, void *arg)
 {
-    if (!h || !fn) return nm_fail(NM_EINVAL, "pmalloc_walk: NULL argument");
+    PM_ENTER_ERR(h, hd);
+    if (!fn) return nm_fail(NM_EINVAL, "pmalloc_walk: NULL argument");
     pm_xc_lock_all(h, true); /* cached extents change under these */
     pthread_mutex_lock(&h->large_lock);
     int stop = 0;
@@ -638,9 +657,9 @@ nm_err pmalloc_walk(pmalloc_heap *h, pmalloc_walk_fn fn, void *arg)
     return NM_OK;
 }
 
-nm_err pmalloc_check(pmalloc_heap *h)
+nm_err pmalloc_check(pmalloc_heap *hd)
 {
-    if (!h) return nm_fail(NM_EINVAL, "pmalloc_check: NULL heap");
+    PM_ENTER_ERR(h, hd);
     pm_numa_lock_arenas(h, true); /* synchronisation threads pause */
     pm_xc_lock_all(h, true);
     pthread_mutex_lock(&h->large_lock);
@@ -692,7 +711,7 @@ static int cmp_rec(const void *a, const void *b)
     return x->seq > y->seq ? -1 : x->seq < y->seq; /* newest first */
 }
 
-static void small_set(pmalloc_heap *h, pm_vslab *s, uint32_t idx, bool alloc)
+static void small_set(pm_heap *h, pm_vslab *s, uint32_t idx, bool alloc)
 {
     if (idx & PM_IDX_OLD) { pm_morph_recover_free_old(h, s, idx); return; } /* old blocks are only freed */
     uint64_t *w;
@@ -710,7 +729,7 @@ static void small_set(pmalloc_heap *h, pm_vslab *s, uint32_t idx, bool alloc)
 
 /* Finish or undo the operations in flight at the crash (LOG, and large
  * allocations under GC). Idempotent: a crash in here replays the same way. */
-static nm_err wal_recover(pmalloc_heap *h)
+static nm_err wal_recover(pm_heap *h)
 {
     size_t cap = (size_t)PM_NRINGS * PM_RING_ENTRIES, n = 0;
     wal_rec *recs = malloc(cap * sizeof *recs);
@@ -789,7 +808,7 @@ static nm_err wal_recover(pmalloc_heap *h)
 /* GC model (Sec. 7): rebuild the slab bitmaps by a conservative mark from the
  * roots. Any aligned word whose value falls inside an allocated object (small
  * block or extent) keeps that object; small blocks not reached are freed. */
-static nm_err gc_recover(pmalloc_heap *h)
+static nm_err gc_recover(pm_heap *h)
 {
     uint64_t before = 0;
     for (uint64_t p = 0; p < h->data_pages;) {
@@ -867,7 +886,7 @@ static nm_err gc_recover(pmalloc_heap *h)
     return NM_OK;
 }
 
-static void recount(pmalloc_heap *h)
+static void recount(pm_heap *h)
 {
     uint64_t live = 0, objs = 0;
     for (uint64_t p = 0; p < h->data_pages;) {
@@ -888,9 +907,10 @@ static void recount(pmalloc_heap *h)
 
 /* ---- open / close ---- */
 
-static void heap_free(pmalloc_heap *h)
+static void heap_free(pm_heap *h)
 {
     if (!h) return;
+    pm_handle_drop(h->handle);
     pm_numa_free(h); /* stops the synchronisation threads first */
     pm_large_free_all(h);
     if (h->arenas) {
@@ -912,7 +932,7 @@ static void heap_free(pmalloc_heap *h)
 
 /* A failed create removes what it made (the main file, or the node files and
  * the temporary main file), after unmapping. */
-static nm_err create_failed(pmalloc_heap *h, const char *path, nm_err e)
+static nm_err create_failed(pm_heap *h, const char *path, nm_err e)
 {
     bool files = h->files != NULL;
     if (files) pm_files_discard(h);
@@ -970,8 +990,12 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
     if (exists && (size_t)st.st_size < PM_PAGE) /* a main file of a heap with node files may be below PM_MIN_HEAP */
         return nm_fail(NM_EFORMAT, "pmalloc: %s (%lld bytes) is too small to be a PMAlloc heap", path, (long long)st.st_size);
 
-    pmalloc_heap *h = calloc(1, sizeof *h);
+    pm_heap *h = calloc(1, sizeof *h);
     if (!h) return nm_fail(NM_ENOMEM, "pmalloc_open: no host memory");
+    if (!(h->handle = pm_handle_new(h))) { /* before recovery: its simulation hook gets the handle */
+        free(h);
+        return NM_EBUSY;
+    }
     /* adaptive: spin briefly before sleeping; the extent lock is held for a
      * search and one log append, and a futex sleep/wake per handoff made two
      * threads slower than one (pmalloc-large) */
@@ -1152,13 +1176,14 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
         return nm_fail(NM_EBUSY, "pmalloc_open: no thread-specific key left");
     }
     pm_numa_start(h);
-    *out = h;
+    *out = h->handle;
     return NM_OK;
 }
 
-nm_err pmalloc_close(pmalloc_heap *h)
+nm_err pmalloc_close(pmalloc_heap *hd)
 {
-    if (!h) return nm_fail(NM_EINVAL, "pmalloc_close: NULL heap");
+    PM_ENTER_ERR(h, hd);
+    pm_handle_drop(hd); /* from here every call on hd is NM_ESTATE */
     pm_tc_destroy_all(h);
     pm_numa_close(h); /* apply every pending remote free (Sec. 7: epoch sync at normal shutdown) */
     pthread_key_delete(h->tc_key);
@@ -1184,9 +1209,10 @@ nm_err pmalloc_close(pmalloc_heap *h)
     return NM_OK;
 }
 
-void pmalloc_abandon(pmalloc_heap *h)
+void pmalloc_abandon(pmalloc_heap *hd)
 {
-    if (!h) return;
+    PM_ENTER(h, hd, );
+    pm_handle_drop(hd);
     pm_tc_forget_all(h);
     pthread_key_delete(h->tc_key);
     heap_free(h);

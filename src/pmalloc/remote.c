@@ -79,7 +79,7 @@ nm_err pm_numa_region_of(const pm_super *sb, uint64_t *bytes)
     return NM_OK;
 }
 
-uint64_t pm_numa_new_region(pmalloc_heap *h, uint64_t heap_size, const pmalloc_options *o)
+uint64_t pm_numa_new_region(pm_heap *h, uint64_t heap_size, const pmalloc_options *o)
 {
     pm_numa *n = h->numa;
     if (n->nnodes < 2) return 0;
@@ -94,7 +94,7 @@ uint64_t pm_numa_new_region(pmalloc_heap *h, uint64_t heap_size, const pmalloc_o
     return l.region_bytes;
 }
 
-static void attach(pmalloc_heap *h)
+static void attach(pm_heap *h)
 {
     pm_numa *n = h->numa;
     pm_numa_hdr *nh = numa_hdr(h->sb);
@@ -111,7 +111,7 @@ static inline pm_dlog_ent *seg_ent(pm_numa *n, unsigned log, unsigned seg, uint3
     return &n->segs[((uint64_t)log * 2 + seg) * n->seg_entries + i];
 }
 
-nm_err pm_numa_create(pmalloc_heap *h, uint64_t region_off)
+nm_err pm_numa_create(pm_heap *h, uint64_t region_off)
 {
     pm_numa *n = h->numa;
     pm_numa_layout l;
@@ -169,14 +169,14 @@ void pm_numa_rslab_free(pm_vslab *s)
     s->rs = NULL;
 }
 
-bool pm_numa_is_remote(const pmalloc_heap *h, const pm_tcache *tc, const pm_vslab *s)
+bool pm_numa_is_remote(const pm_heap *h, const pm_tcache *tc, const pm_vslab *s)
 {
     const pm_numa *n = h->numa;
     if (NM_LIKELY(n->hdr == NULL)) return false;
     return s->arena->node != tc->node && get_rs((pm_vslab *)s) != NULL; /* no host memory: direct free */
 }
 
-void pm_numa_slab_created(pmalloc_heap *h, uint64_t page)
+void pm_numa_slab_created(pm_heap *h, uint64_t page)
 {
     pm_numa *n = h->numa;
     if (!n->hdr) return;
@@ -193,7 +193,7 @@ static int cmp_uptr(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static unsigned rs_sync(pmalloc_heap *h, pm_rslab *rs, int why)
+static unsigned rs_sync(pm_heap *h, pm_rslab *rs, int why)
 {
     pm_numa *n = h->numa;
     pm_vslab *s = rs->slab;
@@ -235,7 +235,7 @@ static unsigned rs_sync(pmalloc_heap *h, pm_rslab *rs, int why)
     return cnt;
 }
 
-unsigned pm_numa_sync_arena(pmalloc_heap *h, pm_arena *a, int why)
+unsigned pm_numa_sync_arena(pm_heap *h, pm_arena *a, int why)
 {
     pm_numa *n = h->numa;
     if (NM_LIKELY(n->pend == NULL)) return 0;
@@ -250,7 +250,7 @@ unsigned pm_numa_sync_arena(pmalloc_heap *h, pm_arena *a, int why)
     return total;
 }
 
-void pm_numa_lock_arenas(pmalloc_heap *h, bool lock)
+void pm_numa_lock_arenas(pm_heap *h, bool lock)
 {
     for (unsigned i = 0; i < h->narenas; i++) {
         if (lock) pthread_mutex_lock(&h->arenas[i].lock);
@@ -266,7 +266,7 @@ static void done_max(pm_numa *n, unsigned node, uint64_t e)
 
 /* One synchronisation pass over the arenas of `node` (-1: all nodes). Every
  * shadow bit set before the pass read the epoch is applied by its end. */
-static void sync_pass(pmalloc_heap *h, int node, int why)
+static void sync_pass(pm_heap *h, int node, int why)
 {
     pm_numa *n = h->numa;
     if (!n->pend) return;
@@ -289,16 +289,16 @@ static void sync_pass(pmalloc_heap *h, int node, int why)
     pm_count(&n->c_passes, 1);
 }
 
-nm_err pmalloc_numa_sync(pmalloc_heap *h)
+nm_err pmalloc_numa_sync(pmalloc_heap *hd)
 {
-    if (!h) return nm_fail(NM_EINVAL, "pmalloc_numa_sync: NULL heap");
+    PM_ENTER_ERR(h, hd);
     sync_pass(h, -1, PM_SYNC_OTHER);
     return NM_OK;
 }
 
 static void *sync_thread(void *arg)
 {
-    pmalloc_heap *h = ((void **)arg)[0];
+    pm_heap *h = ((void **)arg)[0];
     unsigned node = (unsigned)(uintptr_t)((void **)arg)[1];
     free(arg);
     pm_numa *n = h->numa;
@@ -322,7 +322,7 @@ static void *sync_thread(void *arg)
     return NULL;
 }
 
-void pm_numa_start(pmalloc_heap *h)
+void pm_numa_start(pm_heap *h)
 {
     pm_numa *n = h->numa;
     /* the power-failure simulation crashes at chosen flushes of one thread:
@@ -360,7 +360,7 @@ static uint64_t min_done(pm_numa *n)
     return m;
 }
 
-static void bump_gen(pmalloc_heap *h, unsigned log, unsigned seg)
+static void bump_gen(pm_heap *h, unsigned log, unsigned seg)
 {
     pm_dlog_hdr *d = &h->numa->seghdr[log * 2 + seg];
     __atomic_store_n(&d->gen, d->gen + 1, __ATOMIC_RELAXED);
@@ -370,7 +370,7 @@ static void bump_gen(pmalloc_heap *h, unsigned log, unsigned seg)
 /* The active segment is full (log lock held): close it and reuse the other
  * one once every entry in it is obsolete, i.e. every node has completed a
  * synchronisation pass that started after that segment was closed. */
-static void dlog_switch(pmalloc_heap *h, unsigned li)
+static void dlog_switch(pm_heap *h, unsigned li)
 {
     pm_numa *n = h->numa;
     pm_dlog *L = &n->logs[li];
@@ -389,7 +389,7 @@ static void dlog_switch(pmalloc_heap *h, unsigned li)
     pthread_mutex_unlock(&n->mu);
 }
 
-static void dlog_append(pmalloc_heap *h, unsigned li, uint64_t block, uint64_t ts)
+static void dlog_append(pm_heap *h, unsigned li, uint64_t block, uint64_t ts)
 {
     pm_numa *n = h->numa;
     pm_dlog *L = &n->logs[li];
@@ -409,7 +409,7 @@ static void dlog_append(pmalloc_heap *h, unsigned li, uint64_t block, uint64_t t
     __atomic_sub_fetch(&L->writers[seg], 1, __ATOMIC_ACQ_REL);
 }
 
-nm_err pm_numa_remote_free(pmalloc_heap *h, pm_tcache *tc, pm_vslab *s, uint32_t idx)
+nm_err pm_numa_remote_free(pm_heap *h, pm_tcache *tc, pm_vslab *s, uint32_t idx)
 {
     pm_numa *n = h->numa;
     pm_rslab *rs = __atomic_load_n(&s->rs, __ATOMIC_ACQUIRE); /* allocated by pm_numa_is_remote; atomic: a losing get_rs CAS may run concurrently */
@@ -453,13 +453,13 @@ nm_err pm_numa_remote_free(pmalloc_heap *h, pm_tcache *tc, pm_vslab *s, uint32_t
  * extent is still allocated there gets its tombstone. Both models (large
  * allocations follow the LOG path in both). */
 
-bool pm_numa_extent_is_remote(const pmalloc_heap *h, const pm_tcache *tc, const pm_veh *v)
+bool pm_numa_extent_is_remote(const pm_heap *h, const pm_tcache *tc, const pm_veh *v)
 {
     const pm_numa *n = h->numa;
     return n->hdr != NULL && n->nnodes > 1 && pm_numa_page_node(h, v->page) != tc->node;
 }
 
-void pm_numa_remote_free_extent(pmalloc_heap *h, pm_tcache *tc, pm_veh *v)
+void pm_numa_remote_free_extent(pm_heap *h, pm_tcache *tc, pm_veh *v)
 {
     pm_numa *n = h->numa;
     uint64_t off = h->sb->data_off + v->page * PM_PAGE;
@@ -474,7 +474,7 @@ void pm_numa_remote_free_extent(pmalloc_heap *h, pm_tcache *tc, pm_veh *v)
     dlog_append(h, tc->node % n->nlogs, off | PM_DLOG_EXTENT, ts);
 }
 
-unsigned pm_numa_xsync(pmalloc_heap *h, unsigned node, int why)
+unsigned pm_numa_xsync(pm_heap *h, unsigned node, int why)
 {
     pm_numa *n = h->numa;
     NM_UNUSED(why);
@@ -509,7 +509,7 @@ unsigned pm_numa_xsync(pmalloc_heap *h, unsigned node, int why)
 
 /* ---- open: validate, replay (Sec. 7), retire ---- */
 
-static nm_err small_at(pmalloc_heap *h, uint64_t off, pm_vslab **out, uint32_t *idx)
+static nm_err small_at(pm_heap *h, uint64_t off, pm_vslab **out, uint32_t *idx)
 {
     *out = NULL;
     uint64_t page = (off - h->sb->data_off) / PM_PAGE;
@@ -523,7 +523,7 @@ static nm_err small_at(pmalloc_heap *h, uint64_t off, pm_vslab **out, uint32_t *
     return NM_OK;
 }
 
-nm_err pm_numa_open(pmalloc_heap *h)
+nm_err pm_numa_open(pm_heap *h)
 {
     pm_numa *n = h->numa;
     pm_numa_hdr *nh = numa_hdr(h->sb);
@@ -594,7 +594,7 @@ nm_err pm_numa_open(pmalloc_heap *h)
     return NM_OK;
 }
 
-void pm_numa_close(pmalloc_heap *h)
+void pm_numa_close(pm_heap *h)
 {
     pm_numa *n = h->numa;
     if (!n) return;
@@ -605,7 +605,7 @@ void pm_numa_close(pmalloc_heap *h)
         for (unsigned seg = 0; seg < 2; seg++) bump_gen(h, li, seg);
 }
 
-void pm_numa_free(pmalloc_heap *h)
+void pm_numa_free(pm_heap *h)
 {
     pm_numa *n = h->numa;
     if (!n) return;
@@ -634,7 +634,7 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-nm_err pm_numa_check(pmalloc_heap *h)
+nm_err pm_numa_check(pm_heap *h)
 {
     pm_numa *n = h->numa;
     if (!n->hdr) return NM_OK;
@@ -714,7 +714,7 @@ nm_err pm_numa_check(pmalloc_heap *h)
     free(live);
     if (!err) {
         pmalloc_numa_stats st;
-        pmalloc_numa_stats_get(h, &st);
+        pm_numa_stats(h, &st);
         if (st.pending_extents != xpending)
             err = nm_fail(NM_ECORRUPT, "pmalloc check: %llu remote extent frees pending, %llu listed", (unsigned long long)st.pending_extents,
                           (unsigned long long)xpending);

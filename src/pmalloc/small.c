@@ -31,10 +31,10 @@ void pm_slab_layout(unsigned block_size, unsigned stripes, uint32_t *nblocks, ui
     }
 }
 
-static pm_vslab *vslab_new(pmalloc_heap *h, pm_veh *v, pm_slab_hdr *hd);
+static pm_vslab *vslab_new(pm_heap *h, pm_veh *v, pm_slab_hdr *hd);
 static uint32_t slab_hdr_check(const pm_slab_hdr *hd) { return (uint32_t)XXH64(hd, offsetof(pm_slab_hdr, check), 0x51ab); }
 
-nm_err pm_small_init(pmalloc_heap *h)
+nm_err pm_small_init(pm_heap *h)
 {
     nm_err e = nm_sizeclass_init_geometric(&h->sc, 16, PMALLOC_SMALL_MAX, 4, 16);
     if (e) return e;
@@ -45,9 +45,9 @@ nm_err pm_small_init(pmalloc_heap *h)
     return NM_OK;
 }
 
-pm_vslab *pm_slab_vol_new(pmalloc_heap *h, pm_veh *v, pm_slab_hdr *hd) { return vslab_new(h, v, hd); }
+pm_vslab *pm_slab_vol_new(pm_heap *h, pm_veh *v, pm_slab_hdr *hd) { return vslab_new(h, v, hd); }
 
-static pm_vslab *vslab_new(pmalloc_heap *h, pm_veh *v, pm_slab_hdr *hd)
+static pm_vslab *vslab_new(pm_heap *h, pm_veh *v, pm_slab_hdr *hd)
 {
     pm_vslab *s = calloc(1, sizeof *s);
     if (!s) return NULL;
@@ -101,7 +101,7 @@ static void partial_del(pm_arena *a, pm_vslab *s)
 }
 
 /* Rebuild the vslab of a slab found in the bookkeeping log (open/recovery). */
-nm_err pm_slab_adopt(pmalloc_heap *h, pm_veh *v)
+nm_err pm_slab_adopt(pm_heap *h, pm_veh *v)
 {
     pm_slab_hdr *hd = (pm_slab_hdr *)(h->data + v->page * PM_PAGE);
     uint32_t nb, bl, doff;
@@ -128,7 +128,7 @@ nm_err pm_slab_adopt(pmalloc_heap *h, pm_veh *v)
 
 /* A new slab for class `cls` in arena a (arena lock held). The header is
  * persisted before the log entry that makes the slab exist. */
-static pm_vslab *slab_new(pmalloc_heap *h, pm_arena *a, unsigned cls)
+static pm_vslab *slab_new(pm_heap *h, pm_arena *a, unsigned cls)
 {
     pm_veh *v;
     pthread_mutex_lock(&h->large_lock);
@@ -178,7 +178,7 @@ static pm_vslab *slab_new(pmalloc_heap *h, pm_arena *a, unsigned cls)
 
 /* Give an empty slab back to the large allocator (arena lock held). Its
  * blocks are all free in DRAM and, under LOG, durably free in the bitmap. */
-static void slab_release(pmalloc_heap *h, pm_vslab *s)
+static void slab_release(pm_heap *h, pm_vslab *s)
 {
     partial_del(s->arena, s);
     pthread_mutex_lock(&h->large_lock);
@@ -196,14 +196,14 @@ static void slab_release(pmalloc_heap *h, pm_vslab *s)
 }
 
 /* Return one block to its vslab (caller holds the slab's arena lock). */
-static void vslab_put(pmalloc_heap *h, pm_vslab *s, uint32_t idx)
+static void vslab_put(pm_heap *h, pm_vslab *s, uint32_t idx)
 {
     nm_bitmap_clear(s->vbm, idx);
     s->nfree_v++;
     pm_slab_settle(h, s);
 }
 
-void pm_slab_settle(pmalloc_heap *h, pm_vslab *s)
+void pm_slab_settle(pm_heap *h, pm_vslab *s)
 {
     /* old blocks pin a morphed slab; a reader inside (busy: a remote free that
      * has recorded its block, a lookup) keeps it until a later put */
@@ -223,7 +223,7 @@ void pm_slab_partial_del(pm_arena *a, pm_vslab *s) { partial_del(a, s); }
 /* Return the buffered remote frees to their slabs, one lock per arena. A
  * buffered block keeps its slab alive (taken in the vslab), so the vslab
  * pointers stay valid until their own put. */
-static void rbuf_flush(pmalloc_heap *h, pm_tcache *tc)
+static void rbuf_flush(pm_heap *h, pm_tcache *tc)
 {
     while (tc->rn) {
         pm_arena *a = tc->rbuf[0].s->arena;
@@ -239,7 +239,7 @@ static void rbuf_flush(pmalloc_heap *h, pm_tcache *tc)
     }
 }
 
-static void tc_drain(pmalloc_heap *h, pm_tcache *tc)
+static void tc_drain(pm_heap *h, pm_tcache *tc)
 {
     rbuf_flush(h, tc);
     for (unsigned c = 0; c < h->ncls; c++) {
@@ -262,7 +262,7 @@ static void tc_drain(pmalloc_heap *h, pm_tcache *tc)
 static void tc_destroy(void *p)
 {
     pm_tcache *tc = p;
-    pmalloc_heap *h = tc->h;
+    pm_heap *h = tc->h;
     tc_drain(h, tc);
     pthread_mutex_lock(&h->tc_lock);
     for (pm_tcache **pp = &h->tcaches; *pp; pp = &(*pp)->next)
@@ -275,12 +275,12 @@ static void tc_destroy(void *p)
 
 void pm_tc_destructor(void *p) { tc_destroy(p); }
 
-void pm_tc_destroy_all(pmalloc_heap *h)
+void pm_tc_destroy_all(pm_heap *h)
 {
     while (h->tcaches) tc_destroy(h->tcaches);
 }
 
-pm_tcache *pm_tc_get(pmalloc_heap *h)
+pm_tcache *pm_tc_get(pm_heap *h)
 {
     pm_tcache *tc = pthread_getspecific(h->tc_key);
     if (NM_LIKELY(tc != NULL)) return tc;
@@ -311,7 +311,7 @@ pm_tcache *pm_tc_get(pmalloc_heap *h)
     return tc;
 }
 
-static unsigned tc_cap(const pmalloc_heap *h, unsigned cls)
+static unsigned tc_cap(const pm_heap *h, unsigned cls)
 {
     /* per-stripe capacity: fewer cached blocks for big classes */
     size_t bs = h->sc.size[cls];
@@ -328,7 +328,7 @@ static bool bin_full(const pm_tcbin *b, unsigned S, unsigned cap)
 
 /* Fill the tcache bin from the arena's partial slabs (arena lock held). Each
  * free block goes to the sub-cache of its stripe. */
-static bool tc_fill(pmalloc_heap *h, pm_tcache *tc, unsigned cls)
+static bool tc_fill(pm_heap *h, pm_tcache *tc, unsigned cls)
 {
     pm_tcbin *b = &tc->bins[cls];
     pm_arena *a = tc->arena;
@@ -362,7 +362,7 @@ static bool tc_fill(pmalloc_heap *h, pm_tcache *tc, unsigned cls)
     }
 }
 
-nm_err pm_small_take(pmalloc_heap *h, pm_tcache *tc, unsigned cls, pm_tcblk *out)
+nm_err pm_small_take(pm_heap *h, pm_tcache *tc, unsigned cls, pm_tcblk *out)
 {
     pm_tcbin *b = &tc->bins[cls];
     unsigned S = h->interleave ? h->stripes : 1;
@@ -395,7 +395,7 @@ nm_err pm_small_take(pmalloc_heap *h, pm_tcache *tc, unsigned cls, pm_tcblk *out
 }
 
 /* One block of class cls straight from arena a's partial slabs (lock held). */
-bool pm_small_take_from(pmalloc_heap *h, pm_arena *a, unsigned cls, pm_tcblk *out)
+bool pm_small_take_from(pm_heap *h, pm_arena *a, unsigned cls, pm_tcblk *out)
 {
     NM_UNUSED(h);
     pm_vslab *s = a->partial[cls];
@@ -407,7 +407,7 @@ bool pm_small_take_from(pmalloc_heap *h, pm_arena *a, unsigned cls, pm_tcblk *ou
     return true;
 }
 
-void pm_small_put(pmalloc_heap *h, pm_tcache *tc, pm_tcblk k)
+void pm_small_put(pm_heap *h, pm_tcache *tc, pm_tcblk k)
 {
     pm_tcbin *b = &tc->bins[k.s->cls];
     unsigned S = h->interleave ? h->stripes : 1;
@@ -427,7 +427,7 @@ void pm_small_put(pmalloc_heap *h, pm_tcache *tc, pm_tcblk k)
     pthread_mutex_unlock(&a->lock);
 }
 
-void pm_tc_forget_all(pmalloc_heap *h)
+void pm_tc_forget_all(pm_heap *h)
 {
     while (h->tcaches) {
         pm_tcache *tc = h->tcaches;
@@ -437,7 +437,7 @@ void pm_tc_forget_all(pmalloc_heap *h)
     }
 }
 
-void pm_slab_fix_lists(pmalloc_heap *h, pm_vslab *s)
+void pm_slab_fix_lists(pm_heap *h, pm_vslab *s)
 {
     NM_UNUSED(h);
     if (s->nfree_v == 0) partial_del(s->arena, s);
@@ -446,11 +446,11 @@ void pm_slab_fix_lists(pmalloc_heap *h, pm_vslab *s)
 
 /* ---- entry points for numa.c / remote.c ---- */
 
-pm_vslab *pm_small_slab_new(pmalloc_heap *h, pm_arena *a, unsigned cls) { return slab_new(h, a, cls); }
+pm_vslab *pm_small_slab_new(pm_heap *h, pm_arena *a, unsigned cls) { return slab_new(h, a, cls); }
 
-void pm_small_vslab_put(pmalloc_heap *h, pm_vslab *s, uint32_t idx) { vslab_put(h, s, idx); }
+void pm_small_vslab_put(pm_heap *h, pm_vslab *s, uint32_t idx) { vslab_put(h, s, idx); }
 
-void pm_tc_rebind(pmalloc_heap *h, pm_tcache *tc)
+void pm_tc_rebind(pm_heap *h, pm_tcache *tc)
 {
     tc_drain(h, tc);
     pthread_mutex_lock(&h->tc_lock);
