@@ -146,8 +146,16 @@ nm_err pmalloc_remove(const char *dir, const pmalloc_options *o);
  * with respect to crashes: after a crash either *dst holds the object and it is
  * allocated, or *dst is unchanged and nothing is allocated. dst must be an
  * 8-byte aligned location inside the heap: a root slot or a field of an
- * allocated object (NM_EINVAL otherwise; recovery reads it). Sizes up to PMALLOC_SMALL_MAX come from slabs, larger from extents. */
+ * allocated object (NM_EINVAL otherwise; recovery reads it). Sizes up to PMALLOC_SMALL_MAX come from slabs, larger from extents.
+ * *dst must be 0: a destination that holds a pointer (or anything else) is
+ * NM_EEXIST and nothing changes, since overwriting it would lose the object it
+ * names (use pmalloc_malloc_to_ex with PMALLOC_OVERWRITE to allow it). */
 nm_err pmalloc_malloc_to(pmalloc_heap *h, size_t size, pmalloc_ptr *dst);
+/* Flags of pmalloc_malloc_to_ex. */
+#define PMALLOC_OVERWRITE 1u /* *dst may be non-zero: its old value is overwritten; an object it
+                              * named stays allocated (the caller holds another reference to it) */
+/* pmalloc_malloc_to with flags (0 = pmalloc_malloc_to); unknown flags are NM_EINVAL. */
+nm_err pmalloc_malloc_to_ex(pmalloc_heap *h, size_t size, pmalloc_ptr *dst, unsigned flags);
 /* Free the object *src points to and set *src to 0, atomically w.r.t. crashes.
  * src obeys the same rule as dst above.
  * NM_EBADFREE: *src is outside the heap's data or not the start of an object;

@@ -259,11 +259,17 @@ static nm_err check_loc(pm_heap *h, const pmalloc_ptr *loc, const char *what)
     return NM_OK;
 }
 
-nm_err pmalloc_malloc_to(pmalloc_heap *hd, size_t size, pmalloc_ptr *dst)
+nm_err pmalloc_malloc_to(pmalloc_heap *hd, size_t size, pmalloc_ptr *dst) { return pmalloc_malloc_to_ex(hd, size, dst, 0); }
+
+nm_err pmalloc_malloc_to_ex(pmalloc_heap *hd, size_t size, pmalloc_ptr *dst, unsigned flags)
 {
     PM_ENTER_ERR(h, hd);
+    if (flags & ~PMALLOC_OVERWRITE) return nm_fail(NM_EINVAL, "pmalloc_malloc_to_ex: unknown flags %#x", flags);
     nm_err err = check_loc(h, dst, "destination");
     if (err) return err;
+    if (!(flags & PMALLOC_OVERWRITE) && load_ptr(dst) != 0)
+        return nm_fail(NM_EEXIST, "pmalloc_malloc_to: the destination holds %#llx (free it first, or pass PMALLOC_OVERWRITE)",
+                       (unsigned long long)load_ptr(dst));
     if (size == 0) return nm_fail(NM_ERANGE, "pmalloc_malloc_to: size 0");
     if (size > h->data_pages * PM_PAGE) return nm_fail(NM_ERANGE, "pmalloc_malloc_to: %zu bytes exceed the heap", size);
     uint64_t dst_off = pm_off(h, dst);

@@ -21,10 +21,6 @@
 #include "pm_testutil.h"
 
 #define MiB (1u << 20)
-#ifndef PMALLOC_OVERWRITE /* until the flag exists: the test fails at the first NM_EEXIST check */
-#define PMALLOC_OVERWRITE 1u
-#define pmalloc_malloc_to_ex(h, s, d, f) pmalloc_malloc_to(h, s, d)
-#endif
 
 static void test_closed_handle(void **st)
 {
