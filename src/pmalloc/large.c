@@ -57,7 +57,7 @@ pm_veh *pm_veh_new(pm_heap *h)
 static void veh_put(pm_heap *h, pm_veh *v)
 {
     __atomic_store_n(&v->state, PM_VEH_FREE, __ATOMIC_RELAXED);
-    v->slab = NULL;
+    __atomic_store_n(&v->slab, NULL, __ATOMIC_RELAXED);
     v->prev = NULL;
     v->next = h->veh_pool;
     h->veh_pool = v;
@@ -739,7 +739,7 @@ void pm_large_free_all(pm_heap *h)
         for (uint64_t p = 0; p < h->data_pages; p++) {
             pm_veh *v = h->pmap[p];
             if (v && v->page == p) {
-                if (v->slab) pm_slab_free_vol(v->slab);
+                if (v->slab) pm_slab_free_vol(h, v->slab);
                 p += v->npages - 1;
             }
         }

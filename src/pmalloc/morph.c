@@ -471,7 +471,7 @@ nm_err pm_morph_adopt(pm_heap *h, pm_veh *v, pm_vslab *unused)
     if (!s || !mo || !nvbm) {
         free(mo);
         free(nvbm);
-        if (s) { v->slab = NULL; pm_slab_free_vol(s); }
+        if (s) { v->slab = NULL; pm_slab_free_vol(h, s); }
         return nm_fail(NM_ENOMEM, "pmalloc: no host memory for a morphed vslab");
     }
     mo->cur = *cg;
@@ -494,7 +494,7 @@ nm_err pm_morph_adopt(pm_heap *h, pm_veh *v, pm_vslab *unused)
         }
     if (live && !err) {
         mo->cnt = calloc(s->nblocks, sizeof(uint16_t));
-        if (!mo->cnt) { v->slab = NULL; pm_slab_free_vol(s); return nm_fail(NM_ENOMEM, "pmalloc: no host memory for a morphed vslab"); }
+        if (!mo->cnt) { v->slab = NULL; pm_slab_free_vol(h, s); return nm_fail(NM_ENOMEM, "pmalloc: no host memory for a morphed vslab"); }
         for (uint32_t i = 0; i < og->nblocks; i++)
             if (pm_pbit(s, i | PM_IDX_OLD)) cover(s, i, true);
     }
@@ -506,7 +506,7 @@ nm_err pm_morph_adopt(pm_heap *h, pm_veh *v, pm_vslab *unused)
         }
     if (err) {
         v->slab = NULL;
-        pm_slab_free_vol(s);
+        pm_slab_free_vol(h, s);
         return nm_fail(NM_ECORRUPT, "pmalloc: morphed slab at data page %llu has overlapping old and new blocks", (unsigned long long)v->page);
     }
     if (live) {

@@ -158,9 +158,13 @@ typedef struct pm_vslab {
     struct pm_vslab *next, *prev;
     bool in_partial;
     struct pm_rslab *rs; /* NUMA: remote-free state (shadow bitmap), remote.c; NULL until used */
-    /* NUMA heaps: a bit per block held by the free in progress (atomic), so a
-     * direct and a two-phase free of one block cannot both succeed (pmalloc.c) */
+    /* a bit per 16 bytes of the slab (a block start under any geometry), held by
+     * the free in progress (atomic): of two concurrent frees of one block exactly
+     * one gets past it, before either changes anything (pmalloc.c); with NUMA,
+     * a direct and a two-phase free of one block cannot both succeed */
     uint64_t *claim;
+    uint32_t gone;        /* atomic: released (or being released); see pm_slab_enter */
+    struct pm_vslab *pool_next, *all_next; /* the heap's vslab pool (type-stable, small.c) */
     /* slab morphing (morph.c): old geometry and counters, NULL until the first
      * morph; handshake with lock-free readers; the arena's LRU list */
     struct pm_morph *mo;
@@ -289,6 +293,7 @@ struct pm_heap {
     /* VEHs come from a per-heap pool and are only freed at close: a VEH read
      * without the lock (small_lookup, slab_at) is always a VEH, never freed memory */
     pm_veh *veh_pool;  /* free VEHs, linked by next */
+    struct pm_vslab *vslab_pool, *vslab_all; /* type-stable vslabs (small.c) */
     void *veh_blocks;  /* allocated pool blocks, linked by their first word */
     uint64_t free_pages, nextents, nslabs;
     uint64_t decay_ns, last_decay_ns, retained_pages;
@@ -386,22 +391,30 @@ static inline void pm_morph_old_bm(const pm_vslab *s, uint32_t *idx, uint64_t **
 static inline uint32_t pm_blk_size(const pm_vslab *s, uint32_t idx) { return idx & PM_IDX_OLD ? s->mo->obs : s->block_size; }
 static inline uint32_t pm_bm_lines(const pm_vslab *s) { return s->mo ? s->mo->cur.bm_lines : s->hdr->bm_lines; }
 
-/* Handshake with a morph for code that reads a slab's geometry without its
- * arena lock (free_from, usable_size, destination checks): a morph sets
- * `morphing` and proceeds only if `busy` is 0 (seq_cst on both sides). */
-static inline void pm_slab_enter(pm_heap *h, pm_vslab *s)
+/* Handshake with a morph and with the slab's release for code that reads a
+ * slab's geometry without its arena lock (free_from, usable_size, destination
+ * checks): a morph sets `morphing`, a release sets `gone`, and each proceeds
+ * only if `busy` is 0 (seq_cst on both sides). false: the slab is being (or
+ * was) released; busy is not held then. A release only takes an empty slab,
+ * so every block of it is free. */
+static inline bool pm_slab_enter(pm_heap *h, pm_vslab *s)
 {
-    if (!h->morph_su || !s) return;
+    NM_UNUSED(h);
     for (;;) {
         __atomic_fetch_add(&s->busy, 1, __ATOMIC_SEQ_CST);
-        if (!__atomic_load_n(&s->morphing, __ATOMIC_SEQ_CST)) return;
+        if (NM_UNLIKELY(__atomic_load_n(&s->gone, __ATOMIC_SEQ_CST))) {
+            __atomic_fetch_sub(&s->busy, 1, __ATOMIC_SEQ_CST);
+            return false;
+        }
+        if (NM_LIKELY(!__atomic_load_n(&s->morphing, __ATOMIC_SEQ_CST))) return true;
         __atomic_fetch_sub(&s->busy, 1, __ATOMIC_SEQ_CST);
         while (__atomic_load_n(&s->morphing, __ATOMIC_ACQUIRE)) sched_yield();
     }
 }
 static inline void pm_slab_leave(pm_heap *h, pm_vslab *s)
 {
-    if (h->morph_su && s) __atomic_fetch_sub(&s->busy, 1, __ATOMIC_SEQ_CST);
+    NM_UNUSED(h);
+    __atomic_fetch_sub(&s->busy, 1, __ATOMIC_SEQ_CST);
 }
 
 /* morph.c */
@@ -530,7 +543,8 @@ void pm_small_put(pm_heap *h, pm_tcache *tc, pm_tcblk k);
 void pm_slab_fix_lists(pm_heap *h, pm_vslab *s); /* partial-list membership after recovery */
 nm_err pm_small_init(pm_heap *h);
 nm_err pm_slab_adopt(pm_heap *h, pm_veh *v); /* build the vslab of a logged slab */
-void pm_slab_free_vol(pm_vslab *s);
+void pm_slab_free_vol(pm_heap *h, pm_vslab *s); /* large_lock held: back to the pool */
+void pm_vslabs_destroy(pm_heap *h);               /* close: every vslab struct */
 static inline uint64_t *pm_pbm_word(const pm_vslab *s, uint32_t idx, uint64_t *mask)
 {
     uint64_t *pbm = s->pbm;

@@ -181,31 +181,62 @@ static inline void wal_end(pm_tcache *tc) { __atomic_store_n(&tc->inflight, 0, _
 
 /* ---- small-block helpers ---- */
 
-/* The vslab and block index of heap offset `off`, if it is a block start. */
+/* The block of slab s starting at heap offset `off`, if there is one (the
+ * geometry must be stable: the slab pinned, or no other thread running). */
+static bool slab_block(pm_heap *h, pm_vslab *s, uint64_t off, uint32_t *idx)
+{
+    if (NM_UNLIKELY(s->mo != NULL) && pm_morph_lookup_old(h, s, off, idx)) return true; /* a live old block */
+    uint64_t start = pm_off(h, s->data);
+    if (off < start) return false;
+    uint64_t rel = off - start;
+    if (rel % s->block_size || rel / s->block_size >= s->nblocks) return false;
+    *idx = (uint32_t)(rel / s->block_size);
+    return true;
+}
+
+/* The vslab and block index of heap offset `off`, if it is a block start
+ * (recovery: single-threaded). */
 static pm_vslab *small_lookup(pm_heap *h, uint64_t off, uint32_t *idx, bool *is_small)
 {
     *is_small = false;
     if (off < h->sb->data_off || off >= h->size) return NULL;
-    uint64_t page = (off - h->sb->data_off) / PM_PAGE;
-    pm_veh *v = pm_pmap_get(h, page);
-    if (!v || __atomic_load_n(&v->state, __ATOMIC_RELAXED) != PM_VEH_SLAB) return NULL; /* unlocked: an extent may be freed meanwhile */
-    pm_vslab *s = v->slab;
-    if (!s) return NULL;
+    pm_veh *v = pm_pmap_get(h, (off - h->sb->data_off) / PM_PAGE);
+    if (!v || v->state != PM_VEH_SLAB || !v->slab) return NULL;
     *is_small = true;
-    if (NM_UNLIKELY(s->mo != NULL) && pm_morph_lookup_old(h, s, off, idx)) return s; /* a live old block */
-    uint64_t start = pm_off(h, s->data);
-    if (off < start) return NULL;
-    uint64_t rel = off - start;
-    if (rel % s->block_size || rel / s->block_size >= s->nblocks) return NULL;
-    *idx = (uint32_t)(rel / s->block_size);
-    return s;
+    return slab_block(h, v->slab, off, idx) ? v->slab : NULL;
 }
 
-/* The vslab whose pages hold heap offset `off` (in the data area), or NULL: for the morphing handshake. */
-static pm_vslab *slab_at(pm_heap *h, uint64_t off)
+enum { PIN_NONE, PIN_OK, PIN_GONE };
+/* Pin the slab whose pages hold heap offset `off` (in the data area) against
+ * morphs and its release, without a lock (pm_slab_enter): PIN_OK with the slab
+ * in *out (pm_slab_leave it), PIN_NONE when no slab is there (an extent, free
+ * space), PIN_GONE when the slab there is being released (all its blocks are
+ * free). The page map's VEHs and the vslabs are type-stable, and a pin holds
+ * only after checking that the page still maps to that very slab. */
+static int slab_pin(pm_heap *h, uint64_t off, pm_vslab **out)
 {
-    pm_veh *v = pm_pmap_get(h, (off - h->sb->data_off) / PM_PAGE);
-    return v && __atomic_load_n(&v->state, __ATOMIC_RELAXED) == PM_VEH_SLAB ? v->slab : NULL;
+    uint64_t page = (off - h->sb->data_off) / PM_PAGE;
+    for (;;) {
+        pm_veh *v = pm_pmap_get(h, page);
+        if (!v || __atomic_load_n(&v->state, __ATOMIC_ACQUIRE) != PM_VEH_SLAB) return PIN_NONE;
+        pm_vslab *s = __atomic_load_n(&v->slab, __ATOMIC_ACQUIRE);
+        if (!s) return PIN_GONE; /* its vslab is not built yet, or already gone: no block of it is allocated */
+        if (!pm_slab_enter(h, s)) return PIN_GONE;
+        if (pm_pmap_get(h, page) == v && __atomic_load_n(&v->state, __ATOMIC_ACQUIRE) == PM_VEH_SLAB &&
+            __atomic_load_n(&v->slab, __ATOMIC_ACQUIRE) == s) {
+            *out = s;
+            return PIN_OK;
+        }
+        pm_slab_leave(h, s); /* released and maybe reused meanwhile: look again */
+    }
+}
+
+/* The claim bit of the block at heap offset `off` in slab s (pm_vslab.claim). */
+static inline uint64_t *claim_word(pm_heap *h, pm_vslab *s, uint64_t off, uint64_t *mask)
+{
+    uint64_t bit = (off - pm_off(h, s->hdr)) / 16u;
+    *mask = 1ull << (bit % 64u);
+    return &s->claim[bit / 64u];
 }
 
 static inline uint64_t block_off(pm_heap *h, const pm_vslab *s, uint32_t idx)
@@ -234,9 +265,8 @@ static bool loc_live(pm_heap *h, uint64_t off)
     if (!v) return false;
     int st = __atomic_load_n(&v->state, __ATOMIC_ACQUIRE); /* unlocked: VEHs are type-stable (large.c) */
     if (st == PM_VEH_ALLOC) return true;
-    if (st != PM_VEH_SLAB || !v->slab) return false;
-    pm_vslab *s = v->slab;
-    pm_slab_enter(h, s); /* a morph may change the geometry */
+    pm_vslab *s;
+    if (st != PM_VEH_SLAB || slab_pin(h, off, &s) != PIN_OK) return false; /* a morph may change the geometry */
     bool live = false;
     if (NM_UNLIKELY(s->mo != NULL) && pm_morph_loc_live(h, s, off)) live = true;
     uint64_t start = pm_off(h, s->data);
@@ -371,31 +401,28 @@ nm_err pmalloc_free_from(pmalloc_heap *hd, pmalloc_ptr *src)
     if (!tc) return nm_fail(NM_ENOMEM, "pmalloc: no thread cache: %s", nm_last_errmsg());
     pm_numa_tick(h, tc);
     uint32_t idx;
-    bool is_small;
-    pm_vslab *hs = slab_at(h, p);
-    pm_slab_enter(h, hs); /* until the block is back: no morph of its slab */
-    pm_vslab *s = small_lookup(h, p, &idx, &is_small);
-    if (is_small && s != hs) { pm_slab_leave(h, hs); hs = s; pm_slab_enter(h, hs); s = small_lookup(h, p, &idx, &is_small); }
-    if (!is_small || !s) pm_slab_leave(h, hs);
-    if (is_small) {
-        if (!s) return nm_fail(NM_EBADFREE, "pmalloc_free_from: %#llx is inside a slab but not at a block start", (unsigned long long)p);
-        /* NUMA heaps: claim the block first. A direct free clears the bitmap
-         * bit, a two-phase one sets a shadow bit (another word, under another
-         * lock): without a common claim, two concurrent frees of one block,
-         * one from each side, could both succeed. Released once the bit is
-         * clear or the shadow bit set (pm_numa_remote_free), so a later free
-         * sees that. Old blocks of a morphed slab always go the direct way. */
-        uint64_t *cw = NULL, cm = 0;
-        if (s->claim && !(idx & PM_IDX_OLD)) {
-            cw = &s->claim[idx / 64u];
-            cm = 1ull << (idx % 64u);
-            if (__atomic_fetch_or(cw, cm, __ATOMIC_SEQ_CST) & cm) {
-                pm_slab_leave(h, s);
-                return nm_fail(NM_EDOUBLEFREE, "pmalloc_free_from: block %#llx is being freed concurrently", (unsigned long long)p);
-            }
+    pm_vslab *s = NULL;
+    int pin = slab_pin(h, p, &s); /* until the block is back: no morph or release of its slab */
+    if (pin == PIN_GONE) /* a slab in the middle of its release holds no allocated block */
+        return nm_fail(NM_EDOUBLEFREE, "pmalloc_free_from: %#llx is not allocated (its slab was released)", (unsigned long long)p);
+    if (pin == PIN_OK) {
+        if (!slab_block(h, s, p, &idx)) {
+            pm_slab_leave(h, s);
+            return nm_fail(NM_EBADFREE, "pmalloc_free_from: %#llx is inside a slab but not at a block start", (unsigned long long)p);
+        }
+        /* Claim the block before anything changes: of two concurrent frees of
+         * it, the loser stops here with nothing changed. With NUMA, a direct
+         * free clears the bitmap bit and a two-phase one sets a shadow bit
+         * (another word, under another lock): the claim is what keeps both
+         * from succeeding. Released once the bit is clear or the shadow bit
+         * set (pm_numa_remote_free), so a later free sees that. */
+        uint64_t cm, *cw = claim_word(h, s, p, &cm);
+        if (__atomic_fetch_or(cw, cm, __ATOMIC_SEQ_CST) & cm) {
+            pm_slab_leave(h, s);
+            return nm_fail(NM_EDOUBLEFREE, "pmalloc_free_from: block %#llx is being freed concurrently", (unsigned long long)p);
         }
         if (!pm_pbit(s, idx) || (!(idx & PM_IDX_OLD) && pm_numa_shadowed(s, idx))) {
-            if (cw) __atomic_fetch_and(cw, ~cm, __ATOMIC_SEQ_CST);
+            __atomic_fetch_and(cw, ~cm, __ATOMIC_SEQ_CST);
             pm_slab_leave(h, s);
             return nm_fail(NM_EDOUBLEFREE, "pmalloc_free_from: block %#llx is already free", (unsigned long long)p);
         }
@@ -415,7 +442,7 @@ nm_err pmalloc_free_from(pmalloc_heap *hd, pmalloc_ptr *src)
                 was = pbit_update(s, idx, false, &w);
                 pm_flush(h, w, sizeof *w, PM_META);
                 pm_drain(h);
-                if (cw) __atomic_fetch_and(cw, ~cm, __ATOMIC_SEQ_CST);
+                __atomic_fetch_and(cw, ~cm, __ATOMIC_SEQ_CST);
             }
             wal_end(tc);
         } else {
@@ -425,7 +452,7 @@ nm_err pmalloc_free_from(pmalloc_heap *hd, pmalloc_ptr *src)
             if (remote) was = pm_numa_remote_free(h, tc, s, idx) == NM_OK;
             else {
                 was = pbit_update(s, idx, false, &w);
-                if (cw) __atomic_fetch_and(cw, ~cm, __ATOMIC_SEQ_CST);
+                __atomic_fetch_and(cw, ~cm, __ATOMIC_SEQ_CST);
             }
             if (idx & PM_IDX_OLD) pm_persist(h, w, sizeof *w, PM_META); /* old bits stay exact under GC (morph.c) */
         }
@@ -454,7 +481,9 @@ nm_err pmalloc_free_from(pmalloc_heap *hd, pmalloc_ptr *src)
     int st = v ? __atomic_load_n(&v->state, __ATOMIC_ACQUIRE) : PM_VEH_FREE;
     bool freeing = v && __atomic_load_n(&v->freeing, __ATOMIC_RELAXED);
     if (st != PM_VEH_ALLOC || freeing || v->page != page || rel % PM_PAGE || v->bkpos < 0) {
-        bool dbl = ((st == PM_VEH_FREE || st == PM_VEH_CACHED) && rel % PM_PAGE == 0) || freeing;
+        /* an aligned address in free space is most likely a stale pointer to an
+         * object freed before (a slab released when its last block went) */
+        bool dbl = freeing || ((st == PM_VEH_FREE || st == PM_VEH_CACHED) && p % 16 == 0);
         pthread_mutex_unlock(&h->large_lock);
         if (dbl) return nm_fail(NM_EDOUBLEFREE, "pmalloc_free_from: %#llx is not allocated (already free?)", (unsigned long long)p);
         return nm_fail(NM_EBADFREE, "pmalloc_free_from: %#llx is not the start of an allocated extent", (unsigned long long)p);
@@ -526,13 +555,14 @@ size_t pmalloc_usable_size(pmalloc_heap *hd, pmalloc_ptr p)
     PM_ENTER(h, hd, 0);
     if (p < h->sb->data_off || p >= h->size) return 0;
     uint32_t idx;
-    bool is_small;
-    pm_vslab *hs = slab_at(h, p);
-    pm_slab_enter(h, hs);
-    pm_vslab *s = small_lookup(h, p, &idx, &is_small);
-    size_t us = is_small && s && pm_pbit(s, idx) && ((idx & PM_IDX_OLD) || !pm_numa_shadowed(s, idx)) ? pm_blk_size(s, idx) : 0;
-    pm_slab_leave(h, hs);
-    if (is_small) return us;
+    pm_vslab *s;
+    int pin = slab_pin(h, p, &s);
+    if (pin == PIN_GONE) return 0;
+    if (pin == PIN_OK) {
+        size_t us = slab_block(h, s, p, &idx) && pm_pbit(s, idx) && ((idx & PM_IDX_OLD) || !pm_numa_shadowed(s, idx)) ? pm_blk_size(s, idx) : 0;
+        pm_slab_leave(h, s);
+        return us;
+    }
     size_t r = 0;
     pthread_mutex_lock(&h->large_lock);
     uint64_t rel = p - h->sb->data_off;
@@ -919,6 +949,7 @@ static void heap_free(pm_heap *h)
     pm_handle_drop(h->handle);
     pm_numa_free(h); /* stops the synchronisation threads first */
     pm_large_free_all(h);
+    pm_vslabs_destroy(h);
     if (h->arenas) {
         for (unsigned i = 0; i < h->narenas; i++) pthread_mutex_destroy(&h->arenas[i].lock);
         pm_xc_destroy(h);

@@ -417,16 +417,17 @@ nm_err pm_numa_remote_free(pm_heap *h, pm_tcache *tc, pm_vslab *s, uint32_t idx)
     /* once the shadow bit is set and the lock dropped, the owner may apply it
      * and release the slab: nothing of s is read after the unlock */
     uint64_t block = pm_off(h, s->data) + (uint64_t)idx * s->block_size;
+    uint64_t cbit = (block - pm_off(h, s->hdr)) / 16u, cm = 1ull << (cbit % 64u); /* the free's claim (pmalloc.c) */
     pthread_mutex_lock(&rs->lock);
     if (__atomic_load_n(&rs->shadow[idx / 64u], __ATOMIC_RELAXED) & m) {
-        if (s->claim) __atomic_fetch_and(&s->claim[idx / 64u], ~m, __ATOMIC_SEQ_CST);
+        __atomic_fetch_and(&s->claim[cbit / 64u], ~cm, __ATOMIC_SEQ_CST);
         pthread_mutex_unlock(&rs->lock);
         return nm_fail(NM_EDOUBLEFREE, "pmalloc_free_from: block was freed concurrently");
     }
     __atomic_fetch_or(&rs->shadow[idx / 64u], m, __ATOMIC_SEQ_CST);
     /* the caller's claim (pmalloc_free_from) ends once the shadow bit is
      * visible, and before the owner may apply it and release the slab */
-    if (s->claim) __atomic_fetch_and(&s->claim[idx / 64u], ~m, __ATOMIC_SEQ_CST);
+    __atomic_fetch_and(&s->claim[cbit / 64u], ~cm, __ATOMIC_SEQ_CST);
     rs->nshadow++;
     uint64_t ts = __atomic_fetch_add(&n->dts, 1, __ATOMIC_SEQ_CST);
     if (!rs->queued) {

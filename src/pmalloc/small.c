@@ -47,16 +47,35 @@ nm_err pm_small_init(pm_heap *h)
 
 pm_vslab *pm_slab_vol_new(pm_heap *h, pm_veh *v, pm_slab_hdr *hd) { return vslab_new(h, v, hd); }
 
+/* vslabs are type-stable: a released one goes back to a per-heap pool (under
+ * large_lock) and is freed only at close, so a free or lookup that read a
+ * VEH's slab pointer without a lock touches a vslab, maybe a recycled one, and
+ * never freed memory; pm_slab_pin validates it. `busy` survives recycling
+ * (each reader's increment is undone on the struct it was made on). */
 static pm_vslab *vslab_new(pm_heap *h, pm_veh *v, pm_slab_hdr *hd)
 {
-    pm_vslab *s = calloc(1, sizeof *s);
-    if (!s) return NULL;
-    s->vbm = calloc(nm_bitmap_words(hd->nblocks), sizeof(uint64_t));
-    if (!s->vbm) { free(s); return NULL; }
-    if (h->numa && h->numa->nnodes > 1) { /* sized for any geometry: morphing keeps it */
+    pm_vslab *s = h->vslab_pool;
+    if (s) {
+        h->vslab_pool = s->pool_next;
+        uint32_t busy = __atomic_load_n(&s->busy, __ATOMIC_RELAXED);
+        uint64_t *claim = s->claim;
+        pm_vslab *all = s->all_next;
+        memset(s, 0, sizeof *s);
+        __atomic_store_n(&s->busy, busy, __ATOMIC_RELAXED);
+        s->claim = claim;
+        s->all_next = all;
+        memset(s->claim, 0, nm_bitmap_words(PMALLOC_SLAB_SIZE / 16u) * sizeof(uint64_t));
+    } else {
+        s = calloc(1, sizeof *s);
+        if (!s) return NULL;
+        /* a bit per 16 bytes of the slab: block starts under any geometry (morphing) */
         s->claim = calloc(nm_bitmap_words(PMALLOC_SLAB_SIZE / 16u), sizeof(uint64_t));
-        if (!s->claim) { free(s->vbm); free(s); return NULL; }
+        if (!s->claim) { free(s); return NULL; }
+        s->all_next = h->vslab_all;
+        h->vslab_all = s;
     }
+    s->vbm = calloc(nm_bitmap_words(hd->nblocks), sizeof(uint64_t));
+    if (!s->vbm) { s->pool_next = h->vslab_pool; h->vslab_pool = s; return NULL; }
     s->veh = v;
     s->hdr = hd;
     s->pbm = (uint64_t *)((char *)hd + PM_LINE);
@@ -66,18 +85,32 @@ static pm_vslab *vslab_new(pm_heap *h, pm_veh *v, pm_slab_hdr *hd)
     s->cls = hd->cls;
     s->stripes = hd->stripes;
     s->arena = &h->arenas[hd->arena % h->narenas];
-    v->slab = s;
+    __atomic_store_n(&v->slab, s, __ATOMIC_RELEASE);
     return s;
 }
 
-void pm_slab_free_vol(pm_vslab *s)
+void pm_slab_free_vol(pm_heap *h, pm_vslab *s)
 {
     if (!s) return;
+    __atomic_store_n(&s->gone, 1, __ATOMIC_SEQ_CST);
     pm_morph_free(s);
     pm_numa_rslab_free(s);
     free(s->vbm);
-    free(s->claim);
-    free(s);
+    s->vbm = NULL;
+    s->pool_next = h->vslab_pool;
+    h->vslab_pool = s;
+}
+
+void pm_vslabs_destroy(pm_heap *h)
+{
+    while (h->vslab_all) {
+        pm_vslab *s = h->vslab_all;
+        h->vslab_all = s->all_next;
+        if (s->vbm) { pm_morph_free(s); pm_numa_rslab_free(s); free(s->vbm); }
+        free(s->claim);
+        free(s);
+    }
+    h->vslab_pool = NULL;
 }
 
 static void partial_add(pm_arena *a, pm_vslab *s)
@@ -163,7 +196,7 @@ static pm_vslab *slab_new(pm_heap *h, pm_arena *a, unsigned cls)
     pm_numa_slab_created(h, v->page);
     pm_vslab *s = vslab_new(h, v, hd);
     if (!s || pm_bk_record(h, v)) {
-        if (s) { v->slab = NULL; pm_slab_free_vol(s); }
+        if (s) { v->slab = NULL; pm_slab_free_vol(h, s); }
         pm_extent_release(h, v);
         pthread_mutex_unlock(&h->large_lock);
         return NULL;
@@ -177,22 +210,32 @@ static pm_vslab *slab_new(pm_heap *h, pm_arena *a, unsigned cls)
 }
 
 /* Give an empty slab back to the large allocator (arena lock held). Its
- * blocks are all free in DRAM and, under LOG, durably free in the bitmap. */
-static void slab_release(pm_heap *h, pm_vslab *s)
+ * blocks are all free in DRAM and, under LOG, durably free in the bitmap.
+ * false: kept, because a lock-free reader is on it (pm_slab_enter) or the log
+ * is full. */
+static bool slab_release(pm_heap *h, pm_vslab *s)
 {
+    __atomic_store_n(&s->gone, 1, __ATOMIC_SEQ_CST); /* first mark it, then look for readers */
+    if (__atomic_load_n(&s->busy, __ATOMIC_SEQ_CST)) {
+        __atomic_store_n(&s->gone, 0, __ATOMIC_SEQ_CST);
+        return false;
+    }
     partial_del(s->arena, s);
     pthread_mutex_lock(&h->large_lock);
     pm_wclk_raise(h, PM_WCLK_LARGE, pm_wclk_get(h, pm_arena_dom(s->arena))); /* see slab_new */
     pm_veh *v = s->veh;
     if (pm_bk_tombstone(h, v) == NM_OK) {
         pm_morph_lru_del(s->arena, s);
-        v->slab = NULL;
+        __atomic_store_n(&v->slab, NULL, __ATOMIC_RELEASE);
         pm_extent_release(h, v);
-        pm_slab_free_vol(s);
-    } else {
-        partial_add(s->arena, s); /* log full: keep the slab */
+        pm_slab_free_vol(h, s);
+        pthread_mutex_unlock(&h->large_lock);
+        return true;
     }
+    __atomic_store_n(&s->gone, 0, __ATOMIC_SEQ_CST);
+    partial_add(s->arena, s); /* log full: keep the slab */
     pthread_mutex_unlock(&h->large_lock);
+    return false;
 }
 
 /* Return one block to its vslab (caller holds the slab's arena lock). */
@@ -207,11 +250,11 @@ void pm_slab_settle(pm_heap *h, pm_vslab *s)
 {
     /* old blocks pin a morphed slab; a reader inside (busy: a remote free that
      * has recorded its block, a lookup) keeps it until a later put */
-    if (s->nfree_v == s->nblocks && !(s->mo && s->mo->nold) && !__atomic_load_n(&s->busy, __ATOMIC_SEQ_CST)) {
+    if (s->nfree_v == s->nblocks && !(s->mo && s->mo->nold)) {
         /* keep one empty slab per class in the arena; release the others */
         pm_arena *a = s->arena;
         bool other = a->partial[s->cls] && (a->partial[s->cls] != s || s->next);
-        if (other) { slab_release(h, s); return; }
+        if (other && slab_release(h, s)) return;
     }
     if (s->nfree_v) partial_add(s->arena, s);
 }
