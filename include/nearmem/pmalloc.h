@@ -39,8 +39,18 @@ extern "C" {
 
 typedef struct pmalloc_heap pmalloc_heap;
 
-/* A persistent pointer: byte offset from the heap base; 0 is NULL. */
+/* A persistent pointer: the heap's identity and a byte offset from the heap
+ * base; 0 is NULL. Bits 0-43 hold the offset (heaps up to 16 TiB), bits 44-62
+ * the heap's tag, a random number drawn when the heap is created (bit 63 is 0).
+ * A pointer of another heap is refused (NM_EINVAL; pmalloc_direct gives NULL),
+ * as PMDK's PMEMoid carries its pool's id. Treat the value as opaque: convert
+ * with pmalloc_direct / pmalloc_ptr_of; adding a byte count within an object
+ * gives the pointer to that byte (the tag is not touched). Heaps of format
+ * versions 1 and 2 (before tags) are refused with NM_EFORMAT. */
 typedef uint64_t pmalloc_ptr;
+#define PMALLOC_PTR_OFFSET_BITS 44
+#define PMALLOC_PTR_OFFSET(p) ((uint64_t)(p) & ((1ull << PMALLOC_PTR_OFFSET_BITS) - 1)) /* byte offset in the heap file(s) */
+#define PMALLOC_PTR_TAG(p) ((uint64_t)(p) >> PMALLOC_PTR_OFFSET_BITS)
 
 #define PMALLOC_NROOTS 1024u            /* root slots per heap (paper: >= 512) */
 #define PMALLOC_SMALL_MAX 14336u        /* largest small (slab) request; above: extents */

@@ -422,7 +422,7 @@ int pm_morph_walk(pm_heap *h, pm_vslab *s, pmalloc_walk_fn fn, void *arg)
         while (j < s->nblocks && (!pm_pbit(s, j) || pm_numa_shadowed(s, j))) j++; /* shadowed: freed remotely */
         if (i >= on && j >= s->nblocks) return 0;
         uint64_t po = i < on ? ob + (uint64_t)i * mo->obs : UINT64_MAX, pn = j < s->nblocks ? nb + (uint64_t)j * s->block_size : UINT64_MAX;
-        int stop = po < pn ? fn(arg, po, mo->obs) : fn(arg, pn, s->block_size);
+        int stop = po < pn ? fn(arg, pm_ptr(h, po), mo->obs) : fn(arg, pm_ptr(h, pn), s->block_size);
         if (stop) return stop;
         if (po < pn) i++;
         else j++;

@@ -194,7 +194,7 @@ unsigned pm_numa_page_node(const pm_heap *h, uint64_t page)
 int pmalloc_numa_node_of(pmalloc_heap *hd, pmalloc_ptr p)
 {
     PM_ENTER(h, hd, -1);
-    if (p < h->sb->data_off || p >= h->size) return -1;
+    if (!pm_ptr_off(h, p, &p) || p < h->sb->data_off || p >= h->size) return -1;
     return (int)pm_numa_page_node(h, (p - h->sb->data_off) / PM_PAGE);
 }
 

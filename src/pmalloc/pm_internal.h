@@ -30,7 +30,7 @@ void pm_handle_drop(const pmalloc_heap *hd);
 #define PM_PAGE 4096u
 #define PM_LINE 64u
 #define PM_MAGIC 0x50414548504d4e4eull /* "NNMPHEAP" little-endian */
-#define PM_VERSION 1u
+#define PM_VERSION 3u /* 1, 2: before tagged pointers (refused) */
 #define PM_MIN_HEAP (4u << 20)
 
 #define PM_STATE_CLEAN 0x4e41454c43ull      /* "CLEAN" */
@@ -72,8 +72,9 @@ typedef struct pm_super {
     uint32_t nchunks;
     uint32_t nroots;
     uint64_t roots_off, wal_off, bk_off, data_off;
-    uint64_t check; /* XXH64 of the fields above */
-    uint8_t pad0[128 - 80];
+    uint64_t ptr_tag; /* this heap's tag (pmalloc_ptr bits 44-62), nonzero */
+    uint64_t check;   /* XXH64 of the fields above */
+    uint8_t pad0[128 - 88];
     /* line 2: session state */
     uint64_t state;
     uint8_t pad1[56];
@@ -266,6 +267,7 @@ typedef struct pm_bkchunk { /* vchunk */
 
 struct pm_heap {
     pmalloc_heap *handle; /* what the public calls and the simulation hook see */
+    uint64_t tagbits;     /* sb->ptr_tag << PMALLOC_PTR_OFFSET_BITS: in every pmalloc_ptr of this heap */
     char *base;
     size_t size;
     pm_super *sb;
@@ -728,7 +730,7 @@ static inline bool pm_numa_shadowed(const pm_vslab *s, uint32_t idx)
  * NUMA region) and one file per node holding node k's data pages, followed by
  * a one-page trailer. All are mapped back to back into one reserved range, so
  * heap offsets (pmalloc_ptr) are those of a one-file heap. */
-#define PM_VERSION_FILES 2u
+#define PM_VERSION_FILES 4u /* node files (3 = one file) */
 #define PM_FILES_LINE 6u                       /* superblock line of pm_files_hdr */
 #define PM_FILES_MAGIC 0x53454c49464d4e4eull   /* "NNMFILES" */
 #define PM_NODE_MAGIC 0x45444f4e504d4e4eull    /* "NNMPNODE" */
@@ -787,6 +789,16 @@ nm_err pm_files_snapshot(pm_heap *h, const char *dir,
 /* ==== end node files ==== */
 
 static inline void pm_count(uint64_t *c, uint64_t n) { __atomic_fetch_add(c, n, __ATOMIC_RELAXED); }
+
+/* Persistent pointers (pmalloc.h): this heap's tag over an offset. */
+#define PM_TAG_MASK (((1ull << 63) - 1) & ~((1ull << PMALLOC_PTR_OFFSET_BITS) - 1))
+static inline uint64_t pm_ptr(const pm_heap *h, uint64_t off) { return off | h->tagbits; }
+/* The offset a pointer of this heap names; false for another heap's (or a non-pointer). */
+static inline bool pm_ptr_off(const pm_heap *h, uint64_t p, uint64_t *off)
+{
+    *off = PMALLOC_PTR_OFFSET(p);
+    return (p & ~((1ull << PMALLOC_PTR_OFFSET_BITS) - 1)) == h->tagbits;
+}
 static inline uint64_t pm_off(const pm_heap *h, const void *p) { return (uint64_t)((const char *)p - h->base); }
 
 /* This thread's block for heap h, or NULL if it has none yet (no allocation). */

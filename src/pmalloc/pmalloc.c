@@ -30,6 +30,7 @@
 #include <string.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -315,7 +316,7 @@ nm_err pmalloc_malloc_to_ex(pmalloc_heap *hd, size_t size, pmalloc_ptr *dst, uns
         uint64_t b = block_off(h, k.s, k.idx), *w, bsize = k.s->block_size; /* once the bit is set, a morph may start */
         if (h->model == PMALLOC_LOG) {
             wal_begin(h, tc, pm_arena_dom(k.s->arena), PM_OP_ALLOC_SMALL, b, dst_off, 0);
-            store_ptr(dst, b);
+            store_ptr(dst, pm_ptr(h, b));
             pm_flush(h, dst, sizeof *dst, PM_USER);
             pm_drain(h);
             pbit_update(k.s, k.idx, true, &w);
@@ -324,7 +325,7 @@ nm_err pmalloc_malloc_to_ex(pmalloc_heap *hd, size_t size, pmalloc_ptr *dst, uns
             wal_end(tc);
         } else {
             /* GC: only the user pointer is persisted; recovery re-marks */
-            store_ptr(dst, b);
+            store_ptr(dst, pm_ptr(h, b));
             pm_flush(h, dst, sizeof *dst, PM_USER);
             pm_drain(h);
             pbit_update(k.s, k.idx, true, &w);
@@ -357,7 +358,7 @@ nm_err pmalloc_malloc_to_ex(pmalloc_heap *hd, size_t size, pmalloc_ptr *dst, uns
     }
     uint64_t e = h->sb->data_off + v->page * PM_PAGE, old = load_ptr(dst);
     wal_begin(h, tc, PM_WCLK_LARGE, PM_OP_ALLOC_LARGE, e, dst_off, npages);
-    store_ptr(dst, e);
+    store_ptr(dst, pm_ptr(h, e));
     pm_flush(h, dst, sizeof *dst, PM_USER);
     pm_drain(h);
     /* The log entry is the completion record. It is flushed under the lock
@@ -393,8 +394,11 @@ nm_err pmalloc_free_from(pmalloc_heap *hd, pmalloc_ptr *src)
     PM_ENTER_ERR(h, hd);
     nm_err err = check_loc(h, src, "source");
     if (err) return err;
-    uint64_t p = load_ptr(src), src_off = pm_off(h, src);
-    if (p == 0) return NM_OK; /* like free(NULL) */
+    uint64_t pv = load_ptr(src), p, src_off = pm_off(h, src);
+    if (pv == 0) return NM_OK; /* like free(NULL) */
+    if (!pm_ptr_off(h, pv, &p))
+        return nm_fail(NM_EINVAL, "pmalloc_free_from: %#llx is not a pointer of this heap (tag %#llx, this heap's %#llx)",
+                       (unsigned long long)pv, (unsigned long long)PMALLOC_PTR_TAG(pv), (unsigned long long)h->sb->ptr_tag);
     if (p < h->sb->data_off || p >= h->size)
         return nm_fail(NM_EBADFREE, "pmalloc_free_from: %#llx is outside the heap's data area", (unsigned long long)p);
     pm_tcache *tc = pm_tc_get(h);
@@ -512,7 +516,7 @@ nm_err pmalloc_free_from(pmalloc_heap *hd, pmalloc_ptr *src)
     pthread_mutex_lock(&h->large_lock);
     err = to_cache ? pm_bk_tombstone_flush(h, v) : pm_bk_tombstone(h, v);
     if (err) {
-        store_ptr(src, p);
+        store_ptr(src, pv);
         pm_persist(h, src, sizeof *src, PM_USER);
         __atomic_store_n(&v->freeing, false, __ATOMIC_RELAXED);
     } else if (to_cache) {
@@ -538,8 +542,9 @@ nm_err pmalloc_free_from(pmalloc_heap *hd, pmalloc_ptr *src)
 void *pmalloc_direct(const pmalloc_heap *hd, pmalloc_ptr p)
 {
     PM_ENTER(h, hd, NULL);
-    if (p == 0 || p >= h->size) return NULL;
-    return h->base + p;
+    uint64_t off;
+    if (!pm_ptr_off(h, p, &off) || off == 0 || off >= h->size) return NULL;
+    return h->base + off;
 }
 
 pmalloc_ptr pmalloc_ptr_of(const pmalloc_heap *hd, const void *addr)
@@ -547,13 +552,14 @@ pmalloc_ptr pmalloc_ptr_of(const pmalloc_heap *hd, const void *addr)
     PM_ENTER(h, hd, 0);
     const char *a = addr;
     if (!a || a < h->base || a >= h->base + h->size) return 0;
-    return (pmalloc_ptr)(a - h->base);
+    return pm_ptr(h, (uint64_t)(a - h->base));
 }
 
-size_t pmalloc_usable_size(pmalloc_heap *hd, pmalloc_ptr p)
+size_t pmalloc_usable_size(pmalloc_heap *hd, pmalloc_ptr pv)
 {
     PM_ENTER(h, hd, 0);
-    if (p < h->sb->data_off || p >= h->size) return 0;
+    uint64_t p;
+    if (!pm_ptr_off(h, pv, &p) || p < h->sb->data_off || p >= h->size) return 0;
     uint32_t idx;
     pm_vslab *s;
     int pin = slab_pin(h, p, &s);
@@ -592,8 +598,9 @@ nm_err pmalloc_set_root(pmalloc_heap *hd, unsigned idx, pmalloc_ptr p)
 {
     PM_ENTER_ERR(h, hd);
     if (idx >= PMALLOC_NROOTS) return nm_fail(NM_ERANGE, "pmalloc_set_root: index %u >= %u", idx, PMALLOC_NROOTS);
-    if (p != 0 && (p < h->sb->data_off || p >= h->size))
-        return nm_fail(NM_EINVAL, "pmalloc_set_root: %#llx is not in the heap's data area", (unsigned long long)p);
+    uint64_t off;
+    if (p != 0 && (!pm_ptr_off(h, p, &off) || off < h->sb->data_off || off >= h->size))
+        return nm_fail(NM_EINVAL, "pmalloc_set_root: %#llx is not a pointer into this heap's data area", (unsigned long long)p);
     pmalloc_ptr *slot = root_slot(h, idx);
     store_ptr(slot, p);
     pm_persist(h, slot, sizeof *slot, PM_USER);
@@ -682,9 +689,9 @@ nm_err pmalloc_walk(pmalloc_heap *hd, pmalloc_walk_fn fn, void *arg)
         } else if (v->state == PM_VEH_SLAB && v->slab) {
             pm_vslab *s = v->slab;
             for (uint32_t i = 0; i < s->nblocks && !stop; i++)
-                if (pm_pbit(s, i) && !pm_numa_shadowed(s, i)) stop = fn(arg, block_off(h, s, i), s->block_size);
+                if (pm_pbit(s, i) && !pm_numa_shadowed(s, i)) stop = fn(arg, pm_ptr(h, block_off(h, s, i)), s->block_size);
         } else if (v->state == PM_VEH_ALLOC && !v->freeing) { /* freeing: a remote free pending (Sec. 6.3) */
-            stop = fn(arg, h->sb->data_off + v->page * PM_PAGE, v->npages * PM_PAGE);
+            stop = fn(arg, pm_ptr(h, h->sb->data_off + v->page * PM_PAGE), v->npages * PM_PAGE);
         }
         p += v->npages;
     }
@@ -790,7 +797,7 @@ static nm_err wal_recover(pm_heap *h)
         if (i > 0 && recs[i].block == recs[i - 1].block) continue; /* only the newest per block */
         wal_rec *r = &recs[i];
         h->ri.wal_entries++;
-        uint64_t at_loc = load_ptr((uint64_t *)(h->base + r->loc));
+        uint64_t at_loc = load_ptr((uint64_t *)(h->base + r->loc)), want = pm_ptr(h, r->block);
         if (r->op == PM_OP_ALLOC_SMALL || r->op == PM_OP_FREE_SMALL) {
             uint32_t idx;
             bool is_small;
@@ -799,11 +806,11 @@ static nm_err wal_recover(pm_heap *h)
             bool bit = pm_pbit(s, idx);
             if (r->op == PM_OP_ALLOC_SMALL) {
                 if (bit) continue;
-                if (at_loc == r->block) { small_set(h, s, idx, true); h->ri.wal_redone++; }
+                if (at_loc == want) { small_set(h, s, idx, true); h->ri.wal_redone++; }
                 else h->ri.wal_undone++;
             } else {
                 if (!bit) continue;
-                if (at_loc == r->block) h->ri.wal_undone++;
+                if (at_loc == want) h->ri.wal_undone++;
                 else { small_set(h, s, idx, false); h->ri.wal_redone++; }
             }
         } else {
@@ -814,14 +821,14 @@ static nm_err wal_recover(pm_heap *h)
             bool alloc = v && v->state == PM_VEH_ALLOC && v->page == page;
             if (r->op == PM_OP_ALLOC_LARGE) {
                 if (alloc) continue;
-                if (at_loc != r->block) { h->ri.wal_undone++; continue; }
+                if (at_loc != want) { h->ri.wal_undone++; continue; }
                 pm_veh *nv;
                 err = pm_extent_claim(h, page, r->npages, PM_VEH_ALLOC, &nv);
                 if (!err) err = pm_bk_record(h, nv);
                 h->ri.wal_redone++;
             } else {
                 if (!alloc) continue;
-                if (at_loc == r->block) { h->ri.wal_undone++; continue; }
+                if (at_loc == want) { h->ri.wal_undone++; continue; }
                 err = pm_bk_tombstone(h, v);
                 if (!err) pm_extent_release(h, v);
                 h->ri.wal_redone++;
@@ -872,8 +879,8 @@ static nm_err gc_recover(pm_heap *h)
     while (n) {
         struct rg r = stack[--n];
         for (size_t i = 0; i < r.words; i++) {
-            uint64_t w = r.p[i];
-            if (w < h->sb->data_off || w >= h->size) continue;
+            uint64_t w;
+            if (!pm_ptr_off(h, r.p[i], &w) || w < h->sb->data_off || w >= h->size) continue; /* this heap's pointers only */
             pm_veh *v = pm_pmap_get(h, (w - h->sb->data_off) / PM_PAGE);
             struct rg push = {NULL, 0};
             if (v && v->state == PM_VEH_SLAB) {
@@ -983,6 +990,9 @@ static nm_err validate_super(const pm_super *sb, size_t len)
     if (sb->magic != PM_MAGIC)
         return nm_fail(NM_EFORMAT, "pmalloc: not a PMAlloc heap (bad magic %016llx; an interrupted create leaves none)",
                        (unsigned long long)sb->magic);
+    if (sb->version == 1 || sb->version == 2)
+        return nm_fail(NM_EFORMAT, "pmalloc: heap format version %u was written by an older nearmem (pointers without the heap's tag); "
+                                   "this build reads versions %u and %u: recreate the heap", sb->version, PM_VERSION, PM_VERSION_FILES);
     if (sb->version != PM_VERSION && sb->version != PM_VERSION_FILES)
         return nm_fail(NM_EFORMAT, "pmalloc: heap format version %u, this build reads %u and %u", sb->version, PM_VERSION, PM_VERSION_FILES);
     if (sb->check != super_check(sb)) return nm_fail(NM_ECORRUPT, "pmalloc: superblock checksum mismatch");
@@ -993,7 +1003,8 @@ static nm_err validate_super(const pm_super *sb, size_t len)
     compute_layout(sb->heap_size, sb->nchunks, numa_bytes, &l);
     if (sb->nchunks < 4 || sb->nchunks > PM_MAX_CHUNKS || l.data_off + 64 * PM_PAGE > len || sb->heap_size != len || sb->roots_off != l.roots_off || sb->wal_off != l.wal_off || sb->bk_off != l.bk_off ||
         sb->data_off != l.data_off || sb->nchunks != l.nchunks || sb->nrings != PM_NRINGS || sb->nroots != PMALLOC_NROOTS ||
-        sb->model > PMALLOC_GC || sb->stripes == 0 || sb->stripes > PMALLOC_MAX_STRIPES)
+        sb->model > PMALLOC_GC || sb->stripes == 0 || sb->stripes > PMALLOC_MAX_STRIPES || sb->ptr_tag == 0 ||
+        sb->ptr_tag > PM_TAG_MASK >> PMALLOC_PTR_OFFSET_BITS)
         return nm_fail(NM_ECORRUPT, "pmalloc: superblock layout does not match a %zu-byte heap", len);
     if (sb->state != PM_STATE_CLEAN && sb->state != PM_STATE_RUNNING && sb->state != PM_STATE_RECOVERING)
         return nm_fail(NM_ECORRUPT, "pmalloc: unknown heap state %016llx", (unsigned long long)sb->state);
@@ -1020,8 +1031,8 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
     struct stat st;
     bool exists = stat(path, &st) == 0;
     if (!exists && !o.create) return nm_fail(NM_ENOENT, "pmalloc_open: %s does not exist", path);
-    if (!exists && (o.size < PM_MIN_HEAP || o.size % PM_PAGE))
-        return nm_fail(NM_ERANGE, "pmalloc_open: heap size %zu must be a multiple of 4 KiB and >= %u", o.size, PM_MIN_HEAP);
+    if (!exists && (o.size < PM_MIN_HEAP || o.size % PM_PAGE || (uint64_t)o.size >> PMALLOC_PTR_OFFSET_BITS))
+        return nm_fail(NM_ERANGE, "pmalloc_open: heap size %zu must be a multiple of 4 KiB, >= %u and < 16 TiB", o.size, PM_MIN_HEAP);
     if (!exists && o.log_chunks && (o.log_chunks < 4 || o.log_chunks > PM_MAX_CHUNKS || (uint64_t)o.log_chunks * PM_CHUNK_BYTES > o.size / 4))
         return nm_fail(NM_ERANGE, "pmalloc_open: %u log chunks (need 4 .. heap/4 KiB)", o.log_chunks);
     if (exists && (size_t)st.st_size < PM_PAGE) /* a main file of a heap with node files may be below PM_MIN_HEAP */
@@ -1148,9 +1159,14 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
         sb->data_off = l.data_off;
         sb->state = PM_STATE_RUNNING;
         sb->wal_retired = 0;
+        uint64_t tag = 0;
+        if (getrandom(&tag, sizeof tag, 0) != (ssize_t)sizeof tag) tag = nm_now_ns() ^ (uint64_t)getpid() << 20;
+        tag &= PM_TAG_MASK >> PMALLOC_PTR_OFFSET_BITS;
+        sb->ptr_tag = tag ? tag : 1;
         if (numa_bytes && (err = pm_numa_create(h, l.numa_off))) return create_failed(h, path, err);
     }
     h->model = (pmalloc_model)h->sb->model;
+    h->tagbits = h->sb->ptr_tag << PMALLOC_PTR_OFFSET_BITS;
     h->morph_su = o.morph_su == PMALLOC_MORPH_OFF ? 0 : o.morph_su ? o.morph_su : PM_MORPH_DEFAULT_SU;
     h->decay_ns = o.decay_ms == PMALLOC_DECAY_NEVER ? UINT64_MAX : (uint64_t)(o.decay_ms ? o.decay_ms : 10000) * 1000000ull;
     if (h->persist == PMALLOC_PERSIST_SIM) h->decay_ns = UINT64_MAX; /* the image is compared line by line */

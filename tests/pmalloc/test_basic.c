@@ -119,8 +119,12 @@ static void test_bad_input(void **state)
     assert_int_equal(*r2, small + 8);
     assert_int_equal(pmalloc_set_root(h, 2, large + 4096), NM_OK);
     assert_int_equal(pmalloc_free_from(h, r2), NM_EBADFREE);
-    *r2 = 64; /* in the superblock */
+    pmalloc_ptr in_sb = small - PMALLOC_PTR_OFFSET(small) + 64; /* this heap's tag, in the superblock */
+    *r2 = in_sb;
     assert_int_equal(pmalloc_free_from(h, r2), NM_EBADFREE);
+    assert_int_equal(*r2, in_sb);
+    *r2 = 64; /* no tag: not a pointer of this heap */
+    assert_int_equal(pmalloc_free_from(h, r2), NM_EINVAL);
     assert_int_equal(*r2, 64);
     /* double frees */
     assert_int_equal(pmalloc_set_root(h, 2, small), NM_OK);
@@ -373,7 +377,7 @@ static void test_corrupt_metadata(void **state)
     assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
     assert_int_equal(pmalloc_malloc_to(h, 64, pmalloc_root_slot(h, 0)), NM_OK);
     assert_int_equal(pmalloc_malloc_to(h, 50000, pmalloc_root_slot(h, 1)), NM_OK);
-    long slab = (long)(pmalloc_get_root(h, 0) & ~(pmalloc_ptr)4095); /* the first slab starts the data area */
+    long slab = (long)(PMALLOC_PTR_OFFSET(pmalloc_get_root(h, 0)) & ~(uint64_t)4095); /* the first slab starts the data area */
     assert_int_equal(pmalloc_close(h), NM_OK);
     long bk = 4096 + 8192 + 128 * 1024; /* superblock, roots, WAL rings */
     corrupt_and_open(dir, bk, 0x12345678);         /* bookkeeping-log chunk magic */

@@ -77,8 +77,9 @@ static bool holds(const uint8_t *b, size_t n, unsigned i, unsigned k)
 }
 
 /* The bytes of heap offset p as stored in node file k (through the file, not the mapping). */
-static bool file_holds(const char *dir, unsigned k, pmalloc_ptr p, size_t n, unsigned i, unsigned node)
+static bool file_holds(const char *dir, unsigned k, pmalloc_ptr ptr, size_t n, unsigned i, unsigned node)
 {
+    uint64_t p = PMALLOC_PTR_OFFSET(ptr); /* the offset in the heap's bytes */
     char path[400];
     node_file(path, sizeof path, dir, k);
     pm_node_trailer t = read_trailer(path);
@@ -590,8 +591,8 @@ static void test_decay_spanning(void **st)
     assert_int_equal(pmalloc_numa_set_node(h, 1), NM_OK);
     /* a guard keeps the freed extent from merging with the (recently touched) rest */
     assert_int_equal(pmalloc_malloc_to(h, 20000, guard), NM_OK);
-    pmalloc_ptr e = *r0;
-    uint8_t *b = pmalloc_direct(h, e);
+    uint64_t e = PMALLOC_PTR_OFFSET(*r0);
+    uint8_t *b = pmalloc_direct(h, *r0);
     memset(b, 0x5a, big);
     pmalloc_persist(h, b, big);
     msync(b, big, MS_SYNC);
