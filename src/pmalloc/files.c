@@ -441,6 +441,45 @@ nm_err pm_files_create(pm_heap *h, const char *dir, const pmalloc_options *o, un
     return NM_OK;
 }
 
+/* A one-file heap is built the same way, under the temporary name, and gets
+ * its name last (pm_files_commit, then pm_files_detach): a create killed at
+ * any moment leaves no pmalloc.heap (only an unlocked temporary file, which
+ * the next create removes) or a complete heap. */
+nm_err pm_files_create_single(pm_heap *h, const char *dir, uint64_t heap_size, int *is_pmem)
+{
+    pm_files *f = files_new(h, dir);
+    if (!f) return nm_fail(NM_ENOMEM, "pmalloc: no host memory");
+    f->single = true;
+    if (getrandom(&f->heap_id, sizeof f->heap_id, 0) != (ssize_t)sizeof f->heap_id) f->heap_id = nm_now_ns() ^ ((uint64_t)getpid() << 32);
+    nm_err e = remove_heap_file(f->marker, dir, NULL); /* an interrupted create's leftover */
+    if (e || (e = make_marker(h, dir))) return e;
+    struct stat st;
+    if (stat(f->main_path, &st) == 0) return nm_fail(NM_EBUSY, "pmalloc_open: %s was created by another process meanwhile", f->main_path);
+    /* the blocks up front (as libpmem's pmem_map_file does): a page fault on a
+     * full file system would be a SIGBUS, not an error code */
+    int fe = posix_fallocate(h->lock_fd, 0, (off_t)heap_size);
+    if (fe == EOPNOTSUPP || fe == EINVAL) fe = ftruncate(h->lock_fd, (off_t)heap_size) ? errno : 0;
+    if (fe) return nm_fail(fe == ENOSPC ? NM_ENOMEM : NM_EIO, "pmalloc_open: cannot size %s: %s", f->marker, strerror(fe));
+    if ((e = reserve(f, heap_size, 0)) || (e = map_at(f, f->map, heap_size, h->lock_fd, f->marker))) return e;
+    h->base = f->map;
+    h->size = heap_size;
+    h->sb = (pm_super *)h->base;
+    *is_pmem = f->pmem == 1;
+    return NM_OK;
+}
+
+/* After the commit of a one-file create: the heap is an ordinary one-file heap
+ * (one mapping, unmapped at close like an opened one). */
+void pm_files_detach(pm_heap *h)
+{
+    pm_files *f = h->files;
+    if (!f || !f->single) return;
+    free(f->marker);
+    free(f->main_path);
+    free(f);
+    h->files = NULL;
+}
+
 void pm_files_persist_hdr(pm_heap *h)
 {
     pm_persist(h, files_hdr(h->sb), PM_LINE + (size_t)h->files->n * 8, PM_META);
@@ -470,6 +509,11 @@ void pm_files_discard(pm_heap *h)
 {
     pm_files *f = h->files;
     if (!f || f->committed) return;
+    if (f->single && f->map) { /* nothing else was made */
+        munmap(f->map, f->map_len);
+        f->map = NULL;
+        h->base = NULL;
+    }
     for (unsigned k = 0; k < f->n; k++)
         if (f->created >> k & 1) unlink(f->path[k]);
     if (h->lock_fd >= 0 && f->marker) unlink(f->marker); /* ours: we hold its lock */

@@ -774,11 +774,14 @@ typedef struct pm_files {
     unsigned bound;                         /* node mappings given a memory policy (real nodes) */
     uint64_t created;                       /* node files this create made (bit k), removed if it fails */
     bool committed;                         /* create: the main file has its name */
+    bool single;                            /* a one-file heap being created (no node files) */
 } pm_files;
 
 nm_err pm_files_create(pm_heap *h, const char *dir, const pmalloc_options *o, unsigned nfiles, uint64_t data_off,
                        uint64_t heap_size, int *is_pmem); /* maps everything; sets base, size, lock_fd */
 void pm_files_persist_hdr(pm_heap *h);                 /* into the simulation image (create) */
+nm_err pm_files_create_single(pm_heap *h, const char *dir, uint64_t heap_size, int *is_pmem); /* one file, under the temporary name */
+void pm_files_detach(pm_heap *h);                          /* one-file create committed: forget the create state */
 nm_err pm_files_commit(pm_heap *h);                    /* create done: the main file gets its name */
 nm_err pm_files_open(pm_heap *h, const char *dir, const pmalloc_options *o, const pm_super *sb, int *is_pmem);
 void pm_files_discard(pm_heap *h);                     /* failed create: remove what it made */

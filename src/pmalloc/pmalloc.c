@@ -985,6 +985,19 @@ static nm_err create_failed(pm_heap *h, const char *path, nm_err e)
     return e;
 }
 
+/* An interrupted create of an older build (which wrote pmalloc.heap in place,
+ * magic last): no magic, and a blank first page or a superblock describing a
+ * file of exactly this size. Anything else without magic is not ours. */
+static bool leftover_create(const pm_super *sb, off_t size)
+{
+    if (sb->magic != 0) return false;
+    if (size < (off_t)PM_PAGE) return size == 0;
+    const uint64_t *w = (const uint64_t *)sb;
+    bool blank = true;
+    for (unsigned i = 0; i < PM_PAGE / 8 && blank; i++) blank = w[i] == 0;
+    return blank || (sb->version >= 1 && sb->version <= PM_VERSION_FILES && sb->heap_size == (uint64_t)size);
+}
+
 static nm_err validate_super(const pm_super *sb, size_t len)
 {
     if (sb->magic != PM_MAGIC)
@@ -1035,8 +1048,6 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
         return nm_fail(NM_ERANGE, "pmalloc_open: heap size %zu must be a multiple of 4 KiB, >= %u and < 16 TiB", o.size, PM_MIN_HEAP);
     if (!exists && o.log_chunks && (o.log_chunks < 4 || o.log_chunks > PM_MAX_CHUNKS || (uint64_t)o.log_chunks * PM_CHUNK_BYTES > o.size / 4))
         return nm_fail(NM_ERANGE, "pmalloc_open: %u log chunks (need 4 .. heap/4 KiB)", o.log_chunks);
-    if (exists && (size_t)st.st_size < PM_PAGE) /* a main file of a heap with node files may be below PM_MIN_HEAP */
-        return nm_fail(NM_EFORMAT, "pmalloc: %s (%lld bytes) is too small to be a PMAlloc heap", path, (long long)st.st_size);
 
     pm_heap *h = calloc(1, sizeof *h);
     if (!h) return nm_fail(NM_ENOMEM, "pmalloc_open: no host memory");
@@ -1076,10 +1087,25 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
             heap_free(h);
             return nm_fail(NM_EBUSY, "pmalloc_open: %s is open in another handle or process", path);
         }
-        /* the superblock decides: one file (version 1), or node files too (version 2) */
+        /* the superblock decides: one file (version 3), or node files too (version 4) */
         pm_super *sb0 = aligned_alloc(PM_LINE, PM_PAGE);
         if (!sb0) { heap_free(h); return nm_fail(NM_ENOMEM, "pmalloc_open: no host memory"); }
         if (pread(h->lock_fd, sb0, PM_PAGE, 0) != (ssize_t)PM_PAGE) memset(sb0, 0, PM_PAGE);
+        if (o.create && leftover_create(sb0, st.st_size)) {
+            /* what a create of an older build left when it was killed (it wrote
+             * the file in place, magic last): replaced, under its lock */
+            free(sb0);
+            if (unlink(path) != 0) { nm_err e = nm_fail(NM_EIO, "pmalloc_open: cannot remove the leftover %s: %s", path, strerror(errno)); heap_free(h); return e; }
+            close(h->lock_fd);
+            h->lock_fd = -1;
+            exists = false;
+            goto create;
+        }
+        if ((size_t)st.st_size < PM_PAGE) { /* a main file of a heap with node files may be below PM_MIN_HEAP */
+            free(sb0);
+            heap_free(h);
+            return nm_fail(NM_EFORMAT, "pmalloc: %s (%lld bytes) is too small to be a PMAlloc heap", path, (long long)st.st_size);
+        }
         if (sb0->magic == PM_MAGIC && sb0->version == PM_VERSION_FILES) {
             if (!(err = validate_super(sb0, sb0->heap_size))) err = pm_files_open(h, dir, &o, sb0, &is_pmem);
             free(sb0);
@@ -1093,7 +1119,7 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
             }
             h->base = pmem_map_file(path, 0, 0, 0, &mapped, &is_pmem);
         }
-    } else if (h->numa->nnodes > 1 && !o.single_file) {
+    } else create: if (h->numa->nnodes > 1 && !o.single_file) {
         /* one file per node (Sec. 6.1); the layout is known before any file exists */
         layout l0;
         compute_layout(o.size, o.log_chunks, pm_numa_new_region(h, o.size, &o), &l0);
@@ -1104,7 +1130,12 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
         }
         mapped = h->size;
     } else {
-        h->base = pmem_map_file(path, o.size, PMEM_FILE_CREATE | PMEM_FILE_EXCL, 0600, &mapped, &is_pmem);
+        if ((err = pm_files_create_single(h, dir, o.size, &is_pmem))) { /* under a temporary name, renamed last */
+            pm_files_discard(h);
+            heap_free(h);
+            return err;
+        }
+        mapped = h->size;
     }
     if (!h->base) {
         nm_err e = nm_fail(NM_EIO, "pmalloc_open: cannot map %s: %s", path, pmem_errormsg());
@@ -1113,14 +1144,6 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
     }
     h->size = mapped;
     h->sb = (pm_super *)h->base;
-    if (!exists && !h->files) {
-        h->lock_fd = open(path, O_RDWR | O_CLOEXEC);
-        if (h->lock_fd < 0 || flock(h->lock_fd, LOCK_EX | LOCK_NB) != 0) {
-            heap_free(h);
-            unlink(path);
-            return nm_fail(NM_EBUSY, "pmalloc_open: cannot lock the new heap %s", path);
-        }
-    }
     if (exists && !h->files && (err = validate_super(h->sb, mapped))) { heap_free(h); return err; }
     if (exists && !h->files && h->sb->version != PM_VERSION) {
         heap_free(h);
@@ -1146,7 +1169,7 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
     compute_layout(exists ? h->sb->heap_size : mapped, exists ? h->sb->nchunks : o.log_chunks, numa_bytes, &l);
     if (!exists) {
         pm_super *sb = h->sb;
-        sb->version = h->files ? PM_VERSION_FILES : PM_VERSION; /* node files: older builds refuse the heap */
+        sb->version = h->files->single ? PM_VERSION : PM_VERSION_FILES;
         sb->model = o.model;
         sb->heap_size = mapped;
         sb->stripes = h->stripes;
@@ -1196,7 +1219,7 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
          * magic goes last, so an interrupted create is refused, not misread */
         h->sb->check = super_check(h->sb);
         pm_persist(h, h->sb, 128, PM_META);
-        if (h->files) pm_files_persist_hdr(h); /* written and synced before the node files; this is for the simulation image */
+        if (!h->files->single) pm_files_persist_hdr(h); /* written and synced before the node files; this is for the simulation image */
         h->sb->magic = PM_MAGIC;
         h->sb->check = super_check(h->sb);
         pm_persist(h, h->sb, 3 * PM_LINE, PM_META);
@@ -1209,7 +1232,8 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
         p += v->npages;
     }
     if (!err) err = pm_numa_open(h); /* validate the deallocation logs; replay them (LOG) */
-    if (!err && !exists && h->files) err = pm_files_commit(h); /* node files: the main file gets its name last */
+    if (!err && !exists) err = pm_files_commit(h); /* the main file gets its name last */
+    if (!err && !exists) pm_files_detach(h);       /* one file: an ordinary heap from here */
     if (err) { if (!exists) return create_failed(h, path, err); heap_free(h); return err; }
     wal_clocks_raise(h, (h->sb->wal_retired >> 8) + 1);
     if (exists) {
