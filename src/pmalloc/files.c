@@ -525,6 +525,7 @@ nm_err pm_files_open(pm_heap *h, const char *dir, const pmalloc_options *o, cons
 {
     pm_files *f = files_new(h, dir);
     if (!f) return nm_fail(NM_ENOMEM, "pmalloc: no host memory");
+    f->committed = true; /* an existing heap: nothing of it is being created */
     uint64_t data_off;
     nm_err e = read_hdr(sb, f, &data_off);
     if (e || (e = set_paths(f, dir, o))) return e;

@@ -326,14 +326,12 @@ struct pm_heap {
 
     /* power-failure simulation */
     pthread_mutex_t sim_lock;
-    char *shadow;
-    uint32_t *pending;
-    size_t npending, cap_pending;
-    uint64_t *pending_bm;
+    char *shadow;                /* the persisted image: changed only by a thread's drain */
+    struct pm_simq *simqs;       /* every thread's flushed-but-undrained lines (persist.c) */
+    uint64_t sim_stamp;          /* flush order (under sim_lock) */
     uint64_t sim_flush_no;
     pmalloc_sim_hook sim_hook;
     void *sim_arg;
-    bool in_hook;
 
     pmalloc_recovery_info ri;
     int lock_fd; /* holds an flock on the heap file while it is open */

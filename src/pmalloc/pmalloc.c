@@ -1259,8 +1259,7 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
 
 nm_err pmalloc_close(pmalloc_heap *hd)
 {
-    PM_ENTER_ERR(h, hd);
-    pm_handle_drop(hd); /* from here every call on hd is NM_ESTATE */
+    PM_ENTER_ERR(h, hd); /* the handle stays valid until heap_free (a simulation hook may run in here) */
     pm_tc_destroy_all(h);
     pm_numa_close(h); /* apply every pending remote free (Sec. 7: epoch sync at normal shutdown) */
     pthread_key_delete(h->tc_key);
