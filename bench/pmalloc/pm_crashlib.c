@@ -286,6 +286,11 @@ void pmc_run_defaults(pmc_run *r, pmalloc_model m, const char *tmpdir)
 
 static void fail_note(pmc_run *r, const char *fmt, const char *a, const char *b)
 {
+    if (getenv("PMC_STOP")) { /* debugging: stop at the first failure (PMC_KEEP holds its image) */
+        fprintf(stderr, fmt, a, b);
+        fprintf(stderr, "\n");
+        _exit(9);
+    }
     r->failures++;
     if (!r->first_failure[0]) snprintf(r->first_failure, sizeof r->first_failure, fmt, a, b);
 }
@@ -316,6 +321,12 @@ static void rm_heap(const char *dir)
 /* Open the heap in dir (recovering it), check, close cleanly. */
 static void verify_dir(pmc_run *r, const char *dir, bool full, const char *what)
 {
+    const char *keep = getenv("PMC_KEEP"); /* debugging: a copy of every image before it is recovered */
+    if (keep && *keep) {
+        char cmd[2048];
+        snprintf(cmd, sizeof cmd, "rm -rf %s; cp -r %s %s", keep, dir, keep);
+        if (system(cmd) != 0) fprintf(stderr, "PMC_KEEP: copy failed\n");
+    }
     pmalloc_options o = run_opts(r, PMALLOC_PERSIST_CPU, false);
     pmalloc_heap *h;
     nm_err e = pmalloc_open(dir, &o, &h);
@@ -431,7 +442,7 @@ static void live_hook(void *arg, pmalloc_heap *h, uint64_t no)
     uint64_t k = __atomic_add_fetch(&c->flushes, 1, __ATOMIC_RELAXED);
     int phase = __atomic_load_n(&c->phase, __ATOMIC_ACQUIRE);
     if (phase == PH_DONE || pthread_mutex_trylock(&c->mu) != 0) return; /* another thread is taking one */
-    if (r->tried < r->points) {
+    if (r->tried < r->points || phase == PH_CREATE || phase == PH_CLOSE) { /* those two come on top */
         bool take = false;
         if (phase == PH_CREATE) take = k == c->create_point;
         else if (phase == PH_CLOSE) take = c->close_mod && nm_rng_below(&c->rng, c->close_mod) == 0;
@@ -532,7 +543,7 @@ int pmc_run_sim(pmc_run *r)
         c.alloc_flushes = 0;
         c.next_point = 1 + nm_rng_below(&c.rng, 2 * (uint64_t)r->gap);
         /* one round in four has a crash point inside the create */
-        c.create_point = nm_rng_below(&c.rng, 2) == 0 ? 1 + nm_rng_below(&c.rng, 40) : 0;
+        c.create_point = rounds == 1 || nm_rng_below(&c.rng, 2) == 0 ? 1 + nm_rng_below(&c.rng, 12) : 0;
         __atomic_store_n(&c.phase, PH_CREATE, __ATOMIC_RELEASE);
         __atomic_store_n(&c.stop, false, __ATOMIC_RELAXED);
         pmalloc_heap *h;
@@ -570,8 +581,8 @@ int pmc_run_sim(pmc_run *r)
         r->morphs += st.morphs;
         if (getenv("PMC_DEBUG")) fprintf(stderr, "round %u: %llu log appends, %llu gcs, %llu flushes\n", rounds, (unsigned long long)st.bklog_appends, (unsigned long long)st.bklog_gcs, (unsigned long long)st.flushes);
         /* half the rounds end with a clean close that may itself be crashed */
-        if (nm_rng_below(&c.rng, 2)) {
-            c.close_mod = 64;
+        if (rounds == 1 || nm_rng_below(&c.rng, 2)) {
+            c.close_mod = 16;
             __atomic_store_n(&c.phase, PH_CLOSE, __ATOMIC_RELEASE);
             if (pmalloc_close(h)) fail_note(r, "close: %s%s", nm_last_errmsg(), "");
         } else {

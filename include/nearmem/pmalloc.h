@@ -11,12 +11,33 @@
  * source of pmalloc_free_from, the roots) live inside the heap.
  *
  * Consistency models (Sec. 2.3, 4.1):
- *  - PMALLOC_LOG: every malloc_to/free_from is logged in a per-thread write-ahead
- *    log together with the user pointer; recovery finishes or undoes a partial
- *    operation, so after any crash allocated == reachable (nothing leaks).
+ *  - PMALLOC_LOG: every malloc_to/free_from commits with one redo record in a
+ *    per-thread ring: one flushed cache line and one fence. After any crash,
+ *    recovery replays every committed operation, so allocated == reachable
+ *    (nothing leaks) and every pointer the operations wrote is as they left it.
  *  - PMALLOC_GC: small blocks write no allocator metadata at run time; after a
  *    crash, recovery marks conservatively from the roots and frees the rest.
  *    Large allocations take the LOG path in both models (as in the paper).
+ *
+ * When a pointer word is durable (LOG; the exact contract). malloc_to,
+ * free_from, set_root and set_ptr return once the operation is committed (its
+ * record is durable). The word they write (*dst = the object, *src = 0, the
+ * slot) and the allocator's metadata are stored in memory at once and written
+ * back to the heap file later, by a checkpoint (every few hundred operations
+ * of a thread, pmalloc_sync, pmalloc_close). So:
+ *  - a running program (any thread) reads the new value at once, as any store;
+ *  - after a crash, pmalloc_open replays the committed operations: the word
+ *    holds what the last of them wrote, the objects are allocated or free as
+ *    they left them. Before that replay the file may hold the old value: read
+ *    a heap only through pmalloc_open;
+ *  - a word written by one of these calls belongs to the allocator until the
+ *    next checkpoint: change it through them (free_from, malloc_to_ex with
+ *    PMALLOC_OVERWRITE, set_ptr), which are ordered after it, or call
+ *    pmalloc_sync first. A plain store of your own (even persisted) to such a
+ *    word may be replaced by recovery with the value of the last operation.
+ *    Words inside an object that a later free_from released are never written
+ *    by recovery. Your own data (object contents) is yours: pmalloc_persist it.
+ * GC model: the pointer word is persisted before these calls return (no replay). 
  *
  * Every persistence operation (ours and, through pmalloc_persist, the user's)
  * goes through one counted flush primitive that also detects cache-line
@@ -101,6 +122,9 @@ typedef struct pmalloc_options {
                                    * 0 = 10 s (jemalloc's default), PMALLOC_DECAY_NEVER = off */
     unsigned log_chunks;          /* bookkeeping-log size in 1 KiB chunks when creating
                                    * (>= 4); 0 = one 8-byte entry per data page + 16 chunks */
+    unsigned redo_records;        /* records per thread's redo ring when creating (a power of two,
+                                   * 64..4096; 0 = about 1/32 of the heap over 128 rings): a
+                                   * checkpoint runs every half ring of a thread's operations */
     bool create;                  /* create the heap when the file does not exist */
     unsigned morph_su;            /* slab morphing (Sec. 5.2): a slab whose occupancy is below
                                    * this percentage may change size class when its arena needs
@@ -172,13 +196,24 @@ nm_err pmalloc_malloc_to_ex(pmalloc_heap *h, size_t size, pmalloc_ptr *dst, unsi
  * NM_EDOUBLEFREE: the object is already free. Nothing changes on error. */
 nm_err pmalloc_free_from(pmalloc_heap *h, pmalloc_ptr *src);
 
+/* Store pointer p into the pointer word *loc (a root slot or a word inside an
+ * allocated object, as for malloc_to), ordered after the operations that wrote
+ * that word before (LOG: one redo record, one flushed line and one fence; GC:
+ * the word is persisted). Use it to move pointers between words, instead of a
+ * plain store. p must be 0 or a pointer of this heap (NM_EINVAL otherwise). */
+nm_err pmalloc_set_ptr(pmalloc_heap *h, pmalloc_ptr *loc, pmalloc_ptr p);
+/* A checkpoint now: every operation committed so far is written back to the
+ * heap (pointer words, bitmaps, log); afterwards the heap file holds what the
+ * program sees, and words written by earlier calls may be stored to directly. */
+nm_err pmalloc_sync(pmalloc_heap *h);
+
 /* Persistent pointer <-> address in this mapping. */
 void *pmalloc_direct(const pmalloc_heap *h, pmalloc_ptr p); /* NULL for 0 or out of range */
 pmalloc_ptr pmalloc_ptr_of(const pmalloc_heap *h, const void *addr); /* 0 if outside */
 /* Usable size of an allocated object, 0 if p is not an allocated object start. */
 size_t pmalloc_usable_size(pmalloc_heap *h, pmalloc_ptr p);
 
-/* Roots: PMALLOC_NROOTS persistent pointer slots. set_root persists the slot. */
+/* Roots: PMALLOC_NROOTS persistent pointer slots. set_root is set_ptr on a slot. */
 nm_err pmalloc_set_root(pmalloc_heap *h, unsigned idx, pmalloc_ptr p);
 pmalloc_ptr pmalloc_get_root(const pmalloc_heap *h, unsigned idx);
 /* The slot itself, to pass to malloc_to/free_from; NULL if idx is out of range. */
@@ -202,7 +237,8 @@ typedef struct pmalloc_stats {
     uint64_t meta_flushes;   /* ... of allocator metadata (WAL, bitmaps, log, headers) */
     uint64_t reflushes;      /* metadata lines flushed again within 4 distinct lines */
     uint64_t fences;         /* drains (sfence) */
-    uint64_t wal_appends;
+    uint64_t wal_appends;    /* redo records written (one per committed LOG operation, extents in both models) */
+    uint64_t checkpoints;    /* checkpoints since open (write-backs of committed operations) */
     uint64_t bklog_appends;
     uint64_t extent_cache_hits;   /* large allocations served by an arena's cache of freed extents */
     uint64_t extent_cache_misses; /* ... that went to the heap's extent allocator */

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "nearmem/common/timer.h"
 
@@ -21,13 +22,6 @@
 static inline char *chunk_base(pm_heap *h, uint32_t c) { return h->base + h->sb->bk_off + (uint64_t)c * PM_CHUNK_BYTES; }
 static inline pm_chunk_hdr *chunk_hdr(pm_heap *h, uint32_t c) { return (pm_chunk_hdr *)chunk_base(h, c); }
 static inline uint64_t *chunk_ent(pm_heap *h, uint32_t c) { return (uint64_t *)(chunk_base(h, c) + PM_LINE); }
-
-/* The k-th append of a chunk goes to entry index slot(k). */
-static inline uint32_t bk_slot(const pm_heap *h, uint32_t k)
-{
-    if (!h->interleave) return k;
-    return (k % PM_CHUNK_ENTRY_LINES) * 8u + k / PM_CHUNK_ENTRY_LINES;
-}
 
 /* ---- VEH pool, free-extent bins ---- */
 
@@ -276,8 +270,17 @@ static uint32_t take_free_chunk(pm_heap *h)
     return PM_CHUNK_NONE;
 }
 
-/* Zero a chunk and give it a header; persisted. */
-static void chunk_init(pm_heap *h, uint32_t c, uint32_t next)
+/* The k-th append of chunk c goes to entry index slot(k): interleaved over
+ * the 15 entry lines (Sec. 5.1) when the chunk was opened that way. */
+static inline uint32_t bk_slot(const pm_heap *h, uint32_t c, uint32_t k)
+{
+    if (!h->chunks[c].inter) return k;
+    return (k % PM_CHUNK_ENTRY_LINES) * 8u + k / PM_CHUNK_ENTRY_LINES;
+}
+
+/* Zero a chunk and give it a header with `count` settled appends; flushed
+ * (the caller drains). */
+static void chunk_init(pm_heap *h, uint32_t c, uint32_t next, bool inter, uint32_t count)
 {
     char *b = chunk_base(h, c);
     pm_chunk_hdr *hd = (pm_chunk_hdr *)b;
@@ -288,7 +291,11 @@ static void chunk_init(pm_heap *h, uint32_t c, uint32_t next)
     hd->next = next;
     hd->id = c;
     hd->gen = gen;
+    hd->count = count;
+    hd->flags = inter ? PM_CHUNK_INTER : 0;
     h->chunks[c].gen = gen;
+    h->chunks[c].inter = inter;
+    h->chunks[c].appended = h->chunks[c].settled = count;
     pm_flush(h, b, PM_CHUNK_BYTES, PM_META);
 }
 
@@ -306,14 +313,10 @@ static bool bk_open(const pm_heap *h, uint32_t c)
     return false;
 }
 
-static void bk_lanes_reset(pm_heap *h, uint32_t c0, uint32_t count0)
+static void bk_lanes_reset(pm_heap *h, uint32_t c0)
 {
-    for (unsigned l = 0; l < PM_BK_LANES; l++) {
-        h->bk_lane_chunk[l] = PM_CHUNK_NONE;
-        h->bk_lane_count[l] = PM_CHUNK_ENTRIES;
-    }
+    for (unsigned l = 0; l < PM_BK_LANES; l++) h->bk_lane_chunk[l] = PM_CHUNK_NONE;
     h->bk_lane_chunk[0] = c0;
-    h->bk_lane_count[0] = count0;
 }
 
 /* Lanes in use: one per 32 chunks of log, at most PM_BK_LANES, so that the
@@ -411,24 +414,25 @@ out:
     free(st);
 }
 
+/* A compaction runs once half the chunks are listed (and something is dead)
+ * and must fit the live entries in the other half; up to one partly filled
+ * chunk per lane may be listed besides them. */
+static uint64_t bk_max_live(const pm_heap *h) { return (uint64_t)(h->nchunks / 2 - bk_nlanes(h)) * PM_CHUNK_ENTRIES; }
+
+/* Free chunks an append may need before the next reservation check: one
+ * per lane (each may open a chunk) and one to spare. */
+static uint32_t bk_margin(const pm_heap *h) { return bk_nlanes(h) + 1; }
+
+bool pm_bk_gc_due(const pm_heap *h) { return h->bk_free_count <= h->nchunks / 2 && h->bk_tombs > 0; }
+
+/* Open a new chunk for `lane` and link it at the end of the list (both
+ * persisted: a crash before the link leaves a free chunk). */
 static nm_err new_tail_chunk(pm_heap *h, unsigned lane)
 {
-    if (h->bk_free_count <= h->nchunks / 2 && h->bk_tombs > 0) bk_fast_gc(h);
-    /* Slow GC once half the chunks are in use (and there is something to
-     * drop). pm_bk_record keeps the live entries under half the log, so the
-     * compacted copy always fits in the free half: a free never fails for
-     * want of log space. */
-    if (h->bk_free_count <= h->nchunks / 2 && h->bk_tombs > 0) {
-        nm_err e = pm_bk_compact(h);
-        if (e) return e;
-        if (h->bk_lane_chunk[lane] != PM_CHUNK_NONE && h->bk_lane_count[lane] < PM_CHUNK_ENTRIES)
-            return NM_OK; /* compaction left room in this lane's chunk */
-    }
     uint32_t c = take_free_chunk(h);
     if (c == PM_CHUNK_NONE) return nm_fail(NM_ENOMEM, "pmalloc: bookkeeping log full (%u chunks)", h->nchunks);
-    chunk_init(h, c, PM_CHUNK_NONE);
+    chunk_init(h, c, PM_CHUNK_NONE, h->interleave, 0);
     pm_drain(h);
-    /* link it: a crash before this store leaves it a free chunk */
     chunk_hdr(h, h->bk_tail)->next = c;
     pm_persist(h, &chunk_hdr(h, h->bk_tail)->next, sizeof(uint32_t), PM_META);
     h->chunks[h->bk_tail].next = c;
@@ -438,88 +442,78 @@ static nm_err new_tail_chunk(pm_heap *h, unsigned lane)
     h->bk_list_len++;
     h->bk_tail = c;
     h->bk_lane_chunk[lane] = c;
-    h->bk_lane_count[lane] = 0;
     return NM_OK;
 }
 
-/* Make sure the next append has a free slot, running the slow GC if needed.
- * Callers reserve BEFORE computing an entry: the GC moves live entries, so a
- * tombstone's target position is only stable once no GC can intervene. */
-static nm_err bk_reserve(pm_heap *h, unsigned *lanep)
+/* Before an operation commits: the log has room for its append (and, for a
+ * normal entry, the live cap allows it), so the append made after the commit
+ * cannot fail. When the log runs short, a checkpoint settles it and runs the
+ * GCs first. */
+nm_err pm_bk_reserve(pm_heap *h, bool normal)
 {
-    unsigned lane = *lanep;
-    for (;;) {
-        uint32_t c = h->bk_lane_chunk[lane];
-        if (c == PM_CHUNK_NONE || h->bk_lane_count[lane] >= PM_CHUNK_ENTRIES) {
-            nm_err e = new_tail_chunk(h, lane);
-            if (e && lane != 0) { /* no chunk for this lane: share lane 0's (never expected: see the live cap in bk_record) */
-                lane = 0;
-                continue;
-            }
-            if (e) return e;
-            continue;
-        }
-        if (chunk_ent(h, c)[bk_slot(h, h->bk_lane_count[lane])] == 0) {
-            *lanep = lane;
+    for (int round = 0;; round++) {
+        pthread_mutex_lock(&h->large_lock);
+        bool live_ok = !normal || h->bk_live_entries + h->bk_reserved + 1 <= bk_max_live(h);
+        bool room = h->bk_free_count >= bk_margin(h) + (uint32_t)(h->bk_reserved / PM_CHUNK_ENTRIES);
+        if (live_ok && room && !pm_bk_gc_due(h)) {
+            h->bk_reserved++;
+            pthread_mutex_unlock(&h->large_lock);
             return NM_OK;
         }
-        h->bk_lane_count[lane]++; /* written in another session with another slot order */
-    }
-}
-
-static nm_err bk_append(pm_heap *h, unsigned lane, uint64_t entry, int64_t *pos, bool drain)
-{
-    {
-        nm_err e = bk_reserve(h, &lane);
+        if (round > 0 && live_ok && room) { /* GC due but nothing to gain now: go on */
+            h->bk_reserved++;
+            pthread_mutex_unlock(&h->large_lock);
+            return NM_OK;
+        }
+        pthread_mutex_unlock(&h->large_lock);
+        if (round > 0)
+            return live_ok ? nm_fail(NM_ENOMEM, "pmalloc: bookkeeping log full (%u chunks, %u free)", h->nchunks, h->bk_free_count)
+                           : nm_fail(NM_ENOMEM, "pmalloc: bookkeeping log holds its maximum of %llu extents and slabs",
+                                     (unsigned long long)bk_max_live(h));
+        nm_err e = pm_checkpoint(h, PM_CKPT_GC);
         if (e) return e;
-        uint32_t c = h->bk_lane_chunk[lane];
-        uint64_t *ents = chunk_ent(h, c);
-        uint32_t idx = bk_slot(h, h->bk_lane_count[lane]++);
-        __atomic_store_n(&ents[idx], entry, __ATOMIC_RELAXED);
-        pm_flush(h, &ents[idx], sizeof(uint64_t), PM_META);
-        if (drain) pm_drain(h);
-        pm_ctr_add(h, PMC_BK, 1);
-        if (pos) *pos = (int64_t)c * 128 + idx;
-        return NM_OK;
     }
 }
 
-nm_err pm_bk_append(pm_heap *h, uint64_t entry, int64_t *pos) { return bk_append(h, bk_lane(h), entry, pos, true); }
-
-static nm_err bk_record(pm_heap *h, pm_veh *v, bool drain)
+/* The reserved append was made (or will not be): large_lock held. */
+void pm_bk_unreserve(pm_heap *h, bool normal)
 {
-    /* A compaction runs once half the chunks are listed (and something is
-     * dead) and must fit the live entries in the other half; up to one partly
-     * filled chunk per lane may be listed besides them. */
-    uint64_t max_live = (uint64_t)(h->nchunks / 2 - bk_nlanes(h)) * PM_CHUNK_ENTRIES;
-    if (h->bk_live_entries + 1 > max_live)
-        return nm_fail(NM_ENOMEM, "pmalloc: bookkeeping log holds its maximum of %llu extents and slabs",
-                       (unsigned long long)max_live);
+    NM_UNUSED(normal);
+    if (h->bk_reserved) h->bk_reserved--;
+}
+
+/* Store an entry in the calling thread's lane (large_lock held); not
+ * written back (pm_bk_settle, checkpoints). */
+static nm_err bk_append(pm_heap *h, uint64_t entry, int64_t *pos)
+{
     unsigned lane = bk_lane(h);
-    nm_err r = bk_reserve(h, &lane);
-    if (r) return r;
+    uint32_t c = h->bk_lane_chunk[lane];
+    if (c == PM_CHUNK_NONE || h->chunks[c].appended >= PM_CHUNK_ENTRIES) {
+        if (c != PM_CHUNK_NONE) pm_bk_settle(h); /* at most one chunk per lane unsettled (see pm_bk_settle_commit) */
+        nm_err e = new_tail_chunk(h, lane);
+        if (e) return e;
+        c = h->bk_lane_chunk[lane];
+    }
+    uint64_t *ents = chunk_ent(h, c);
+    uint32_t idx = bk_slot(h, c, h->chunks[c].appended++);
+    __atomic_store_n(&ents[idx], entry, __ATOMIC_RELAXED);
+    pm_ctr_add(h, PMC_BK, 1);
+    if (pos) *pos = (int64_t)c * 128 + idx;
+    return NM_OK;
+}
+
+nm_err pm_bk_record(pm_heap *h, pm_veh *v)
+{
     uint64_t type = v->state == PM_VEH_SLAB ? PM_BK_SLAB : PM_BK_EXTENT;
-    uint64_t e = type << 62 | v->npages << 36 | v->page;
-    nm_err err = bk_append(h, lane, e, &v->bkpos, drain);
+    nm_err err = bk_append(h, type << 62 | v->npages << 36 | v->page, &v->bkpos);
     if (!err) h->bk_live_entries++;
-    if (!err && !drain) __atomic_store_n(&v->rec_pending, true, __ATOMIC_RELAXED);
     return err;
 }
 
-nm_err pm_bk_record(pm_heap *h, pm_veh *v) { return bk_record(h, v, true); }
-nm_err pm_bk_record_flush(pm_heap *h, pm_veh *v) { return bk_record(h, v, false); }
-
-static nm_err bk_tombstone(pm_heap *h, pm_veh *v, bool drain)
+nm_err pm_bk_tombstone(pm_heap *h, pm_veh *v)
 {
-    unsigned lane = bk_lane(h);
-    nm_err err = bk_reserve(h, &lane);
-    if (err) return err;
     uint32_t tc = (uint32_t)(v->bkpos / 128), slot = (uint32_t)(v->bkpos % 128);
-    /* The entry's own thread may not have drained it yet (pm_bk_record_flush):
-     * our fence does not cover its flush, so write the line back ourselves,
-     * or a crash could keep this tombstone and lose the entry it names. */
-    if (__atomic_load_n(&v->rec_pending, __ATOMIC_ACQUIRE)) pm_flush(h, &chunk_ent(h, tc)[slot], sizeof(uint64_t), PM_META);
-    err = bk_append(h, lane, PM_BK_TOMB << 62 | (uint64_t)h->chunks[tc].gen << 31 | (uint64_t)tc << 7 | slot, NULL, drain);
+    nm_err err = bk_append(h, PM_BK_TOMB << 62 | (uint64_t)h->chunks[tc].gen << 31 | (uint64_t)tc << 7 | slot, NULL);
     if (err) return err;
     h->bk_live_entries--;
     h->bk_tombs++;
@@ -527,8 +521,105 @@ static nm_err bk_tombstone(pm_heap *h, pm_veh *v, bool drain)
     return NM_OK;
 }
 
-nm_err pm_bk_tombstone(pm_heap *h, pm_veh *v) { return bk_tombstone(h, v, true); }
-nm_err pm_bk_tombstone_flush(pm_heap *h, pm_veh *v) { return bk_tombstone(h, v, false); }
+/* Settling: the appends made since the last settle become durable, and only
+ * then are they counted: recovery reads a chunk's first `count` appends, so
+ * an append that was stored but never settled is not read, whatever the cache
+ * wrote back. Counts are taken under large_lock, which every append holds, so
+ * a settle's counts are one moment of the log (a tombstone is never counted
+ * before the entry it names). The counts of the chunks a settle advances must
+ * reach the heap together: they are written first as one settle record (two
+ * superblock lines with a checksum: torn, it is not there), then into the
+ * chunk headers; recovery applies the last record again (pm_bk_settle_replay).
+ * At most one chunk per lane has unsettled appends (a lane's full chunk is
+ * settled before the next one opens), so a record holds every pair. */
+static pm_settle_rec *settle_rec(pm_heap *h) { return (pm_settle_rec *)((char *)h->sb + PM_SETTLE_LINE * PM_LINE); }
+static uint64_t settle_check(const pm_settle_rec *r) { return XXH64(r, offsetof(pm_settle_rec, check), 0x5e771e); }
+
+void pm_bk_settle_flush(pm_heap *h, uint32_t *counts)
+{
+    for (uint32_t c = h->sb->bk_head[h->sb->bk_alt & 1]; c != PM_CHUNK_NONE; c = h->chunks[c].next) {
+        pm_bkchunk *k = &h->chunks[c];
+        counts[c] = k->appended;
+        if (k->appended == k->settled) continue;
+        uint64_t *ents = chunk_ent(h, c);
+        uint32_t lines = 0; /* each entry line once */
+        for (uint32_t a = k->settled; a < k->appended; a++) {
+            uint32_t line = bk_slot(h, c, a) / 8u;
+            if (lines >> line & 1) continue;
+            lines |= 1u << line;
+            pm_flush(h, &ents[line * 8u], PM_LINE, PM_META);
+        }
+    }
+}
+
+/* After a drain of pm_bk_settle_flush's lines: the record (drained here),
+ * then the headers (flushed; the caller drains). */
+void pm_bk_settle_commit(pm_heap *h, const uint32_t *counts)
+{
+    pm_settle_rec r;
+    memset(&r, 0, sizeof r);
+    for (uint32_t c = h->sb->bk_head[h->sb->bk_alt & 1]; c != PM_CHUNK_NONE; c = h->chunks[c].next)
+        if (counts[c] > h->chunks[c].settled && r.n < PM_SETTLE_PAIRS)
+            r.pair[r.n++] = (uint64_t)c | (uint64_t)counts[c] << 24 | (uint64_t)h->chunks[c].gen << 32;
+    if (r.n == 0) return;
+    r.seq = ++h->settle_seq;
+    r.check = settle_check(&r);
+    pm_settle_rec *dst = settle_rec(h);
+    uint64_t *d = (uint64_t *)dst;
+    const uint64_t *src = (const uint64_t *)&r;
+    for (unsigned i = 0; i < sizeof r / 8; i++) __atomic_store_n(&d[i], src[i], __ATOMIC_RELAXED);
+    pm_persist(h, dst, sizeof *dst, PM_META); /* the group's commit point */
+    for (uint64_t i = 0; i < r.n; i++) {
+        uint32_t c = (uint32_t)(r.pair[i] & 0xffffffu);
+        pm_chunk_hdr *hd = chunk_hdr(h, c);
+        __atomic_store_n(&hd->count, counts[c], __ATOMIC_RELAXED);
+        pm_flush(h, &hd->count, sizeof hd->count, PM_META);
+        h->chunks[c].settled = counts[c];
+    }
+}
+
+/* Open: the last settle record's counts, where its chunks still are what it
+ * names and their headers lag behind (a crash between the record and the
+ * headers). Before the log is read. */
+void pm_bk_settle_replay(pm_heap *h)
+{
+    pm_settle_rec r = *settle_rec(h);
+    if (r.seq == 0 || r.n > PM_SETTLE_PAIRS || r.check != settle_check(&r)) return; /* none, or torn: not committed */
+    h->settle_seq = r.seq;
+    for (uint64_t i = 0; i < r.n; i++) {
+        uint32_t c = (uint32_t)(r.pair[i] & 0xffffffu), cnt = (uint32_t)(r.pair[i] >> 24 & 0xffu), gen = (uint32_t)(r.pair[i] >> 32);
+        if (c >= h->nchunks || cnt > PM_CHUNK_ENTRIES) continue;
+        pm_chunk_hdr *hd = chunk_hdr(h, c);
+        if (hd->magic != PM_CHUNK_MAGIC || hd->gen != gen || hd->count >= cnt) continue;
+        hd->count = cnt;
+        pm_persist(h, &hd->count, sizeof hd->count, PM_META);
+    }
+}
+
+void pm_bk_settle(pm_heap *h)
+{
+    uint32_t *counts = calloc(h->nchunks, sizeof *counts);
+    if (!counts) { /* no host memory: nothing settles (the caller's operation stays unsettled, recovery replays it) */
+        nm_fail(NM_ENOMEM, "pmalloc: no host memory to settle the bookkeeping log");
+        return;
+    }
+    pm_bk_settle_flush(h, counts);
+    pm_drain(h);
+    pm_bk_settle_commit(h, counts);
+    pm_drain(h);
+    free(counts);
+}
+
+/* The GCs (Sec. 5.3) work on a settled log (a checkpoint runs them). */
+nm_err pm_bk_gc(pm_heap *h)
+{
+    if (!pm_bk_gc_due(h)) return NM_OK;
+    bk_fast_gc(h);
+    if (!pm_bk_gc_due(h)) return NM_OK;
+    /* pm_bk_reserve keeps the live entries under half the log, so the
+     * compacted copy always fits in the free half */
+    return pm_bk_compact(h);
+}
 
 /* Collect every allocated VEH (extents and slabs), in address order. */
 static pm_veh **collect_allocated(pm_heap *h, size_t *n)
@@ -569,7 +660,10 @@ nm_err pm_bk_compact(pm_heap *h)
     uint32_t got = 0;
     for (uint32_t c = 0; c < h->nchunks && got < need; c++)
         if (!h->chunks[c].in_list) newc[got++] = c;
-    for (uint32_t i = 0; i < need; i++) chunk_init(h, newc[i], i + 1 < need ? newc[i + 1] : PM_CHUNK_NONE);
+    for (uint32_t i = 0; i < need; i++) {
+        uint32_t cnt = (uint32_t)NM_MIN((uint64_t)PM_CHUNK_ENTRIES, n - (size_t)i * PM_CHUNK_ENTRIES);
+        chunk_init(h, newc[i], i + 1 < need ? newc[i + 1] : PM_CHUNK_NONE, false, n > (size_t)i * PM_CHUNK_ENTRIES ? cnt : 0);
+    }
     for (size_t i = 0; i < n; i++) {
         pm_veh *v = live[i];
         uint32_t c = newc[i / PM_CHUNK_ENTRIES], idx = (uint32_t)(i % PM_CHUNK_ENTRIES);
@@ -592,7 +686,7 @@ nm_err pm_bk_compact(pm_heap *h)
     }
     for (size_t i = 0; i < n; i++) live[i]->bkpos = (int64_t)newc[i / PM_CHUNK_ENTRIES] * 128 + (int64_t)(i % PM_CHUNK_ENTRIES);
     h->bk_tail = newc[need - 1];
-    bk_lanes_reset(h, newc[need - 1], n == 0 ? 0u : (uint32_t)(n - (size_t)(need - 1) * PM_CHUNK_ENTRIES));
+    bk_lanes_reset(h, newc[need - 1]);
     h->bk_list_len = need;
     h->bk_free_count = h->nchunks - need;
     h->bk_live_entries = n;
@@ -623,12 +717,14 @@ nm_err pm_large_init(pm_heap *h, bool fresh)
     h->pmap = calloc(h->data_pages, sizeof *h->pmap);
     if (!h->chunks || !h->pmap) return nm_fail(NM_ENOMEM, "pmalloc: no host memory for the page map");
     if (fresh) {
-        chunk_init(h, 0, PM_CHUNK_NONE);
+        chunk_init(h, 0, PM_CHUNK_NONE, h->interleave, 0);
         h->sb->bk_head[0] = 0;
         h->sb->bk_head[1] = PM_CHUNK_NONE;
         h->sb->bk_alt = 0;
         pm_flush(h, &h->sb->bk_head, PM_LINE, PM_META);
         pm_drain(h);
+    } else {
+        pm_bk_settle_replay(h);
     }
     uint32_t c = h->sb->bk_head[h->sb->bk_alt & 1];
     size_t nn = 0, capn = 256, nt = 0, capt = 64;
@@ -643,18 +739,25 @@ nm_err pm_large_init(pm_heap *h, bool fresh)
             goto out;
         }
         pm_chunk_hdr *hd = chunk_hdr(h, c);
-        if (hd->magic != PM_CHUNK_MAGIC) {
+        if (hd->magic != PM_CHUNK_MAGIC || hd->id != c || hd->count > PM_CHUNK_ENTRIES || (hd->flags & ~PM_CHUNK_INTER)) {
             err = nm_fail(NM_ECORRUPT, "pmalloc: bookkeeping log chunk %u has a bad header", c);
             goto out;
         }
-        h->chunks[c].in_list = true;
-        h->chunks[c].next = hd->next;
-        h->chunks[c].gen = hd->gen;
+        pm_bkchunk *k = &h->chunks[c];
+        k->in_list = true;
+        k->next = hd->next;
+        k->gen = hd->gen;
+        k->inter = hd->flags & PM_CHUNK_INTER;
+        k->appended = k->settled = hd->count;
         len++;
         uint64_t *ents = chunk_ent(h, c);
-        for (uint32_t i = 0; i < PM_CHUNK_ENTRIES; i++) {
+        for (uint32_t a = 0; a < hd->count; a++) { /* the settled appends only */
+            uint32_t i = bk_slot(h, c, a);
             uint64_t e = ents[i];
-            if (!e) continue;
+            if (!e) {
+                err = nm_fail(NM_ECORRUPT, "pmalloc: bookkeeping log chunk %u: settled entry %u is empty", c, a);
+                goto out;
+            }
             if (PM_BK_TYPE(e) == PM_BK_TOMB) {
                 if (nt == capt) { capt *= 2; int64_t *t = realloc(tomb, capt * sizeof *t); if (!t) { err = nm_fail(NM_ENOMEM, "replay"); goto out; } tomb = t; }
                 tomb[nt++] = (int64_t)e; /* resolved once every listed chunk is known */
@@ -725,7 +828,7 @@ nm_err pm_large_init(pm_heap *h, bool fresh)
     h->bk_tail = last;
     h->bk_list_len = len;
     h->bk_free_count = h->nchunks - len;
-    bk_lanes_reset(h, last, 0); /* appends skip occupied slots */
+    bk_lanes_reset(h, last); /* appends go on after the settled ones (later slots may hold what was never settled) */
     h->ri.bklog_live = h->bk_live_entries;
 out:
     free(norm);

@@ -240,6 +240,11 @@ static bool morph(pm_heap *h, pm_arena *a, pm_vslab *s, unsigned cls)
     if (!place(h, &og, s->mo ? &s->mo->old : NULL, cls, &ng)) goto abort;
     for (uint32_t i = 0; i < s->nblocks && og.data_off + (uint64_t)i * s->block_size < ng.data_off; i++)
         if (pm_pbit(s, i)) goto abort; /* the new header would cover a live block */
+    /* LOG: the records of this slab's blocks settled first: once the morph
+     * commits, an offset means what the new geometry (and the old bits) say,
+     * and recovery must not replay an older record onto it. Nothing touches
+     * the slab meanwhile (`morphing`, and no block of it is cached or in flight). */
+    if (h->model == PMALLOC_LOG && pm_checkpoint(h, 0) != NM_OK) goto abort;
     uint64_t *nvbm = calloc(nm_bitmap_words(ng.nblocks), sizeof(uint64_t));
     uint16_t *cnt = live ? calloc(ng.nblocks, sizeof(uint16_t)) : NULL;
     uint64_t *nshadow = rs ? calloc(nm_bitmap_words(ng.nblocks), sizeof(uint64_t)) : NULL; /* NUMA shadow bitmap, new size */

@@ -37,11 +37,10 @@ void pm_handle_drop(const pmalloc_heap *hd);
 #define PM_STATE_RUNNING 0x4e4e4e5552ull    /* "RUNNN" */
 #define PM_STATE_RECOVERING 0x5643455272ull /* "rRECV" */
 
-/* WAL: one ring per thread cache; 32-byte entries, 2 per line, 16 lines. */
+/* Redo rings (redo.c): one per thread cache; 32-byte records, 2 per line. */
 #define PM_NRINGS 128u
-#define PM_RING_BYTES 1024u
-#define PM_RING_LINES (PM_RING_BYTES / PM_LINE)
-#define PM_RING_ENTRIES (PM_RING_BYTES / 32u)
+#define PM_RING_MIN 64u   /* records per ring */
+#define PM_RING_MAX 4096u
 
 /* Bookkeeping log (Sec. 5.3): 1 KiB chunks, line 0 = header, 15 lines of 8 entries. */
 #define PM_CHUNK_BYTES 1024u
@@ -61,6 +60,11 @@ void pm_handle_drop(const pmalloc_heap *hd);
 
 /* ---- persistent layout ---- */
 
+typedef struct pm_gw { /* a copy of the checkpoint bound (redo.c) */
+    uint64_t gw;
+    uint64_t check;
+} pm_gw;
+
 typedef struct pm_super {
     /* lines 0-1: written once at create, covered by `check` */
     uint64_t magic;
@@ -71,10 +75,12 @@ typedef struct pm_super {
     uint32_t nrings;
     uint32_t nchunks;
     uint32_t nroots;
-    uint64_t roots_off, wal_off, bk_off, data_off;
-    uint64_t ptr_tag; /* this heap's tag (pmalloc_ptr bits 44-62), nonzero */
-    uint64_t check;   /* XXH64 of the fields above */
-    uint8_t pad0[128 - 88];
+    uint64_t roots_off, redo_off, bk_off, data_off;
+    uint64_t ptr_tag;   /* this heap's tag (pmalloc_ptr bits 44-62), nonzero */
+    uint32_t ring_recs; /* records per redo ring (a power of two) */
+    uint32_t pad_r;
+    uint64_t check;     /* XXH64 of the fields above */
+    uint8_t pad0[128 - 96];
     /* line 2: session state */
     uint64_t state;
     uint8_t pad1[56];
@@ -82,22 +88,38 @@ typedef struct pm_super {
     uint32_t bk_head[2];
     uint64_t bk_alt;
     uint8_t pad2[48];
-    /* line 4: WAL entries with seq <= wal_retired belong to finished operations */
-    uint64_t wal_retired;
-    uint8_t pad3[56];
+    /* line 4: copy A of the checkpoint bound (redo.c): every operation with a
+     * sequence number <= it is settled in the heap; copy B is line 16 */
+    pm_gw gw_a;
+    uint8_t pad3[48];
 } pm_super;
+#define PM_GW_B_LINE 16u /* superblock line of the second copy */
+/* Superblock lines 17-18: the last settle of the bookkeeping log (large.c):
+ * the new counts of the chunks it settled, one commit point for the group. */
+#define PM_SETTLE_LINE 17u
+#define PM_SETTLE_PAIRS 13u
+typedef struct pm_settle_rec {
+    uint64_t seq;   /* nonzero */
+    uint64_t n;     /* pairs */
+    uint64_t pair[PM_SETTLE_PAIRS]; /* chunk (bits 0-23), count (24-31), chunk generation (32-62) */
+    uint64_t check; /* XXH64 of the fields above */
+} pm_settle_rec;
+NM_STATIC_ASSERT(sizeof(pm_settle_rec) == 2 * PM_LINE, "settle record is two lines");
 NM_STATIC_ASSERT(offsetof(pm_super, state) == 2 * PM_LINE, "state on line 2");
 NM_STATIC_ASSERT(offsetof(pm_super, bk_head) == 3 * PM_LINE, "log heads on line 3");
-NM_STATIC_ASSERT(offsetof(pm_super, wal_retired) == 4 * PM_LINE, "wal_retired on line 4");
+NM_STATIC_ASSERT(offsetof(pm_super, gw_a) == 4 * PM_LINE, "checkpoint bound on line 4");
 
 
 typedef struct pm_chunk_hdr {
     uint32_t magic;
-    uint32_t next; /* next chunk of the list, PM_CHUNK_NONE at the tail */
+    uint32_t next;  /* next chunk of the list, PM_CHUNK_NONE at the tail */
     uint32_t id;
-    uint32_t gen;  /* bumped at every reuse: tombstones name (chunk, gen, slot) */
-    uint32_t pad[12];
+    uint32_t gen;   /* bumped at every reuse: tombstones name (chunk, gen, slot) */
+    uint32_t count; /* settled appends: recovery reads appends 0..count-1 only (large.c) */
+    uint32_t flags; /* PM_CHUNK_INTER: appends interleaved over the entry lines */
+    uint32_t pad[10];
 } pm_chunk_hdr;
+#define PM_CHUNK_INTER 1u
 
 /* Bookkeeping-log entry (8 bytes): type in bits 62-63.
  * normal: page index bits 0-35, page count bits 36-61; tombstone: target position. */
@@ -132,17 +154,27 @@ typedef struct pm_slab_hdr {
 NM_STATIC_ASSERT(sizeof(pm_slab_hdr) == PM_LINE, "slab header is one line");
 NM_STATIC_ASSERT(sizeof(pm_chunk_hdr) == PM_LINE, "chunk header is one line");
 
-/* WAL entry (32 bytes). */
+/* Redo record (32 bytes): one per committed operation (redo.c). */
 #define PM_OP_ALLOC_SMALL 1u
 #define PM_OP_FREE_SMALL 2u
 #define PM_OP_ALLOC_LARGE 3u
 #define PM_OP_FREE_LARGE 4u
-typedef struct pm_wal_ent {
+#define PM_OP_SET 5u /* pmalloc_set_root / pmalloc_set_ptr: a pointer store */
+typedef struct pm_rec {
     uint64_t seq_op; /* seq << 8 | op; 0 = empty */
-    uint64_t block;  /* heap offset of the object */
+    uint64_t block;  /* heap offset of the object (SET: the pointer value stored) */
     uint64_t loc;    /* heap offset of the user pointer */
-    uint64_t aux;    /* npages << 32 | check32 */
-} pm_wal_ent;
+    uint64_t aux;    /* size (small: block bytes; large: pages) << 32 | check32 */
+} pm_rec;
+
+/* What a committed operation changed in memory and a checkpoint must write
+ * back: kept per ring slot in DRAM by the operation's thread. */
+typedef struct pm_side {
+    uint64_t seq;    /* atomic */
+    uint64_t *bitw;  /* the bitmap word (small blocks), or NULL */
+    uint64_t *loc;   /* the pointer word, or NULL */
+    struct pm_vslab *s;
+} pm_side;
 
 /* ---- volatile structures ---- */
 
@@ -194,19 +226,6 @@ typedef struct pm_veh {
     uint64_t freed_ns;     /* when it became free */
 } pm_veh;
 
-/* WAL sequence numbers are (clock << 8 | domain): one clock per arena domain
- * (arena id mod 255) and one (PM_WCLK_LARGE) for extents, each on its own line,
- * so threads in different arenas never share a counter. Recovery needs, for
- * every block, its operations ordered; a block's operations all draw from one
- * clock (its slab's arena, or the extent clock), and a slab's birth and death
- * raise the clock that takes over its pages (small.c). */
-#define PM_WCLK_N 256u
-#define PM_WCLK_LARGE 255u
-typedef struct pm_wclk {
-    _Alignas(64) uint64_t c; /* next clock value to hand out (atomic) */
-    char pad[56];
-} pm_wclk;
-
 /* A per-arena cache of freed extents (xcache.c): large allocations and frees
  * of the arena's threads are served here under the arena's own lock instead
  * of the heap-wide extent lock. Entries are free in persistent terms (their
@@ -245,7 +264,10 @@ typedef struct pm_tcache {
     pm_heap *h;
     pm_arena *arena;
     int ring;
-    uint32_t ring_next; /* appends so far */
+    uint64_t head;      /* records written to the ring so far (the next goes to slot head) */
+    uint64_t pub;       /* records whose operation is complete (atomic: read by checkpoints) */
+    uint64_t settled;   /* records covered by a checkpoint: their slots are free (atomic) */
+    pm_side *side;      /* [ring_recs] */
     uint64_t inflight;  /* seq of the logged operation in progress, 1 while taking one, 0 idle */
     pm_tcbin bins[PM_NCLS_MAX];
     /* Remote frees (blocks of another arena's slabs): their bits are already
@@ -257,12 +279,16 @@ typedef struct pm_tcache {
     unsigned node;    /* NUMA: node the cache is bound to (numa.c) */
     unsigned nops;    /* NUMA: operations since the last migration check */
     bool pinned;      /* NUMA: bound by pmalloc_numa_set_node, no migration check */
+    struct { unsigned log, seg; uint32_t slot; uint64_t gen; bool held; } dl; /* NUMA: a reserved deallocation-log slot (remote.c) */
 } pm_tcache;
 
 typedef struct pm_bkchunk { /* vchunk */
     uint32_t next;
     uint32_t gen;
+    uint32_t appended; /* appends so far (stored, maybe not yet written back) */
+    uint32_t settled;  /* appends durable and counted in the header */
     bool in_list;
+    bool inter;        /* slot order of its appends (PM_CHUNK_INTER) */
 } pm_bkchunk;
 
 struct pm_heap {
@@ -304,8 +330,10 @@ struct pm_heap {
     /* Append lanes: each arena (id mod PM_BK_LANES) appends into a chunk of its
      * own, so two threads' entries never share a cache line (a flush of a line
      * the other core keeps writing cost ~3x a private one). PM_CHUNK_NONE: none open. */
-    uint32_t bk_lane_chunk[PM_BK_LANES], bk_lane_count[PM_BK_LANES];
+    uint32_t bk_lane_chunk[PM_BK_LANES];
     uint64_t bk_live_entries, bk_tombs;
+    uint64_t bk_reserved; /* appends promised to operations that have not made them yet (large_lock) */
+    uint64_t settle_seq;  /* last settle record written (large_lock) */
 
     /* arenas and thread caches */
     pm_arena *arenas;
@@ -314,7 +342,16 @@ struct pm_heap {
     pthread_mutex_t tc_lock;
     pm_tcache *tcaches;
     uint8_t ring_used[PM_NRINGS];
-    pm_wclk *wclk;     /* WAL sequence clocks [PM_WCLK_N] (see pm_wal_clock) */
+    uint32_t nrings, ring_recs; /* redo rings (redo.c) */
+    pm_rec *rings;
+    /* the sequence clock: one for the heap, on its own line. A global order of
+     * operations (an atomic increment agrees with happens-before) lets
+     * recovery pick each block's and each pointer word's last operation. */
+    _Alignas(64) uint64_t clock;
+    char clock_pad[56];
+    pthread_mutex_t ckpt_lock;
+    uint64_t gw;       /* the checkpoint bound: operations <= it are settled (under ckpt_lock) */
+    uint64_t c_ckpts;  /* checkpoints (atomic) */
 
     /* counters: hot ones per thread (pm_ctr_*), rare ones shared atomics */
     uint64_t uid; /* unique per open, keys thread-local caches */
@@ -490,13 +527,20 @@ pm_veh *pm_veh_new(pm_heap *h);                 /* from the VEH pool (zeroed) */
 void pm_extent_free_pages(pm_heap *h, pm_veh *v);
 pm_veh *pm_free_next(pm_heap *h, pm_veh *v);
 nm_err pm_extent_claim(pm_heap *h, uint64_t page, uint64_t npages, int state, pm_veh **out);
-nm_err pm_bk_append(pm_heap *h, uint64_t entry, int64_t *pos); /* persisted on return */
-nm_err pm_bk_record(pm_heap *h, pm_veh *v);  /* normal entry for v, persisted */
-/* The same, flushed but not drained: the caller drains (after dropping
- * large_lock) before anything may depend on the entry being durable. */
-nm_err pm_bk_record_flush(pm_heap *h, pm_veh *v);
-nm_err pm_bk_tombstone(pm_heap *h, pm_veh *v);
-nm_err pm_bk_tombstone_flush(pm_heap *h, pm_veh *v); /* flushed, not drained (see pm_bk_record_flush) */
+/* Bookkeeping-log appends are stored, not written back: a checkpoint (redo.c)
+ * or pm_bk_settle makes them durable in batches. Operations call
+ * pm_bk_reserve (large_lock not held) before they commit, so that their
+ * append cannot fail afterwards; pm_bk_unreserve if they do not append. */
+nm_err pm_bk_reserve(pm_heap *h, bool normal); /* normal: a normal entry (counts against the live cap) */
+void pm_bk_unreserve(pm_heap *h, bool normal);   /* large_lock held */
+nm_err pm_bk_record(pm_heap *h, pm_veh *v);     /* normal entry for v (large_lock held) */
+nm_err pm_bk_tombstone(pm_heap *h, pm_veh *v);  /* tombstone for v's entry (large_lock held) */
+void pm_bk_settle(pm_heap *h);                  /* every append durable and counted (large_lock held) */
+void pm_bk_settle_replay(pm_heap *h);           /* open: the last settle record, again */
+void pm_bk_settle_flush(pm_heap *h, uint32_t *counts); /* checkpoint, phase 1: flush the unsettled appends, note counts */
+void pm_bk_settle_commit(pm_heap *h, const uint32_t *counts); /* ... phase 2 (after a drain): headers, flushed */
+bool pm_bk_gc_due(const pm_heap *h);
+nm_err pm_bk_gc(pm_heap *h);                    /* fast, then slow GC; the log settled (large_lock held) */
 nm_err pm_bk_compact(pm_heap *h);
 nm_err pm_large_check(pm_heap *h);
 static inline pm_veh *pm_pmap_get(pm_heap *h, uint64_t page)
@@ -519,19 +563,23 @@ bool pm_xc_flush_all(pm_heap *h);                 /* true if anything was cached
 void pm_xc_lock_all(pm_heap *h, bool lock);
 uint64_t pm_xc_pages(pm_heap *h);                 /* cached pages, all arenas */
 
-/* WAL clocks */
-static inline unsigned pm_arena_dom(const struct pm_arena *a) { return a->id % PM_WCLK_LARGE; }
-static inline uint64_t pm_wclk_get(pm_heap *h, unsigned dom)
-{
-    return __atomic_load_n(&h->wclk[dom].c, __ATOMIC_SEQ_CST);
-}
-/* Raise clock `dom` to at least v. */
-static inline void pm_wclk_raise(pm_heap *h, unsigned dom, uint64_t v)
-{
-    uint64_t cur = __atomic_load_n(&h->wclk[dom].c, __ATOMIC_RELAXED);
-    while (cur < v && !__atomic_compare_exchange_n(&h->wclk[dom].c, &cur, v, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
-    }
-}
+/* redo.c: the one-line commit (docs/pmalloc.md, "Persistence protocol"). An
+ * operation reserves a ring slot (pm_redo_reserve, before any lock that a
+ * checkpoint needs), takes a sequence number (pm_redo_begin), writes its
+ * record and makes that one line durable (pm_redo_commit), stores its effects
+ * in memory (bitmap bit, pointer word, log entry) and reports what a
+ * checkpoint must write back (pm_redo_done). */
+enum { PM_CKPT_GC = 1 };
+void pm_redo_layout(uint64_t heap_size, unsigned want, uint32_t *nrings, uint32_t *recs); /* create */
+nm_err pm_redo_open(pm_heap *h, bool fresh);    /* the bound; the clock after it */
+void pm_redo_reserve(pm_heap *h, pm_tcache *tc); /* a free slot in tc's ring (may checkpoint) */
+uint64_t pm_redo_begin(pm_heap *h, pm_tcache *tc);
+void pm_redo_commit(pm_heap *h, pm_tcache *tc, uint64_t seq, unsigned op, uint64_t block, uint64_t loc, uint64_t size);
+void pm_redo_done(pm_heap *h, pm_tcache *tc, uint64_t seq, uint64_t *bitw, uint64_t *loc, struct pm_vslab *s);
+nm_err pm_checkpoint(pm_heap *h, unsigned flags); /* settle every committed operation */
+nm_err pm_redo_recover(pm_heap *h);              /* replay the records after the bound (open) */
+nm_err pm_tc_ring_take(pm_heap *h, pm_tcache *tc); /* tc_lock held */
+void pm_tc_ring_drop(pm_heap *h, pm_tcache *tc);   /* tc_lock held; settled first */
 
 /* small.c */
 pm_tcache *pm_tc_get(pm_heap *h);
@@ -543,6 +591,8 @@ void pm_small_put(pm_heap *h, pm_tcache *tc, pm_tcblk k);
 void pm_slab_fix_lists(pm_heap *h, pm_vslab *s); /* partial-list membership after recovery */
 nm_err pm_small_init(pm_heap *h);
 nm_err pm_slab_adopt(pm_heap *h, pm_veh *v); /* build the vslab of a logged slab */
+bool pm_small_block_at(pm_heap *h, uint64_t off, struct pm_vslab **s, uint32_t *idx); /* recovery */
+bool pm_small_recover_bit(pm_heap *h, struct pm_vslab *s, uint32_t idx, bool alloc, uint64_t **w); /* recovery */
 void pm_slab_free_vol(pm_heap *h, pm_vslab *s); /* large_lock held: back to the pool */
 void pm_vslabs_destroy(pm_heap *h);               /* close: every vslab struct */
 static inline uint64_t *pm_pbm_word(const pm_vslab *s, uint32_t idx, uint64_t *mask)
@@ -639,6 +689,7 @@ nm_err pm_numa_extent_alloc(pm_heap *h, unsigned node, uint64_t npages, int stat
 nm_err pm_numa_take_other(pm_heap *h, pm_tcache *tc, unsigned cls, pm_tcblk *out);
 void pm_numa_slab_created(pm_heap *h, uint64_t page);      /* before the slab's log entry */
 bool pm_numa_is_remote(const pm_heap *h, const pm_tcache *tc, const pm_vslab *s);
+void pm_numa_remote_reserve(pm_heap *h, pm_tcache *tc); /* before the commit of a remote free */
 nm_err pm_numa_remote_free(pm_heap *h, pm_tcache *tc, pm_vslab *s, uint32_t idx); /* after *src = 0 */
 unsigned pm_numa_page_node(const pm_heap *h, uint64_t page);
 bool pm_numa_extent_is_remote(const pm_heap *h, const pm_tcache *tc, const pm_veh *v);

@@ -1,27 +1,14 @@
-/* PMAlloc heap: open/create, malloc_to/free_from with the LOG and GC
- * protocols, roots, statistics, close, and recovery (paper Sec. 4, 7).
+/* PMAlloc heap: the public calls. Open/create (validation, node files,
+ * recovery: Sec. 7), malloc_to / free_from with the LOG and GC models
+ * (Sec. 2.3, 4.1), pointers and roots, statistics, walk, check, close.
  *
- * LOG protocol of one operation (malloc_to shown; free_from is symmetric):
- *   1. WAL entry {seq, op, block, dst} in this thread's ring; flush; fence.
- *   2. *dst = block; flush; fence.
- *   3. metadata: set the slab bit (small) or append the bookkeeping-log entry
- *      (large); flush; fence. This write is the operation's completion record.
- * Recovery takes, for each block, the newest unretired WAL entry and decides
- * from the metadata and the user pointer: for an allocation, metadata set =
- * done; else *dst == block = redo (set it); else nothing happened. For a free,
- * metadata clear = done; else *src == block = not done; else redo (clear).
- * Entries are retired (sb->wal_retired) before a ring slot is reused, once no
- * operation with a smaller sequence number is in flight, so the newest entry
- * of a block is always its latest operation.
- *
- * Sequence numbers are (clock << 8 | domain) from per-arena clocks, not one
- * global counter: that counter's cache line moved between cores on every
- * operation and halved 2-thread throughput. What recovery needs is weaker
- * than a global order: operations on the same block must be ordered, and
- * they are, because all of them draw from the same clock (the block's slab's
- * arena, or the extent clock for extents) and an atomic increment's order
- * agrees with happens-before; slab creation and release hand the pages over
- * between the clocks (small.c). */
+ * LOG: one operation commits with one redo record, one flushed line and one
+ * fence (redo.c); its effects (the pointer word, the slab bit, an extent's
+ * log entry) are stored in memory and written back by checkpoints.
+ * GC: a small operation persists only the pointer word (recovery marks from
+ * the roots); extents follow the LOG path and persist the pointer word too.
+ * Frees claim their block first (a bit per 16 bytes of the slab), so of two
+ * concurrent frees of one object the loser changes nothing. */
 #include <errno.h>
 #include <libpmem.h>
 #include <sched.h>
@@ -53,16 +40,16 @@ void pmalloc_options_default(pmalloc_options *o)
 /* ---- layout ---- */
 
 typedef struct layout {
-    uint64_t roots_off, wal_off, bk_off, data_off;
+    uint64_t roots_off, redo_off, bk_off, data_off;
     uint32_t nchunks;
     uint64_t numa_off; /* NUMA region (remote-free logs, numa.c/remote.c); numa_bytes may be 0 */
 } layout;
 
-static void compute_layout(uint64_t size, uint32_t nchunks, uint64_t numa_bytes, layout *l)
+static void compute_layout(uint64_t size, uint32_t nchunks, uint64_t numa_bytes, uint32_t nrings, uint32_t recs, layout *l)
 {
     l->roots_off = PM_PAGE;
-    l->wal_off = l->roots_off + NM_ALIGN_UP((uint64_t)PMALLOC_NROOTS * 8, PM_PAGE);
-    l->bk_off = l->wal_off + (uint64_t)PM_NRINGS * PM_RING_BYTES;
+    l->redo_off = l->roots_off + NM_ALIGN_UP((uint64_t)PMALLOC_NROOTS * 8, PM_PAGE);
+    l->bk_off = NM_ALIGN_UP(l->redo_off + (uint64_t)nrings * recs * sizeof(pm_rec), PM_PAGE);
     /* one log entry per data page: 4x the most extents+slabs that fit (>= 16 KiB each) */
     l->nchunks = nchunks ? nchunks : (uint32_t)(size / PM_PAGE / PM_CHUNK_ENTRIES + 16);
     l->numa_off = NM_ALIGN_UP(l->bk_off + (uint64_t)l->nchunks * PM_CHUNK_BYTES, PM_PAGE);
@@ -87,99 +74,6 @@ static void set_state(pm_heap *h, uint64_t st)
     pm_persist(h, &h->sb->state, sizeof(uint64_t), PM_META);
 }
 
-/* ---- write-ahead log ---- */
-
-static inline pm_wal_ent *ring_base(pm_heap *h, unsigned r)
-{
-    return (pm_wal_ent *)(h->base + h->sb->wal_off + (uint64_t)r * PM_RING_BYTES);
-}
-
-static inline uint32_t wal_check(uint64_t w0, uint64_t b, uint64_t l, uint64_t np)
-{
-    uint64_t v[4] = {w0, b, l, np};
-    return (uint32_t)XXH64(v, sizeof v, 0x3a1);
-}
-
-/* Clock domains in use: the arenas' (ids mod 255) and the extents'. */
-static unsigned wal_ndom(const pm_heap *h) { return h->narenas < PM_WCLK_LARGE ? h->narenas : PM_WCLK_LARGE; }
-
-/* Every clock at least `c`: all later sequence numbers exceed (c << 8) - 1. */
-static void wal_clocks_raise(pm_heap *h, uint64_t c)
-{
-    for (unsigned d = 0; d < wal_ndom(h); d++) pm_wclk_raise(h, d, c);
-    pm_wclk_raise(h, PM_WCLK_LARGE, c);
-}
-
-/* An upper bound of every sequence number handed out so far, after which all
- * clocks hand out larger ones. */
-static uint64_t wal_seq_bound(pm_heap *h)
-{
-    uint64_t m = pm_wclk_get(h, PM_WCLK_LARGE);
-    for (unsigned d = 0; d < wal_ndom(h); d++) {
-        uint64_t c = pm_wclk_get(h, d);
-        if (c > m) m = c;
-    }
-    if (m < 1) m = 1;
-    wal_clocks_raise(h, m);
-    return (m << 8) - 1;
-}
-
-/* Advance wal_retired to at least x: wait until no logged operation with a
- * sequence number <= x is in flight (those never block on us). The clocks are
- * raised before the in-flight scan: an operation whose increment came after
- * the raise gets a number above the bound; one whose increment came before
- * published inflight = 1 before it, so the scan sees it. */
-static void wal_retire(pm_heap *h, uint64_t x)
-{
-    for (;;) {
-        pthread_mutex_lock(&h->tc_lock);
-        uint64_t bound = wal_seq_bound(h);
-        uint64_t min = 0;
-        for (pm_tcache *t = h->tcaches; t; t = t->next) {
-            uint64_t f = __atomic_load_n(&t->inflight, __ATOMIC_SEQ_CST);
-            if (f && (!min || f < min)) min = f;
-        }
-        uint64_t target = min ? min - 1 : bound;
-        if (target >= x) {
-            if (target > h->sb->wal_retired) {
-                __atomic_store_n(&h->sb->wal_retired, target, __ATOMIC_RELAXED);
-                pm_persist(h, &h->sb->wal_retired, sizeof(uint64_t), PM_META);
-            }
-            pthread_mutex_unlock(&h->tc_lock);
-            return;
-        }
-        pthread_mutex_unlock(&h->tc_lock);
-        sched_yield();
-    }
-}
-
-/* `dom` is the clock of the block's domain: its slab's arena (pm_arena_dom)
- * for small blocks, PM_WCLK_LARGE for extents. */
-static void wal_begin(pm_heap *h, pm_tcache *tc, unsigned dom, unsigned op, uint64_t block, uint64_t loc,
-                      uint64_t npages)
-{
-    pm_wal_ent *ring = ring_base(h, (unsigned)tc->ring);
-    uint32_t k = tc->ring_next++;
-    /* interleaved appends (Sec. 5.1): consecutive entries in different lines */
-    uint32_t slot = h->interleave ? (k % PM_RING_LINES) * 2u + (k / PM_RING_LINES) % 2u : k % PM_RING_ENTRIES;
-    pm_wal_ent *e = &ring[slot];
-    uint64_t old = e->seq_op >> 8;
-    if (old && old > __atomic_load_n(&h->sb->wal_retired, __ATOMIC_RELAXED)) wal_retire(h, old);
-    __atomic_store_n(&tc->inflight, 1, __ATOMIC_SEQ_CST);
-    uint64_t seq = __atomic_fetch_add(&h->wclk[dom].c, 1, __ATOMIC_SEQ_CST) << 8 | dom;
-    __atomic_store_n(&tc->inflight, seq, __ATOMIC_RELEASE); /* a retirer that still sees 1 waits */
-    uint64_t w0 = seq << 8 | op;
-    e->seq_op = w0;
-    e->block = block;
-    e->loc = loc;
-    e->aux = npages << 32 | wal_check(w0, block, loc, npages);
-    pm_flush(h, e, sizeof *e, PM_META);
-    pm_drain(h);
-    pm_ctr_add(h, PMC_WAL, 1);
-}
-
-static inline void wal_end(pm_tcache *tc) { __atomic_store_n(&tc->inflight, 0, __ATOMIC_RELEASE); }
-
 /* ---- small-block helpers ---- */
 
 /* The block of slab s starting at heap offset `off`, if there is one (the
@@ -193,18 +87,6 @@ static bool slab_block(pm_heap *h, pm_vslab *s, uint64_t off, uint32_t *idx)
     if (rel % s->block_size || rel / s->block_size >= s->nblocks) return false;
     *idx = (uint32_t)(rel / s->block_size);
     return true;
-}
-
-/* The vslab and block index of heap offset `off`, if it is a block start
- * (recovery: single-threaded). */
-static pm_vslab *small_lookup(pm_heap *h, uint64_t off, uint32_t *idx, bool *is_small)
-{
-    *is_small = false;
-    if (off < h->sb->data_off || off >= h->size) return NULL;
-    pm_veh *v = pm_pmap_get(h, (off - h->sb->data_off) / PM_PAGE);
-    if (!v || v->state != PM_VEH_SLAB || !v->slab) return NULL;
-    *is_small = true;
-    return slab_block(h, v->slab, off, idx) ? v->slab : NULL;
 }
 
 enum { PIN_NONE, PIN_OK, PIN_GONE };
@@ -315,14 +197,13 @@ nm_err pmalloc_malloc_to_ex(pmalloc_heap *hd, size_t size, pmalloc_ptr *dst, uns
         if (err) return err;
         uint64_t b = block_off(h, k.s, k.idx), *w, bsize = k.s->block_size; /* once the bit is set, a morph may start */
         if (h->model == PMALLOC_LOG) {
-            wal_begin(h, tc, pm_arena_dom(k.s->arena), PM_OP_ALLOC_SMALL, b, dst_off, 0);
+            /* one line, one fence: the record; then the effects, in memory only */
+            pm_redo_reserve(h, tc);
+            uint64_t seq = pm_redo_begin(h, tc);
+            pm_redo_commit(h, tc, seq, PM_OP_ALLOC_SMALL, b, dst_off, bsize);
             store_ptr(dst, pm_ptr(h, b));
-            pm_flush(h, dst, sizeof *dst, PM_USER);
-            pm_drain(h);
             pbit_update(k.s, k.idx, true, &w);
-            pm_flush(h, w, sizeof *w, PM_META);
-            pm_drain(h);
-            wal_end(tc);
+            pm_redo_done(h, tc, seq, w, dst, k.s);
         } else {
             /* GC: only the user pointer is persisted; recovery re-marks */
             store_ptr(dst, pm_ptr(h, b));
@@ -337,11 +218,12 @@ nm_err pmalloc_malloc_to_ex(pmalloc_heap *hd, size_t size, pmalloc_ptr *dst, uns
 
     /* An extent comes from the arena's cache of freed extents (xcache.c, the
      * arena lock) or from the extent allocator (large_lock: best fit, split).
-     * large_lock is not held across the WAL entry and the user pointer (two
-     * fences): the extent is ours (ALLOC in DRAM) from here on, and no WAL
-     * entry is begun under the lock (wal_retire may wait for other threads'
-     * operations, which may need it). */
+     * Its log entry is stored after the commit and written back at a
+     * checkpoint; room for it is reserved before (pm_bk_reserve), so the
+     * append cannot fail once the operation is committed. */
     uint64_t npages = (size + PM_PAGE - 1) / PM_PAGE;
+    pm_redo_reserve(h, tc);
+    if ((err = pm_bk_reserve(h, true))) return err;
     pm_veh *v;
     bool cached = pm_xc_take(h, tc->arena, npages, &v);
     pm_ctr_add(h, cached ? PMC_XC_HIT : PMC_XC_MISS, 1);
@@ -354,38 +236,30 @@ nm_err pmalloc_malloc_to_ex(pmalloc_heap *hd, size_t size, pmalloc_ptr *dst, uns
             err = pm_numa_extent_alloc(h, tc->node, npages, PM_VEH_ALLOC, true, &v);
             pthread_mutex_unlock(&h->large_lock);
         }
-        if (err) return err;
+        if (err) {
+            pthread_mutex_lock(&h->large_lock);
+            pm_bk_unreserve(h, true);
+            pthread_mutex_unlock(&h->large_lock);
+            return err;
+        }
     }
-    uint64_t e = h->sb->data_off + v->page * PM_PAGE, old = load_ptr(dst);
-    wal_begin(h, tc, PM_WCLK_LARGE, PM_OP_ALLOC_LARGE, e, dst_off, npages);
+    uint64_t e = h->sb->data_off + v->page * PM_PAGE;
+    uint64_t seq = pm_redo_begin(h, tc);
+    pm_redo_commit(h, tc, seq, PM_OP_ALLOC_LARGE, e, dst_off, npages);
     store_ptr(dst, pm_ptr(h, e));
-    pm_flush(h, dst, sizeof *dst, PM_USER);
-    pm_drain(h);
-    /* The log entry is the completion record. It is flushed under the lock
-     * and drained after it, so two threads' fences do not serialise on the
-     * lock. That is safe: until the drain returns, the WAL entry stays in
-     * flight (not retirable), and recovery redoes an allocation whose pointer
-     * is durable but whose entry is not (wal_recover); replay skips empty
-     * slots, so a later entry durable before ours leaves no gap that matters;
-     * a tombstone appended meanwhile flushes our line itself (rec_pending). */
+    /* GC: the pointer word and the log entry are made durable here, in that
+     * order (the old three-step protocol): GC replays no pointer words, and
+     * its recovery decides an interrupted extent operation from them (redo.c) */
+    if (h->model == PMALLOC_GC) pm_persist(h, dst, sizeof *dst, PM_USER);
     pthread_mutex_lock(&h->large_lock);
-    err = pm_bk_record_flush(h, v);
-    if (err) { /* log full: put the pointer back; recovery would see "not done" */
-        store_ptr(dst, old);
-        pm_persist(h, dst, sizeof *dst, PM_USER);
-        if (cached) pm_extent_free_pages(h, v); /* never counted */
-        else pm_extent_release(h, v);
-    } else if (cached) {
-        h->nextents++;
-    }
+    err = pm_bk_record(h, v); /* reserved: cannot fail */
+    pm_bk_unreserve(h, true);
+    if (h->model == PMALLOC_GC) pm_bk_settle(h);
+    if (cached) h->nextents++;
     pthread_mutex_unlock(&h->large_lock);
-    if (!err) {
-        pm_drain(h);
-        __atomic_store_n(&v->rec_pending, false, __ATOMIC_RELEASE);
-        pm_ctr_add(h, PMC_LIVE_BYTES, npages * PM_PAGE);
-        pm_ctr_add(h, PMC_LIVE_OBJS, 1);
-    }
-    wal_end(tc);
+    pm_redo_done(h, tc, seq, NULL, dst, NULL);
+    pm_ctr_add(h, PMC_LIVE_BYTES, npages * PM_PAGE);
+    pm_ctr_add(h, PMC_LIVE_OBJS, 1);
     return err;
 }
 
@@ -404,6 +278,7 @@ nm_err pmalloc_free_from(pmalloc_heap *hd, pmalloc_ptr *src)
     pm_tcache *tc = pm_tc_get(h);
     if (!tc) return nm_fail(NM_ENOMEM, "pmalloc: no thread cache: %s", nm_last_errmsg());
     pm_numa_tick(h, tc);
+    pm_redo_reserve(h, tc); /* before the claim: a checkpoint may run here */
     uint32_t idx;
     pm_vslab *s = NULL;
     int pin = slab_pin(h, p, &s); /* until the block is back: no morph or release of its slab */
@@ -430,39 +305,36 @@ nm_err pmalloc_free_from(pmalloc_heap *hd, pmalloc_ptr *src)
             pm_slab_leave(h, s);
             return nm_fail(NM_EDOUBLEFREE, "pmalloc_free_from: block %#llx is already free", (unsigned long long)p);
         }
-        uint64_t *w;
-        bool was;
+        uint64_t *w = NULL;
         /* a block of another node's arena: two-phase remote free (Sec. 6.2, Alg. 2);
          * once recorded, its owner may release the slab: s is not read after that */
         bool remote = !(idx & PM_IDX_OLD) && pm_numa_is_remote(h, tc, s); /* old blocks: direct (morph.c) */
         uint64_t bsize = pm_blk_size(s, idx);
         if (h->model == PMALLOC_LOG) {
-            wal_begin(h, tc, pm_arena_dom(s->arena), PM_OP_FREE_SMALL, p, src_off, 0);
+            if (remote) pm_numa_remote_reserve(h, tc); /* its deallocation-log slot, before the commit */
+            uint64_t seq = pm_redo_begin(h, tc);
+            pm_redo_commit(h, tc, seq, PM_OP_FREE_SMALL, p, src_off, bsize);
             store_ptr(src, 0);
-            pm_flush(h, src, sizeof *src, PM_USER);
-            pm_drain(h);
-            if (remote) was = pm_numa_remote_free(h, tc, s, idx) == NM_OK; /* completion record: the log entry; releases the claim */
+            if (remote) pm_numa_remote_free(h, tc, s, idx); /* the owner clears the bit (and writes it back); releases the claim */
             else {
-                was = pbit_update(s, idx, false, &w);
-                pm_flush(h, w, sizeof *w, PM_META);
-                pm_drain(h);
+                pbit_update(s, idx, false, &w);
+                /* an old block's bit is written back at once: the new blocks it
+                 * covers become allocatable, and recovery reads the old bits
+                 * to tell old blocks from new ones (morph.c) */
+                if (idx & PM_IDX_OLD) { pm_persist(h, w, sizeof *w, PM_META); w = NULL; }
                 __atomic_fetch_and(cw, ~cm, __ATOMIC_SEQ_CST);
             }
-            wal_end(tc);
+            pm_redo_done(h, tc, seq, w, src, remote ? NULL : s);
         } else {
             store_ptr(src, 0);
             pm_flush(h, src, sizeof *src, PM_USER);
             pm_drain(h);
-            if (remote) was = pm_numa_remote_free(h, tc, s, idx) == NM_OK;
+            if (remote) pm_numa_remote_free(h, tc, s, idx);
             else {
-                was = pbit_update(s, idx, false, &w);
+                pbit_update(s, idx, false, &w);
                 __atomic_fetch_and(cw, ~cm, __ATOMIC_SEQ_CST);
             }
             if (idx & PM_IDX_OLD) pm_persist(h, w, sizeof *w, PM_META); /* old bits stay exact under GC (morph.c) */
-        }
-        if (!was) { /* lost a race with another free of the same block */
-            pm_slab_leave(h, s);
-            return nm_fail(NM_EDOUBLEFREE, "pmalloc_free_from: block %#llx was freed concurrently", (unsigned long long)p);
         }
         pm_ctr_add(h, PMC_LIVE_BYTES, -bsize);
         pm_ctr_add(h, PMC_LIVE_OBJS, -(uint64_t)1);
@@ -478,6 +350,7 @@ nm_err pmalloc_free_from(pmalloc_heap *hd, pmalloc_ptr *src)
         return NM_OK;
     }
     uint64_t rel = p - h->sb->data_off, page = rel / PM_PAGE;
+    if ((err = pm_bk_reserve(h, false))) return err; /* the tombstone's room, before the commit */
     pthread_mutex_lock(&h->large_lock);
     pm_veh *v = pm_pmap_get(h, page);
     /* state and freeing first (atomics: a cached VEH changes under its arena's
@@ -488,52 +361,44 @@ nm_err pmalloc_free_from(pmalloc_heap *hd, pmalloc_ptr *src)
         /* an aligned address in free space is most likely a stale pointer to an
          * object freed before (a slab released when its last block went) */
         bool dbl = freeing || ((st == PM_VEH_FREE || st == PM_VEH_CACHED) && p % 16 == 0);
+        pm_bk_unreserve(h, false);
         pthread_mutex_unlock(&h->large_lock);
         if (dbl) return nm_fail(NM_EDOUBLEFREE, "pmalloc_free_from: %#llx is not allocated (already free?)", (unsigned long long)p);
         return nm_fail(NM_EBADFREE, "pmalloc_free_from: %#llx is not the start of an allocated extent", (unsigned long long)p);
     }
-    /* as in malloc_to, the lock is not held across the WAL entry and the user
-     * pointer; `freeing` makes a concurrent second free fail meanwhile */
+    /* as in malloc_to, the lock is not held across the commit; `freeing`
+     * makes a concurrent second free fail meanwhile */
     __atomic_store_n(&v->freeing, true, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&h->large_lock);
-    wal_begin(h, tc, PM_WCLK_LARGE, PM_OP_FREE_LARGE, p, src_off, v->npages);
-    store_ptr(src, 0);
-    pm_flush(h, src, sizeof *src, PM_USER);
-    pm_drain(h);
+    bool remote = pm_numa_extent_is_remote(h, tc, v);
+    if (remote) pm_numa_remote_reserve(h, tc);
     uint64_t bytes = v->npages * PM_PAGE;
-    if (pm_numa_extent_is_remote(h, tc, v)) { /* two-phase (Sec. 6.3): the owner side appends the tombstone */
+    uint64_t seq = pm_redo_begin(h, tc);
+    pm_redo_commit(h, tc, seq, PM_OP_FREE_LARGE, p, src_off, v->npages);
+    store_ptr(src, 0);
+    if (h->model == PMALLOC_GC) pm_persist(h, src, sizeof *src, PM_USER); /* GC replays no pointer words */
+    if (remote) { /* two-phase (Sec. 6.3): the owner side appends the tombstone */
+        pthread_mutex_lock(&h->large_lock);
+        pm_bk_unreserve(h, false);
+        pthread_mutex_unlock(&h->large_lock);
         pm_numa_remote_free_extent(h, tc, v);
-        pm_ctr_add(h, PMC_LIVE_BYTES, -bytes);
-        pm_ctr_add(h, PMC_LIVE_OBJS, -(uint64_t)1);
-        wal_end(tc);
-        return NM_OK;
-    }
-    /* To the arena's cache: the tombstone is flushed under the lock and
-     * drained after it, before the extent can be reused (cached). Otherwise
-     * back to the extent allocator, under the lock, after a drained tombstone
-     * (another thread may reuse the pages at once). */
-    bool to_cache = pm_xc_eligible(h, v);
-    pthread_mutex_lock(&h->large_lock);
-    err = to_cache ? pm_bk_tombstone_flush(h, v) : pm_bk_tombstone(h, v);
-    if (err) {
-        store_ptr(src, pv);
-        pm_persist(h, src, sizeof *src, PM_USER);
-        __atomic_store_n(&v->freeing, false, __ATOMIC_RELAXED);
-    } else if (to_cache) {
-        h->nextents--;
     } else {
-        pm_extent_release(h, v);
+        /* the tombstone is stored (written back at a checkpoint); the pages are
+         * free at once: a crash replays this free before any later allocation
+         * of them (records are replayed in their order) */
+        bool to_cache = pm_xc_eligible(h, v);
+        pthread_mutex_lock(&h->large_lock);
+        err = pm_bk_tombstone(h, v); /* reserved: cannot fail */
+        pm_bk_unreserve(h, false);
+        if (h->model == PMALLOC_GC) pm_bk_settle(h); /* see malloc_to */
+        if (to_cache) h->nextents--;
+        else pm_extent_release(h, v);
+        pthread_mutex_unlock(&h->large_lock);
+        if (to_cache) pm_xc_put(h, tc->arena, v);
     }
-    pthread_mutex_unlock(&h->large_lock);
-    if (!err) {
-        if (to_cache) {
-            pm_drain(h);
-            pm_xc_put(h, tc->arena, v);
-        }
-        pm_ctr_add(h, PMC_LIVE_BYTES, -bytes);
-        pm_ctr_add(h, PMC_LIVE_OBJS, -(uint64_t)1);
-    }
-    wal_end(tc);
+    pm_redo_done(h, tc, seq, NULL, src, NULL);
+    pm_ctr_add(h, PMC_LIVE_BYTES, -bytes);
+    pm_ctr_add(h, PMC_LIVE_OBJS, -(uint64_t)1);
     return err;
 }
 
@@ -594,6 +459,26 @@ pmalloc_ptr pmalloc_get_root(const pmalloc_heap *hd, unsigned idx)
     return load_ptr((const uint64_t *)(h->base + h->sb->roots_off) + idx);
 }
 
+/* A logged pointer store (LOG): ordered with the operations that wrote the
+ * word before (recovery replays each word's last record). Under GC the word is
+ * persisted at once, as GC's own operations do. */
+static nm_err set_ptr(pm_heap *h, pmalloc_ptr *loc, pmalloc_ptr p)
+{
+    if (h->model != PMALLOC_LOG) {
+        store_ptr(loc, p);
+        pm_persist(h, loc, sizeof *loc, PM_USER);
+        return NM_OK;
+    }
+    pm_tcache *tc = pm_tc_get(h);
+    if (!tc) return nm_fail(NM_ENOMEM, "pmalloc: no thread cache: %s", nm_last_errmsg());
+    pm_redo_reserve(h, tc);
+    uint64_t seq = pm_redo_begin(h, tc);
+    pm_redo_commit(h, tc, seq, PM_OP_SET, p, pm_off(h, loc), 0);
+    store_ptr(loc, p);
+    pm_redo_done(h, tc, seq, NULL, loc, NULL);
+    return NM_OK;
+}
+
 nm_err pmalloc_set_root(pmalloc_heap *hd, unsigned idx, pmalloc_ptr p)
 {
     PM_ENTER_ERR(h, hd);
@@ -601,10 +486,24 @@ nm_err pmalloc_set_root(pmalloc_heap *hd, unsigned idx, pmalloc_ptr p)
     uint64_t off;
     if (p != 0 && (!pm_ptr_off(h, p, &off) || off < h->sb->data_off || off >= h->size))
         return nm_fail(NM_EINVAL, "pmalloc_set_root: %#llx is not a pointer into this heap's data area", (unsigned long long)p);
-    pmalloc_ptr *slot = root_slot(h, idx);
-    store_ptr(slot, p);
-    pm_persist(h, slot, sizeof *slot, PM_USER);
-    return NM_OK;
+    return set_ptr(h, root_slot(h, idx), p);
+}
+
+nm_err pmalloc_set_ptr(pmalloc_heap *hd, pmalloc_ptr *loc, pmalloc_ptr p)
+{
+    PM_ENTER_ERR(h, hd);
+    nm_err err = check_loc(h, loc, "location");
+    if (err) return err;
+    uint64_t off;
+    if (p != 0 && (!pm_ptr_off(h, p, &off) || off < h->sb->data_off || off >= h->size))
+        return nm_fail(NM_EINVAL, "pmalloc_set_ptr: %#llx is not a pointer into this heap's data area", (unsigned long long)p);
+    return set_ptr(h, loc, p);
+}
+
+nm_err pmalloc_sync(pmalloc_heap *hd)
+{
+    PM_ENTER_ERR(h, hd);
+    return pm_checkpoint(h, 0);
 }
 
 void pmalloc_flush(pmalloc_heap *hd, const void *addr, size_t len)
@@ -651,6 +550,7 @@ nm_err pmalloc_stats_get(pmalloc_heap *hd, pmalloc_stats *st)
     st->reflushes = pm_ctr_sum(h, PMC_REFLUSH);
     st->fences = pm_ctr_sum(h, PMC_FENCE);
     st->wal_appends = pm_ctr_sum(h, PMC_WAL);
+    st->checkpoints = __atomic_load_n(&h->c_ckpts, __ATOMIC_RELAXED);
     st->bklog_appends = pm_ctr_sum(h, PMC_BK);
     st->extent_cache_hits = pm_ctr_sum(h, PMC_XC_HIT);
     st->extent_cache_misses = pm_ctr_sum(h, PMC_XC_MISS);
@@ -741,112 +641,6 @@ nm_err pmalloc_check(pmalloc_heap *hd)
 }
 
 /* ---- recovery ---- */
-
-typedef struct wal_rec {
-    uint64_t seq, block, loc, npages;
-    unsigned op;
-} wal_rec;
-
-static int cmp_rec(const void *a, const void *b)
-{
-    const wal_rec *x = a, *y = b;
-    if (x->block != y->block) return x->block < y->block ? -1 : 1;
-    return x->seq > y->seq ? -1 : x->seq < y->seq; /* newest first */
-}
-
-static void small_set(pm_heap *h, pm_vslab *s, uint32_t idx, bool alloc)
-{
-    if (idx & PM_IDX_OLD) { pm_morph_recover_free_old(h, s, idx); return; } /* old blocks are only freed */
-    uint64_t *w;
-    pbit_update(s, idx, alloc, &w);
-    pm_flush(h, w, sizeof *w, PM_META);
-    if (alloc && !nm_bitmap_test(s->vbm, idx)) {
-        nm_bitmap_set(s->vbm, idx);
-        s->nfree_v--;
-    } else if (!alloc && nm_bitmap_test(s->vbm, idx)) {
-        nm_bitmap_clear(s->vbm, idx);
-        s->nfree_v++;
-    }
-    pm_slab_fix_lists(h, s);
-}
-
-/* Finish or undo the operations in flight at the crash (LOG, and large
- * allocations under GC). Idempotent: a crash in here replays the same way. */
-static nm_err wal_recover(pm_heap *h)
-{
-    size_t cap = (size_t)PM_NRINGS * PM_RING_ENTRIES, n = 0;
-    wal_rec *recs = malloc(cap * sizeof *recs);
-    if (!recs) return nm_fail(NM_ENOMEM, "pmalloc: no host memory for WAL recovery");
-    uint64_t retired = h->sb->wal_retired, maxseq = retired;
-    for (unsigned r = 0; r < PM_NRINGS; r++) {
-        pm_wal_ent *ring = ring_base(h, r);
-        for (unsigned i = 0; i < PM_RING_ENTRIES; i++) {
-            pm_wal_ent e = ring[i];
-            if (!e.seq_op || (uint32_t)e.aux != wal_check(e.seq_op, e.block, e.loc, e.aux >> 32)) continue;
-            uint64_t seq = e.seq_op >> 8;
-            if (seq > maxseq) maxseq = seq;
-            if (seq <= retired) continue;
-            unsigned op = (unsigned)(e.seq_op & 0xff);
-            if (op < PM_OP_ALLOC_SMALL || op > PM_OP_FREE_LARGE || !loc_ok(h, e.loc)) continue;
-            recs[n++] = (wal_rec){seq, e.block, e.loc, e.aux >> 32, op};
-        }
-    }
-    qsort(recs, n, sizeof *recs, cmp_rec);
-    nm_err err = NM_OK;
-    for (size_t i = 0; i < n && !err; i++) {
-        if (i > 0 && recs[i].block == recs[i - 1].block) continue; /* only the newest per block */
-        wal_rec *r = &recs[i];
-        h->ri.wal_entries++;
-        uint64_t at_loc = load_ptr((uint64_t *)(h->base + r->loc)), want = pm_ptr(h, r->block);
-        if (r->op == PM_OP_ALLOC_SMALL || r->op == PM_OP_FREE_SMALL) {
-            uint32_t idx;
-            bool is_small;
-            pm_vslab *s = small_lookup(h, r->block, &idx, &is_small);
-            if (!s) continue; /* the slab is gone: the operation finished long ago */
-            bool bit = pm_pbit(s, idx);
-            if (r->op == PM_OP_ALLOC_SMALL) {
-                if (bit) continue;
-                if (at_loc == want) { small_set(h, s, idx, true); h->ri.wal_redone++; }
-                else h->ri.wal_undone++;
-            } else {
-                if (!bit) continue;
-                if (at_loc == want) h->ri.wal_undone++;
-                else { small_set(h, s, idx, false); h->ri.wal_redone++; }
-            }
-        } else {
-            if (r->block < h->sb->data_off || (r->block - h->sb->data_off) % PM_PAGE) continue;
-            uint64_t page = (r->block - h->sb->data_off) / PM_PAGE;
-            if (page >= h->data_pages) continue;
-            pm_veh *v = pm_pmap_get(h, page);
-            bool alloc = v && v->state == PM_VEH_ALLOC && v->page == page;
-            if (r->op == PM_OP_ALLOC_LARGE) {
-                if (alloc) continue;
-                if (at_loc != want) { h->ri.wal_undone++; continue; }
-                pm_veh *nv;
-                err = pm_extent_claim(h, page, r->npages, PM_VEH_ALLOC, &nv);
-                if (!err) err = pm_bk_record(h, nv);
-                h->ri.wal_redone++;
-            } else {
-                if (!alloc) continue;
-                if (at_loc == want) { h->ri.wal_undone++; continue; }
-                err = pm_bk_tombstone(h, v);
-                if (!err) pm_extent_release(h, v);
-                h->ri.wal_redone++;
-            }
-        }
-    }
-    free(recs);
-    pm_drain(h);
-    if (err) return err;
-    /* Everything is applied: retire all entries, then clear the rings. */
-    __atomic_store_n(&h->sb->wal_retired, maxseq, __ATOMIC_RELAXED);
-    pm_persist(h, &h->sb->wal_retired, sizeof(uint64_t), PM_META);
-    memset(h->base + h->sb->wal_off, 0, (size_t)PM_NRINGS * PM_RING_BYTES);
-    pm_flush(h, h->base + h->sb->wal_off, (size_t)PM_NRINGS * PM_RING_BYTES, PM_META);
-    pm_drain(h);
-    wal_clocks_raise(h, (maxseq >> 8) + 1);
-    return NM_OK;
-}
 
 /* GC model (Sec. 7): rebuild the slab bitmaps by a conservative mark from the
  * roots. Any aligned word whose value falls inside an allocated object (small
@@ -970,7 +764,7 @@ static void heap_free(pm_heap *h)
     pthread_mutex_destroy(&h->tc_lock);
     pthread_mutex_destroy(&h->sim_lock);
     pm_ctr_free(h);
-    free(h->wclk);
+    pthread_mutex_destroy(&h->ckpt_lock);
     free(h);
 }
 
@@ -1012,10 +806,12 @@ static nm_err validate_super(const pm_super *sb, size_t len)
     uint64_t numa_bytes;
     nm_err e = pm_numa_region_of(sb, &numa_bytes);
     if (e) return e;
+    if (sb->nrings == 0 || sb->nrings > PM_NRINGS || sb->ring_recs < PM_RING_MIN || sb->ring_recs > PM_RING_MAX || (sb->ring_recs & (sb->ring_recs - 1)))
+        return nm_fail(NM_ECORRUPT, "pmalloc: superblock describes %u redo rings of %u records", sb->nrings, sb->ring_recs);
     layout l;
-    compute_layout(sb->heap_size, sb->nchunks, numa_bytes, &l);
-    if (sb->nchunks < 4 || sb->nchunks > PM_MAX_CHUNKS || l.data_off + 64 * PM_PAGE > len || sb->heap_size != len || sb->roots_off != l.roots_off || sb->wal_off != l.wal_off || sb->bk_off != l.bk_off ||
-        sb->data_off != l.data_off || sb->nchunks != l.nchunks || sb->nrings != PM_NRINGS || sb->nroots != PMALLOC_NROOTS ||
+    compute_layout(sb->heap_size, sb->nchunks, numa_bytes, sb->nrings, sb->ring_recs, &l);
+    if (sb->nchunks < 4 || sb->nchunks > PM_MAX_CHUNKS || l.data_off + 64 * PM_PAGE > len || sb->heap_size != len || sb->roots_off != l.roots_off || sb->redo_off != l.redo_off || sb->bk_off != l.bk_off ||
+        sb->data_off != l.data_off || sb->nchunks != l.nchunks || sb->nroots != PMALLOC_NROOTS ||
         sb->model > PMALLOC_GC || sb->stripes == 0 || sb->stripes > PMALLOC_MAX_STRIPES || sb->ptr_tag == 0 ||
         sb->ptr_tag > PM_TAG_MASK >> PMALLOC_PTR_OFFSET_BITS)
         return nm_fail(NM_ECORRUPT, "pmalloc: superblock layout does not match a %zu-byte heap", len);
@@ -1049,8 +845,9 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
     if (!exists && o.log_chunks && (o.log_chunks < 4 || o.log_chunks > PM_MAX_CHUNKS || (uint64_t)o.log_chunks * PM_CHUNK_BYTES > o.size / 4))
         return nm_fail(NM_ERANGE, "pmalloc_open: %u log chunks (need 4 .. heap/4 KiB)", o.log_chunks);
 
-    pm_heap *h = calloc(1, sizeof *h);
+    pm_heap *h = aligned_alloc(_Alignof(pm_heap), NM_ALIGN_UP(sizeof *h, _Alignof(pm_heap)));
     if (!h) return nm_fail(NM_ENOMEM, "pmalloc_open: no host memory");
+    memset(h, 0, sizeof *h);
     if (!(h->handle = pm_handle_new(h))) { /* before recovery: its simulation hook gets the handle */
         free(h);
         return NM_EBUSY;
@@ -1122,7 +919,9 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
     } else create: if (h->numa->nnodes > 1 && !o.single_file) {
         /* one file per node (Sec. 6.1); the layout is known before any file exists */
         layout l0;
-        compute_layout(o.size, o.log_chunks, pm_numa_new_region(h, o.size, &o), &l0);
+        uint32_t nr0, rr0;
+        pm_redo_layout(o.size, o.redo_records, &nr0, &rr0);
+        compute_layout(o.size, o.log_chunks, pm_numa_new_region(h, o.size, &o), nr0, rr0, &l0);
         if ((err = pm_files_create(h, dir, &o, h->numa->nnodes, l0.data_off, o.size, &is_pmem))) {
             pm_files_discard(h);
             heap_free(h);
@@ -1164,24 +963,27 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
 
     layout l;
     uint64_t numa_bytes = 0;
+    uint32_t nrings, recs;
     if (exists) pm_numa_region_of(h->sb, &numa_bytes); /* validated above */
     else numa_bytes = pm_numa_new_region(h, mapped, &o);
-    compute_layout(exists ? h->sb->heap_size : mapped, exists ? h->sb->nchunks : o.log_chunks, numa_bytes, &l);
+    if (exists) nrings = h->sb->nrings, recs = h->sb->ring_recs;
+    else pm_redo_layout(mapped, o.redo_records, &nrings, &recs);
+    compute_layout(exists ? h->sb->heap_size : mapped, exists ? h->sb->nchunks : o.log_chunks, numa_bytes, nrings, recs, &l);
     if (!exists) {
         pm_super *sb = h->sb;
         sb->version = h->files->single ? PM_VERSION : PM_VERSION_FILES;
         sb->model = o.model;
         sb->heap_size = mapped;
         sb->stripes = h->stripes;
-        sb->nrings = PM_NRINGS;
+        sb->nrings = nrings;
+        sb->ring_recs = recs;
         sb->nchunks = l.nchunks;
         sb->nroots = PMALLOC_NROOTS;
         sb->roots_off = l.roots_off;
-        sb->wal_off = l.wal_off;
+        sb->redo_off = l.redo_off;
         sb->bk_off = l.bk_off;
         sb->data_off = l.data_off;
         sb->state = PM_STATE_RUNNING;
-        sb->wal_retired = 0;
         uint64_t tag = 0;
         if (getrandom(&tag, sizeof tag, 0) != (ssize_t)sizeof tag) tag = nm_now_ns() ^ (uint64_t)getpid() << 20;
         tag &= PM_TAG_MASK >> PMALLOC_PTR_OFFSET_BITS;
@@ -1191,15 +993,16 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
     h->model = (pmalloc_model)h->sb->model;
     h->tagbits = h->sb->ptr_tag << PMALLOC_PTR_OFFSET_BITS;
     h->morph_su = o.morph_su == PMALLOC_MORPH_OFF ? 0 : o.morph_su ? o.morph_su : PM_MORPH_DEFAULT_SU;
-    h->decay_ns = o.decay_ms == PMALLOC_DECAY_NEVER ? UINT64_MAX : (uint64_t)(o.decay_ms ? o.decay_ms : 10000) * 1000000ull;
-    if (h->persist == PMALLOC_PERSIST_SIM) h->decay_ns = UINT64_MAX; /* the image is compared line by line */
+    uint64_t decay_ns = o.decay_ms == PMALLOC_DECAY_NEVER ? UINT64_MAX : (uint64_t)(o.decay_ms ? o.decay_ms : 10000) * 1000000ull;
+    if (h->persist == PMALLOC_PERSIST_SIM) decay_ns = UINT64_MAX; /* the image is compared line by line */
+    /* none during recovery: until the records are replayed, pages free in the
+     * log may hold live objects (an allocation whose entry was not settled) */
+    h->decay_ns = UINT64_MAX;
     h->nchunks = h->sb->nchunks;
     h->data = h->base + h->sb->data_off;
     h->data_pages = (h->size - h->sb->data_off) / PM_PAGE;
     h->narenas = pm_numa_narenas(h, o.narenas ? o.narenas : nm_nproc()); /* a multiple of the nodes */
-    h->wclk = aligned_alloc(_Alignof(pm_wclk), PM_WCLK_N * sizeof(pm_wclk));
-    if (h->wclk) memset(h->wclk, 0, PM_WCLK_N * sizeof(pm_wclk));
-    h->arenas = h->wclk ? aligned_alloc(_Alignof(pm_arena), h->narenas * sizeof *h->arenas) : NULL;
+    h->arenas = aligned_alloc(_Alignof(pm_arena), h->narenas * sizeof *h->arenas);
     if (h->arenas) memset(h->arenas, 0, h->narenas * sizeof *h->arenas);
     if (!h->arenas) {
         err = nm_fail(NM_ENOMEM, "pmalloc_open: arenas");
@@ -1213,10 +1016,14 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
         h->arenas[i].node = pm_numa_arena_node(h, i);
     }
     pm_xc_init(h);
-    if ((err = pm_small_init(h)) || (err = pm_large_init(h, !exists))) { if (!exists) return create_failed(h, path, err); heap_free(h); return err; }
+    if ((err = pm_redo_open(h, !exists)) || (err = pm_small_init(h)) || (err = pm_large_init(h, !exists))) {
+        if (!exists) return create_failed(h, path, err);
+        heap_free(h);
+        return err;
+    }
     if (!exists) {
-        /* the zero-filled file already has empty roots and WAL rings; the
-         * magic goes last, so an interrupted create is refused, not misread */
+        /* the zero-filled file already has empty roots and redo rings; the
+         * magic goes last (and the file gets its name after that) */
         h->sb->check = super_check(h->sb);
         pm_persist(h, h->sb, 128, PM_META);
         if (!h->files->single) pm_files_persist_hdr(h); /* written and synced before the node files; this is for the simulation image */
@@ -1232,22 +1039,23 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
         p += v->npages;
     }
     if (!err) err = pm_numa_open(h); /* validate the deallocation logs; replay them (LOG) */
+    if (!err) pm_bk_settle(h);       /* what that replay appended */
     if (!err && !exists) err = pm_files_commit(h); /* the main file gets its name last */
     if (!err && !exists) pm_files_detach(h);       /* one file: an ordinary heap from here */
     if (err) { if (!exists) return create_failed(h, path, err); heap_free(h); return err; }
-    wal_clocks_raise(h, (h->sb->wal_retired >> 8) + 1);
     if (exists) {
         uint64_t state = h->sb->state;
         h->ri.was_clean = state == PM_STATE_CLEAN;
         h->ri.was_recovering = state == PM_STATE_RECOVERING;
         if (state != PM_STATE_CLEAN) set_state(h, PM_STATE_RECOVERING);
-        err = wal_recover(h); /* clean heaps have empty rings: a no-op */
+        if (state != PM_STATE_CLEAN) err = pm_redo_recover(h); /* a clean close settled every record */
         if (!err && state != PM_STATE_CLEAN && h->model == PMALLOC_GC) err = gc_recover(h);
         if (!err && h->bk_tombs > 0) err = pm_bk_compact(h);
         if (err) { heap_free(h); return err; }
         set_state(h, PM_STATE_RUNNING);
     }
     recount(h);
+    h->decay_ns = decay_ns;
     if (pthread_key_create(&h->tc_key, pm_tc_destructor) != 0) {
         heap_free(h);
         return nm_fail(NM_EBUSY, "pmalloc_open: no thread-specific key left");
@@ -1271,15 +1079,12 @@ nm_err pmalloc_close(pmalloc_heap *hd)
         }
         pm_drain(h);
     }
-    /* every operation finished: retire the log, then mark the heap clean */
-    uint64_t last = wal_seq_bound(h);
-    if (last > h->sb->wal_retired) {
-        h->sb->wal_retired = last;
-        pm_persist(h, &h->sb->wal_retired, sizeof(uint64_t), PM_META);
+    /* every operation finished: settle them all, then mark the heap clean */
+    nm_err err = pm_checkpoint(h, 0);
+    if (err) { /* the heap stays RUNNING: the next open recovers it */
+        heap_free(h);
+        return err;
     }
-    memset(h->base + h->sb->wal_off, 0, (size_t)PM_NRINGS * PM_RING_BYTES);
-    pm_flush(h, h->base + h->sb->wal_off, (size_t)PM_NRINGS * PM_RING_BYTES, PM_META);
-    pm_drain(h);
     set_state(h, PM_STATE_CLEAN);
     heap_free(h);
     return NM_OK;

@@ -389,24 +389,39 @@ static void dlog_switch(pm_heap *h, unsigned li)
     pthread_mutex_unlock(&n->mu);
 }
 
-static void dlog_append(pm_heap *h, unsigned li, uint64_t block, uint64_t ts)
+/* A slot of the freeing node's deallocation log, taken before the free
+ * commits (a segment switch may synchronise, which takes arena locks: not
+ * inside an operation, redo.c); the segment cannot be recycled before the
+ * entry is written (writers). */
+void pm_numa_remote_reserve(pm_heap *h, pm_tcache *tc)
 {
     pm_numa *n = h->numa;
+    if (!n->hdr) return;
+    unsigned li = tc->node % n->nlogs;
     pm_dlog *L = &n->logs[li];
     pthread_mutex_lock(&L->lock);
     if (L->cursor == n->seg_entries) dlog_switch(h, li);
-    unsigned seg = L->active;
-    uint32_t slot = L->cursor++;
-    __atomic_add_fetch(&L->writers[seg], 1, __ATOMIC_ACQ_REL);
-    uint64_t gen = n->seghdr[li * 2 + seg].gen;
+    tc->dl.log = li;
+    tc->dl.seg = L->active;
+    tc->dl.slot = L->cursor++;
+    __atomic_add_fetch(&L->writers[tc->dl.seg], 1, __ATOMIC_ACQ_REL);
+    tc->dl.gen = n->seghdr[li * 2 + tc->dl.seg].gen;
+    tc->dl.held = true;
     pthread_mutex_unlock(&L->lock);
-    pm_dlog_ent *e = seg_ent(n, li, seg, slot);
+}
+
+static void dlog_write(pm_heap *h, pm_tcache *tc, uint64_t block, uint64_t ts)
+{
+    pm_numa *n = h->numa;
+    unsigned li = tc->dl.log, seg = tc->dl.seg;
+    pm_dlog_ent *e = seg_ent(n, li, seg, tc->dl.slot);
     e->block = block;
     e->ts = ts;
-    e->gen = gen;
-    e->check = ent_check(block, ts, gen, li, seg);
+    e->gen = tc->dl.gen;
+    e->check = ent_check(block, ts, tc->dl.gen, li, seg);
     pm_persist(h, e, sizeof *e, PM_META);
-    __atomic_sub_fetch(&L->writers[seg], 1, __ATOMIC_ACQ_REL);
+    tc->dl.held = false;
+    __atomic_sub_fetch(&n->logs[li].writers[seg], 1, __ATOMIC_ACQ_REL);
 }
 
 nm_err pm_numa_remote_free(pm_heap *h, pm_tcache *tc, pm_vslab *s, uint32_t idx)
@@ -438,8 +453,7 @@ nm_err pm_numa_remote_free(pm_heap *h, pm_tcache *tc, pm_vslab *s, uint32_t idx)
     }
     pthread_mutex_unlock(&rs->lock);
     pm_count(&n->c_remote_frees, 1);
-    if (h->model == PMALLOC_LOG)
-        dlog_append(h, tc->node % n->nlogs, block, ts);
+    if (h->model == PMALLOC_LOG) dlog_write(h, tc, block, ts); /* reserved before the commit */
     return NM_OK;
 }
 
@@ -472,7 +486,7 @@ void pm_numa_remote_free_extent(pm_heap *h, pm_tcache *tc, pm_veh *v)
     pthread_mutex_unlock(&n->xlock);
     /* from here the owner may release v: it is not read again */
     pm_count(&n->c_remote_xfrees, 1);
-    dlog_append(h, tc->node % n->nlogs, off | PM_DLOG_EXTENT, ts);
+    dlog_write(h, tc, off | PM_DLOG_EXTENT, ts); /* reserved before the commit */
 }
 
 unsigned pm_numa_xsync(pm_heap *h, unsigned node, int why)
@@ -498,6 +512,7 @@ unsigned pm_numa_xsync(pm_heap *h, unsigned node, int why)
             continue;
         }
         /* the tombstone is durable: entries recorded before ts are obsolete */
+        pm_bk_settle(h);
         __atomic_store_n(&n->ts_table[v->page], ts, __ATOMIC_RELAXED);
         pm_persist(h, &n->ts_table[v->page], 8, PM_META);
         v->freeing = false;
@@ -579,6 +594,7 @@ nm_err pm_numa_open(pm_heap *h)
             }
         }
     pm_drain(h);
+    pm_bk_settle(h); /* the tombstones of replayed extent frees, before the entries that name them die */
     /* every entry is applied: retire all segments (a crash before this point replays again) */
     for (unsigned li = 0; li < n->nlogs; li++)
         for (unsigned seg = 0; seg < 2; seg++) bump_gen(h, li, seg);

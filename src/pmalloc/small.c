@@ -175,9 +175,6 @@ static pm_vslab *slab_new(pm_heap *h, pm_arena *a, unsigned cls)
             return NULL;
         }
     }
-    /* these pages' past operations drew from the extent clock; their new
-     * blocks draw from the arena's, which must therefore be ahead of it */
-    pm_wclk_raise(h, pm_arena_dom(a), pm_wclk_get(h, PM_WCLK_LARGE));
     pm_slab_hdr *hd = (pm_slab_hdr *)(h->data + v->page * PM_PAGE);
     size_t hbytes = h->slab_data_off[cls];
     memset(hd, 0, hbytes);
@@ -201,6 +198,9 @@ static pm_vslab *slab_new(pm_heap *h, pm_arena *a, unsigned cls)
         pthread_mutex_unlock(&h->large_lock);
         return NULL;
     }
+    /* the slab exists once its entry is settled, before any of its blocks
+     * can be allocated (recovery replays records only onto known slabs) */
+    pm_bk_settle(h);
     pthread_mutex_unlock(&h->large_lock);
     s->nfree_v = s->nblocks;
     s->arena = a;
@@ -220,11 +220,17 @@ static bool slab_release(pm_heap *h, pm_vslab *s)
         __atomic_store_n(&s->gone, 0, __ATOMIC_SEQ_CST);
         return false;
     }
+    /* LOG: records of its blocks must be settled before its pages can hold
+     * another slab or extent: recovery would replay them onto the newcomer */
+    if (h->model == PMALLOC_LOG && pm_checkpoint(h, 0) != NM_OK) {
+        __atomic_store_n(&s->gone, 0, __ATOMIC_SEQ_CST);
+        return false;
+    }
     partial_del(s->arena, s);
     pthread_mutex_lock(&h->large_lock);
-    pm_wclk_raise(h, PM_WCLK_LARGE, pm_wclk_get(h, pm_arena_dom(s->arena))); /* see slab_new */
     pm_veh *v = s->veh;
     if (pm_bk_tombstone(h, v) == NM_OK) {
+        pm_bk_settle(h); /* before the pages are reused */
         pm_morph_lru_del(s->arena, s);
         __atomic_store_n(&v->slab, NULL, __ATOMIC_RELEASE);
         pm_extent_release(h, v);
@@ -307,10 +313,15 @@ static void tc_destroy(void *p)
     pm_tcache *tc = p;
     pm_heap *h = tc->h;
     tc_drain(h, tc);
+    /* its records settled before its ring and side array go (and its ring
+     * may hold records of other threads' heaps' pasts no more) */
+    while (__atomic_load_n(&tc->settled, __ATOMIC_ACQUIRE) < tc->head)
+        if (pm_checkpoint(h, 0) != NM_OK) break; /* out of host memory: recovery settles them */
     pthread_mutex_lock(&h->tc_lock);
     for (pm_tcache **pp = &h->tcaches; *pp; pp = &(*pp)->next)
         if (*pp == tc) { *pp = tc->next; break; }
-    if (tc->ring >= 0) h->ring_used[tc->ring] = 0;
+    if (tc->settled == tc->head) pm_tc_ring_drop(h, tc);
+    else { free(tc->side); tc->side = NULL; } /* its ring keeps unsettled records: stays taken */
     tc->arena->nthreads--;
     pthread_mutex_unlock(&h->tc_lock);
     free(tc);
@@ -334,12 +345,9 @@ pm_tcache *pm_tc_get(pm_heap *h)
     tc->h = h;
     tc->ring = -1;
     pthread_mutex_lock(&h->tc_lock);
-    for (unsigned r = 0; r < PM_NRINGS; r++)
-        if (!h->ring_used[r]) { h->ring_used[r] = 1; tc->ring = (int)r; break; }
-    if (tc->ring < 0) {
+    if (pm_tc_ring_take(h, tc) != NM_OK) {
         pthread_mutex_unlock(&h->tc_lock);
         free(tc);
-        nm_fail(NM_EBUSY, "pmalloc: more than %u threads use the heap at once", PM_NRINGS);
         return NULL;
     }
     /* each thread goes to the arena with the fewest threads (paper Sec. 4.2) of its node */
@@ -476,6 +484,7 @@ void pm_tc_forget_all(pm_heap *h)
         pm_tcache *tc = h->tcaches;
         h->tcaches = tc->next;
         for (unsigned c = 0; c < PM_NCLS_MAX; c++) free(tc->bins[c].slot);
+        free(tc->side);
         free(tc);
     }
 }
@@ -503,4 +512,46 @@ void pm_tc_rebind(pm_heap *h, pm_tcache *tc)
     tc->arena = a;
     pthread_mutex_unlock(&h->tc_lock);
     pm_set_lane(h, a->id);
+}
+
+/* ---- recovery (single-threaded) ---- */
+
+/* The slab block starting at heap offset `off`, if there is one. */
+bool pm_small_block_at(pm_heap *h, uint64_t off, pm_vslab **out, uint32_t *idx)
+{
+    if (off < h->sb->data_off || off >= h->size) return false;
+    pm_veh *v = pm_pmap_get(h, (off - h->sb->data_off) / PM_PAGE);
+    if (!v || v->state != PM_VEH_SLAB || !v->slab) return false;
+    pm_vslab *s = v->slab;
+    if (NM_UNLIKELY(s->mo != NULL) && pm_morph_lookup_old(h, s, off, idx)) { *out = s; return true; } /* a live old block */
+    uint64_t start = pm_off(h, s->data);
+    if (off < start || (off - start) % s->block_size || (off - start) / s->block_size >= s->nblocks) return false;
+    *idx = (uint32_t)((off - start) / s->block_size);
+    *out = s;
+    return true;
+}
+
+/* Give block idx of s the state `alloc` in the bitmap and the vslab; true if
+ * that changed it. *w: the bitmap word to write back (NULL: written already). */
+bool pm_small_recover_bit(pm_heap *h, pm_vslab *s, uint32_t idx, bool alloc, uint64_t **w)
+{
+    *w = NULL;
+    if (idx & PM_IDX_OLD) { /* old blocks are only freed (and that is written back at once) */
+        if (alloc) return false;
+        bool was = pm_pbit(s, idx);
+        pm_morph_recover_free_old(h, s, idx);
+        return was;
+    }
+    uint64_t m, *pw = pm_pbm_word(s, idx, &m);
+    uint64_t old = alloc ? __atomic_fetch_or(pw, m, __ATOMIC_RELAXED) : __atomic_fetch_and(pw, ~m, __ATOMIC_RELAXED);
+    *w = pw;
+    if (alloc && !nm_bitmap_test(s->vbm, idx)) {
+        nm_bitmap_set(s->vbm, idx);
+        s->nfree_v--;
+    } else if (!alloc && nm_bitmap_test(s->vbm, idx) && !(s->mo && s->mo->cnt && s->mo->cnt[idx])) { /* a covered block stays taken */
+        nm_bitmap_clear(s->vbm, idx);
+        s->nfree_v++;
+    }
+    pm_slab_fix_lists(h, s);
+    return ((old & m) != 0) != alloc;
 }
