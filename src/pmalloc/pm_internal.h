@@ -263,7 +263,9 @@ typedef struct pm_tcbin {
 typedef struct pm_tcache {
     pm_heap *h;
     pm_arena *arena;
-    int ring;
+    int ring;           /* its first ring, and how many consecutive ones (redo.c) */
+    unsigned nrings;
+    uint32_t nrec;      /* records in them */
     uint64_t head;      /* records written to the ring so far (the next goes to slot head) */
     uint64_t pub;       /* records whose operation is complete (atomic: read by checkpoints) */
     uint64_t settled;   /* records covered by a checkpoint: their slots are free (atomic) */

@@ -53,11 +53,11 @@ void pm_redo_layout(uint64_t heap_size, unsigned want, uint32_t *nrings, uint32_
 
 static inline pm_rec *ring_of(pm_heap *h, unsigned ring) { return h->rings + (uint64_t)ring * h->ring_recs; }
 
-/* The k-th record of a ring goes to slot(k): with interleaving, consecutive
- * records in different lines (Sec. 5.1), as the WAL did. */
-static inline uint32_t rec_slot(const pm_heap *h, uint64_t k)
+/* The k-th record of a thread's ring (tc->nrec slots) goes to slot(k): with
+ * interleaving, consecutive records in different lines (Sec. 5.1). */
+static inline uint32_t rec_slot(const pm_heap *h, const pm_tcache *tc, uint64_t k)
 {
-    uint32_t R = h->ring_recs, lines = R / 2u;
+    uint32_t R = tc->nrec, lines = R / 2u;
     uint32_t i = (uint32_t)(k % R);
     if (!h->interleave) return i;
     return (i % lines) * 2u + (i / lines) % 2u;
@@ -106,23 +106,37 @@ nm_err pm_redo_open(pm_heap *h, bool fresh)
 
 /* ---- rings of thread caches ---- */
 
+/* A thread cache's ring: up to PM_RING_GROUP consecutive free rings of the
+ * region (a longer ring: a checkpoint every half ring amortises its lines
+ * over more operations), at least one (the region holds PM_NRINGS rings: as
+ * many threads as before, when that many use the heap). Recovery scans the
+ * whole region, so how it is cut into rings does not matter after a crash. */
+#define PM_RING_GROUP 8u
 nm_err pm_tc_ring_take(pm_heap *h, pm_tcache *tc)
 {
-    for (unsigned r = 0; r < h->nrings; r++)
-        if (!h->ring_used[r]) {
-            tc->side = calloc(h->ring_recs, sizeof *tc->side);
-            if (!tc->side) return nm_fail(NM_ENOMEM, "pmalloc: no host memory for a thread's redo ring");
-            h->ring_used[r] = 1;
-            tc->ring = (int)r;
-            tc->head = tc->pub = tc->settled = 0;
-            return NM_OK;
-        }
-    return nm_fail(NM_EBUSY, "pmalloc: more than %u threads use the heap at once", h->nrings);
+    unsigned best = 0, bestn = 0;
+    for (unsigned r = 0; r < h->nrings && bestn < PM_RING_GROUP;) {
+        if (h->ring_used[r]) { r++; continue; }
+        unsigned n = 0;
+        while (r + n < h->nrings && !h->ring_used[r + n] && n < PM_RING_GROUP) n++;
+        if (n > bestn) { best = r; bestn = n; }
+        r += n;
+    }
+    if (!bestn) return nm_fail(NM_EBUSY, "pmalloc: more than %u threads use the heap at once", h->nrings);
+    while (bestn & (bestn - 1)) bestn &= bestn - 1; /* a power of two: slot order */
+    tc->nrec = bestn * h->ring_recs;
+    tc->side = calloc(tc->nrec, sizeof *tc->side);
+    if (!tc->side) return nm_fail(NM_ENOMEM, "pmalloc: no host memory for a thread's redo ring");
+    for (unsigned i = 0; i < bestn; i++) h->ring_used[best + i] = 1;
+    tc->ring = (int)best;
+    tc->nrings = bestn;
+    tc->head = tc->pub = tc->settled = 0;
+    return NM_OK;
 }
 
 void pm_tc_ring_drop(pm_heap *h, pm_tcache *tc)
 {
-    if (tc->ring >= 0) h->ring_used[tc->ring] = 0;
+    for (unsigned i = 0; tc->ring >= 0 && i < tc->nrings; i++) h->ring_used[tc->ring + i] = 0;
     tc->ring = -1;
     free(tc->side);
     tc->side = NULL;
@@ -132,7 +146,7 @@ void pm_tc_ring_drop(pm_heap *h, pm_tcache *tc)
 
 void pm_redo_reserve(pm_heap *h, pm_tcache *tc)
 {
-    while (tc->head - __atomic_load_n(&tc->settled, __ATOMIC_ACQUIRE) >= h->ring_recs) pm_checkpoint(h, 0);
+    while (tc->head - __atomic_load_n(&tc->settled, __ATOMIC_ACQUIRE) >= tc->nrec) pm_checkpoint(h, 0);
 }
 
 uint64_t pm_redo_begin(pm_heap *h, pm_tcache *tc)
@@ -147,7 +161,7 @@ uint64_t pm_redo_begin(pm_heap *h, pm_tcache *tc)
 
 void pm_redo_commit(pm_heap *h, pm_tcache *tc, uint64_t seq, unsigned op, uint64_t block, uint64_t loc, uint64_t size)
 {
-    pm_rec *e = &ring_of(h, (unsigned)tc->ring)[rec_slot(h, tc->head)];
+    pm_rec *e = &ring_of(h, (unsigned)tc->ring)[rec_slot(h, tc, tc->head)];
     uint64_t w0 = seq << 8 | op;
     e->seq_op = w0;
     e->block = block;
@@ -160,7 +174,7 @@ void pm_redo_commit(pm_heap *h, pm_tcache *tc, uint64_t seq, unsigned op, uint64
 
 void pm_redo_done(pm_heap *h, pm_tcache *tc, uint64_t seq, uint64_t *bitw, uint64_t *loc, struct pm_vslab *s)
 {
-    pm_side *sd = &tc->side[tc->head % h->ring_recs];
+    pm_side *sd = &tc->side[tc->head % tc->nrec];
     sd->bitw = bitw;
     sd->loc = loc;
     sd->s = s;
@@ -169,7 +183,7 @@ void pm_redo_done(pm_heap *h, pm_tcache *tc, uint64_t seq, uint64_t *bitw, uint6
     __atomic_store_n(&tc->pub, tc->head, __ATOMIC_RELEASE);
     __atomic_store_n(&tc->inflight, 0, __ATOMIC_RELEASE);
     /* half the ring unsettled: a checkpoint, unless one is under way */
-    if (tc->head - __atomic_load_n(&tc->settled, __ATOMIC_ACQUIRE) >= h->ring_recs / 2 && pthread_mutex_trylock(&h->ckpt_lock) == 0) {
+    if (tc->head - __atomic_load_n(&tc->settled, __ATOMIC_ACQUIRE) >= tc->nrec / 2 && pthread_mutex_trylock(&h->ckpt_lock) == 0) {
         pthread_mutex_unlock(&h->ckpt_lock);
         pm_checkpoint(h, 0);
     }
@@ -216,7 +230,7 @@ nm_err pm_checkpoint(pm_heap *h, unsigned flags)
     for (pm_tcache *t = h->tcaches; t && !err; t = t->next) {
         uint64_t pos = __atomic_load_n(&t->settled, __ATOMIC_RELAXED), end = __atomic_load_n(&t->pub, __ATOMIC_ACQUIRE);
         for (; pos < end; pos++) {
-            const pm_side *sd = &t->side[pos % h->ring_recs];
+            const pm_side *sd = &t->side[pos % t->nrec];
             if (__atomic_load_n(&sd->seq, __ATOMIC_RELAXED) > B) break;
             if (n + 2 > cap) {
                 uintptr_t *l = realloc(lines, (cap *= 2) * sizeof *l);
