@@ -113,7 +113,9 @@ static void note_meta_line(pm_heap *h, uint64_t line)
  * records the line's content as of that flush in the flushing thread's queue
  * (a store to the line after its flush is not covered), and a drain moves
  * that thread's queue, and only its own, into the image (a fence orders the
- * fencing thread's flushes, not another core's). A crash image is the image
+ * fencing thread's flushes, not another core's), unless the image holds a
+ * later flush of the line already (write-backs of one line reach memory in
+ * coherence order: an older one never overwrites a newer). A crash image is the image
  * plus each undrained flushed line torn at 8-byte granularity (every word
  * from its flush or from before), later flushes over earlier ones, plus, on
  * request, lines stored and never flushed that a cache eviction wrote back. */
@@ -166,6 +168,7 @@ static void sim_record(pm_heap *h, uint64_t line)
     }
     if (!q || q->n == q->cap) { /* cannot track it: persisted at once (a stronger image, still a valid one) */
         line_read(h, line, (uint64_t *)(h->shadow + line * PM_LINE));
+        h->shadow_stamp[line] = ++h->sim_stamp;
     } else {
         pm_simfl *f = &q->v[q->n++];
         f->stamp = ++h->sim_stamp;
@@ -179,7 +182,12 @@ static void sim_drain(pm_heap *h)
 {
     pthread_mutex_lock(&h->sim_lock);
     pm_simq *q = sim_queue(h);
-    for (size_t i = 0; q && i < q->n; i++) memcpy(h->shadow + (uint64_t)q->v[i].line * PM_LINE, q->v[i].w, PM_LINE);
+    for (size_t i = 0; q && i < q->n; i++) {
+        const pm_simfl *f = &q->v[i];
+        if (f->stamp < h->shadow_stamp[f->line]) continue; /* a later write-back of the line is there already */
+        memcpy(h->shadow + (uint64_t)f->line * PM_LINE, f->w, PM_LINE);
+        h->shadow_stamp[f->line] = f->stamp;
+    }
     if (q) q->n = 0;
     pthread_mutex_unlock(&h->sim_lock);
 }
@@ -226,7 +234,11 @@ void pm_drain(pm_heap *h)
 nm_err pm_sim_init(pm_heap *h, bool fresh)
 {
     h->shadow = fresh ? calloc(1, h->size) : malloc(h->size);
-    if (!h->shadow) return nm_fail(NM_ENOMEM, "pmalloc: no memory for the %zu-byte simulation image", h->size);
+    h->shadow_stamp = calloc(h->size / PM_LINE, sizeof *h->shadow_stamp);
+    if (!h->shadow || !h->shadow_stamp) {
+        pm_sim_free(h);
+        return nm_fail(NM_ENOMEM, "pmalloc: no memory for the %zu-byte simulation image", h->size);
+    }
     if (!fresh) memcpy(h->shadow, h->base, h->size);
     return NM_OK;
 }
@@ -234,7 +246,9 @@ nm_err pm_sim_init(pm_heap *h, bool fresh)
 void pm_sim_free(pm_heap *h)
 {
     free(h->shadow);
+    free(h->shadow_stamp);
     h->shadow = NULL;
+    h->shadow_stamp = NULL;
     while (h->simqs) {
         pm_simq *q = h->simqs;
         h->simqs = q->next;
@@ -288,6 +302,7 @@ static nm_err snap_write(void *arg, int fd, uint64_t start, uint64_t len)
         for (size_t i = 0; i < c->nfl; i++) {
             uint64_t lo = (uint64_t)c->fl[i].f->line * PM_LINE;
             if (lo < off || lo >= off + chunk) continue;
+            if (c->fl[i].f->stamp < c->h->shadow_stamp[c->fl[i].f->line]) continue; /* older than what the image holds */
             uint64_t *dst = (uint64_t *)(buf + (lo - off));
             for (unsigned w = 0; w < PM_LINE / 8; w++)
                 if (c->fl[i].words >> w & 1) dst[w] = c->fl[i].f->w[w];

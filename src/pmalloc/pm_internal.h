@@ -366,6 +366,7 @@ struct pm_heap {
     /* power-failure simulation */
     pthread_mutex_t sim_lock;
     char *shadow;                /* the persisted image: changed only by a thread's drain */
+    uint64_t *shadow_stamp;      /* per line: the flush whose content the image holds */
     struct pm_simq *simqs;       /* every thread's flushed-but-undrained lines (persist.c) */
     uint64_t sim_stamp;          /* flush order (under sim_lock) */
     uint64_t sim_flush_no;
