@@ -185,5 +185,7 @@ int main(void)
         cmocka_unit_test(test_sim_morph_numa_gc),
         cmocka_unit_test(test_proc_morph_numa_log),
     };
+    const char *only = getenv("PMT_ONLY"); /* one test (cmocka filter), e.g. when replaying a seed */
+    if (only && *only) cmocka_set_test_filter(only);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
