@@ -210,7 +210,7 @@ void pm_extent_free_pages(pm_heap *h, pm_veh *v)
 {
     for (uint64_t p = 0; p < v->npages; p++) pm_pmap_set(h, v->page + p, NULL);
     v->bkpos = -1;
-    v->slab = NULL;
+    __atomic_store_n(&v->slab, NULL, __ATOMIC_RELAXED);
     __atomic_store_n(&v->freeing, false, __ATOMIC_RELAXED);
     uint64_t start = v->page, end = v->page + v->npages;
     if (start > 0) {
