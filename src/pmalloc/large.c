@@ -278,24 +278,85 @@ static inline uint32_t bk_slot(const pm_heap *h, uint32_t c, uint32_t k)
     return (k % PM_CHUNK_ENTRY_LINES) * 8u + k / PM_CHUNK_ENTRY_LINES;
 }
 
-/* Zero a chunk and give it a header with `count` settled appends; flushed
- * (the caller drains). */
-static void chunk_init(pm_heap *h, uint32_t c, uint32_t next, bool inter, uint32_t count)
+/* ---- checksums of the log (issue 16): the descriptor has two copies; a
+ * chunk header checks its fixed fields, its next word and its count word
+ * carry their own checks (each is one 8-byte store), and the count's digest
+ * covers the settled entries. ---- */
+
+static uint64_t desc_check(uint64_t w, int copy) { return XXH64(&w, sizeof w, 0x424b4453u + (uint64_t)copy); }
+static pm_bkdesc *desc_copy(pm_heap *h, int copy) { return copy ? (pm_bkdesc *)((char *)h->sb + PM_BK_B_LINE * PM_LINE) : &h->sb->bk_a; }
+
+/* The list starts at `head` from now on: copy A durable, then copy B (a crash
+ * between leaves A valid and newer; a copy damaged at rest is the other's twin). */
+static void desc_write(pm_heap *h, uint32_t head)
+{
+    h->bk_gen++;
+    uint64_t w = (uint64_t)head | (uint64_t)h->bk_gen << 32;
+    for (int copy = 0; copy < 2; copy++) {
+        pm_bkdesc *d = desc_copy(h, copy);
+        __atomic_store_n(&d->w, w, __ATOMIC_RELAXED);
+        __atomic_store_n(&d->check, desc_check(w, copy), __ATOMIC_RELAXED);
+        pm_persist(h, d, sizeof *d, PM_META);
+    }
+    h->bk_head = head;
+}
+
+static nm_err desc_read(pm_heap *h)
+{
+    pm_bkdesc a = *desc_copy(h, 0), b = *desc_copy(h, 1);
+    bool va = a.check == desc_check(a.w, 0), vb = b.check == desc_check(b.w, 1);
+    if (!va && !vb)
+        return nm_fail(NM_ECORRUPT, "pmalloc: both copies of the bookkeeping-log descriptor (superblock lines 3 and %u) are damaged", PM_BK_B_LINE);
+    uint64_t w = va && vb ? ((a.w >> 32) >= (b.w >> 32) ? a.w : b.w) : va ? a.w : b.w;
+    h->bk_head = (uint32_t)w;
+    h->bk_gen = (uint32_t)(w >> 32);
+    return NM_OK;
+}
+
+static uint64_t chunk_check(const pm_chunk_hdr *hd) { return XXH64(hd, offsetof(pm_chunk_hdr, next), 0x43484b48u); }
+static inline uint64_t next_word(uint32_t c, const pm_chunk_hdr *hd, uint32_t next)
+{
+    uint64_t v[3] = {next, c, hd->gen};
+    return (uint64_t)next | (uint64_t)(uint32_t)XXH64(v, sizeof v, 0x4e585400u) << 32;
+}
+/* One append's share of its chunk's digest. */
+static inline uint32_t ent_hash(uint32_t a, uint64_t e)
+{
+    uint64_t v[2] = {a, e};
+    return (uint32_t)XXH3_64bits(v, sizeof v);
+}
+
+static void set_next(pm_heap *h, uint32_t c, uint32_t next)
+{
+    pm_chunk_hdr *hd = chunk_hdr(h, c);
+    __atomic_store_n(&hd->next, next_word(c, hd, next), __ATOMIC_RELAXED);
+    pm_persist(h, &hd->next, sizeof hd->next, PM_META);
+    h->chunks[c].next = next;
+}
+
+/* Zero a chunk and give it a header with `count` settled appends (already
+ * stored in its entries by the caller, who passes their digest); flushed (the
+ * caller drains). */
+static void chunk_init(pm_heap *h, uint32_t c, uint32_t next, bool inter, uint32_t count, uint32_t digest)
 {
     char *b = chunk_base(h, c);
     pm_chunk_hdr *hd = (pm_chunk_hdr *)b;
     /* a new generation: tombstones left naming the chunk's previous life no longer match */
     uint32_t gen = (hd->gen + 1) & PM_BK_GEN_MASK;
-    memset(b, 0, PM_CHUNK_BYTES);
+    memset(b, 0, PM_LINE);
+    if (!count) memset(b + PM_LINE, 0, PM_CHUNK_BYTES - PM_LINE);
     hd->magic = PM_CHUNK_MAGIC;
-    hd->next = next;
     hd->id = c;
     hd->gen = gen;
-    hd->count = count;
     hd->flags = inter ? PM_CHUNK_INTER : 0;
+    hd->check = chunk_check(hd);
+    hd->next = next_word(c, hd, next);
+    hd->count = (uint64_t)count | (uint64_t)digest << 32;
     h->chunks[c].gen = gen;
     h->chunks[c].inter = inter;
+    h->chunks[c].next = next;
     h->chunks[c].appended = h->chunks[c].settled = count;
+    h->chunks[c].digest = digest;
     pm_flush(h, b, PM_CHUNK_BYTES, PM_META);
 }
 
@@ -347,19 +408,23 @@ static void bk_fast_gc(pm_heap *h)
     uint64_t *killed = calloc(((size_t)n * 128 + 63) / 64, sizeof(uint64_t));
     uint32_t *live = calloc(n, sizeof *live), *order = malloc(n * sizeof *order);
     uint8_t *st = calloc(n, 1); /* 1 candidate, 2 scheduled */
-    uint32_t head = h->sb->bk_head[h->sb->bk_alt & 1];
+    uint32_t head = h->bk_head;
     if (!killed || !live || !order || !st) goto out;
+    /* (slots past a chunk's appends may hold what a crashed session stored and never settled: not read) */
     for (uint32_t c = head; c != PM_CHUNK_NONE; c = h->chunks[c].next) {
         const uint64_t *ents = chunk_ent(h, c);
-        for (uint32_t i = 0; i < PM_CHUNK_ENTRIES; i++)
-            if (ents[i] && PM_BK_TYPE(ents[i]) == PM_BK_TOMB && tomb_valid(h, ents[i])) {
-                size_t pos = (size_t)PM_BK_TCHUNK(ents[i]) * 128 + PM_BK_TSLOT(ents[i]);
+        for (uint32_t a = 0; a < h->chunks[c].appended; a++) {
+            uint64_t e = ents[bk_slot(h, c, a)];
+            if (e && PM_BK_TYPE(e) == PM_BK_TOMB && tomb_valid(h, e)) {
+                size_t pos = (size_t)PM_BK_TCHUNK(e) * 128 + PM_BK_TSLOT(e);
                 killed[pos / 64] |= 1ull << (pos % 64);
             }
+        }
     }
     for (uint32_t c = head; c != PM_CHUNK_NONE; c = h->chunks[c].next) {
         const uint64_t *ents = chunk_ent(h, c);
-        for (uint32_t i = 0; i < PM_CHUNK_ENTRIES; i++) {
+        for (uint32_t a = 0; a < h->chunks[c].appended; a++) {
+            uint32_t i = bk_slot(h, c, a);
             size_t pos = (size_t)c * 128 + i;
             if (ents[i] && PM_BK_TYPE(ents[i]) != PM_BK_TOMB && !(killed[pos / 64] >> (pos % 64) & 1)) live[c]++;
         }
@@ -371,38 +436,34 @@ static void bk_fast_gc(pm_heap *h)
             if (st[c] != 1) continue;
             const uint64_t *ents = chunk_ent(h, c);
             bool ok = true;
-            for (uint32_t i = 0; i < PM_CHUNK_ENTRIES && ok; i++)
-                if (ents[i] && PM_BK_TYPE(ents[i]) == PM_BK_TOMB && tomb_valid(h, ents[i])) {
-                    uint32_t tc = PM_BK_TCHUNK(ents[i]);
+            for (uint32_t a = 0; a < h->chunks[c].appended && ok; a++) {
+                uint64_t e = ents[bk_slot(h, c, a)];
+                if (e && PM_BK_TYPE(e) == PM_BK_TOMB && tomb_valid(h, e)) {
+                    uint32_t tc = PM_BK_TCHUNK(e);
                     ok = tc == c || st[tc] == 2;
                 }
+            }
             if (ok) { st[c] = 2; order[norder++] = c; changed = true; }
         }
     }
     for (uint32_t k = 0; k < norder; k++) {
-        uint32_t c = order[k], cur = h->sb->bk_head[h->sb->bk_alt & 1], prev = PM_CHUNK_NONE;
+        uint32_t c = order[k], cur = h->bk_head, prev = PM_CHUNK_NONE;
         while (cur != c) { prev = cur; cur = h->chunks[cur].next; }
         uint32_t next = h->chunks[c].next;
-        if (prev == PM_CHUNK_NONE) {
-            uint32_t *hp = &h->sb->bk_head[h->sb->bk_alt & 1];
-            __atomic_store_n(hp, next, __ATOMIC_RELAXED);
-            pm_persist(h, hp, sizeof *hp, PM_META);
-        } else {
-            uint32_t *np = &chunk_hdr(h, prev)->next;
-            __atomic_store_n(np, next, __ATOMIC_RELAXED);
-            pm_persist(h, np, sizeof *np, PM_META);
-            h->chunks[prev].next = next;
-        }
+        if (prev == PM_CHUNK_NONE) desc_write(h, next);
+        else set_next(h, prev, next);
         h->chunks[c].in_list = false;
         h->bk_free_count++;
         h->bk_list_len--;
     }
     if (norder) {
         uint64_t tombs = 0;
-        for (uint32_t c = h->sb->bk_head[h->sb->bk_alt & 1]; c != PM_CHUNK_NONE; c = h->chunks[c].next) {
+        for (uint32_t c = h->bk_head; c != PM_CHUNK_NONE; c = h->chunks[c].next) {
             const uint64_t *ents = chunk_ent(h, c);
-            for (uint32_t i = 0; i < PM_CHUNK_ENTRIES; i++)
-                if (ents[i] && PM_BK_TYPE(ents[i]) == PM_BK_TOMB && tomb_valid(h, ents[i])) tombs++;
+            for (uint32_t a = 0; a < h->chunks[c].appended; a++) {
+                uint64_t e = ents[bk_slot(h, c, a)];
+                if (e && PM_BK_TYPE(e) == PM_BK_TOMB && tomb_valid(h, e)) tombs++;
+            }
         }
         h->bk_tombs = tombs;
         pm_count(&h->c_bkfast, 1);
@@ -431,11 +492,9 @@ static nm_err new_tail_chunk(pm_heap *h, unsigned lane)
 {
     uint32_t c = take_free_chunk(h);
     if (c == PM_CHUNK_NONE) return nm_fail(NM_ENOMEM, "pmalloc: bookkeeping log full (%u chunks)", h->nchunks);
-    chunk_init(h, c, PM_CHUNK_NONE, h->interleave, 0);
+    chunk_init(h, c, PM_CHUNK_NONE, h->interleave, 0, 0);
     pm_drain(h);
-    chunk_hdr(h, h->bk_tail)->next = c;
-    pm_persist(h, &chunk_hdr(h, h->bk_tail)->next, sizeof(uint32_t), PM_META);
-    h->chunks[h->bk_tail].next = c;
+    set_next(h, h->bk_tail, c);
     h->chunks[c].in_list = true;
     h->chunks[c].next = PM_CHUNK_NONE;
     h->bk_free_count--;
@@ -495,8 +554,9 @@ static nm_err bk_append(pm_heap *h, uint64_t entry, int64_t *pos)
         c = h->bk_lane_chunk[lane];
     }
     uint64_t *ents = chunk_ent(h, c);
-    uint32_t idx = bk_slot(h, c, h->chunks[c].appended++);
+    uint32_t a = h->chunks[c].appended++, idx = bk_slot(h, c, a);
     __atomic_store_n(&ents[idx], entry, __ATOMIC_RELAXED);
+    h->chunks[c].digest ^= ent_hash(a, entry);
     pm_ctr_add(h, PMC_BK, 1);
     if (pos) *pos = (int64_t)c * 128 + idx;
     return NM_OK;
@@ -535,11 +595,11 @@ nm_err pm_bk_tombstone(pm_heap *h, pm_veh *v)
 static pm_settle_rec *settle_rec(pm_heap *h) { return (pm_settle_rec *)((char *)h->sb + PM_SETTLE_LINE * PM_LINE); }
 static uint64_t settle_check(const pm_settle_rec *r) { return XXH64(r, offsetof(pm_settle_rec, check), 0x5e771e); }
 
-void pm_bk_settle_flush(pm_heap *h, uint32_t *counts)
+void pm_bk_settle_flush(pm_heap *h, uint64_t *counts)
 {
-    for (uint32_t c = h->sb->bk_head[h->sb->bk_alt & 1]; c != PM_CHUNK_NONE; c = h->chunks[c].next) {
+    for (uint32_t c = h->bk_head; c != PM_CHUNK_NONE; c = h->chunks[c].next) {
         pm_bkchunk *k = &h->chunks[c];
-        counts[c] = k->appended;
+        counts[c] = (uint64_t)k->appended | (uint64_t)k->digest << 32; /* the count word to settle */
         if (k->appended == k->settled) continue;
         uint64_t *ents = chunk_ent(h, c);
         uint32_t lines = 0; /* each entry line once */
@@ -554,13 +614,15 @@ void pm_bk_settle_flush(pm_heap *h, uint32_t *counts)
 
 /* After a drain of pm_bk_settle_flush's lines: the record (drained here),
  * then the headers (flushed; the caller drains). */
-void pm_bk_settle_commit(pm_heap *h, const uint32_t *counts)
+void pm_bk_settle_commit(pm_heap *h, const uint64_t *counts)
 {
     pm_settle_rec r;
     memset(&r, 0, sizeof r);
-    for (uint32_t c = h->sb->bk_head[h->sb->bk_alt & 1]; c != PM_CHUNK_NONE; c = h->chunks[c].next)
-        if (counts[c] > h->chunks[c].settled && r.n < PM_SETTLE_PAIRS)
-            r.pair[r.n++] = (uint64_t)c | (uint64_t)counts[c] << 24 | (uint64_t)h->chunks[c].gen << 32;
+    for (uint32_t c = h->bk_head; c != PM_CHUNK_NONE; c = h->chunks[c].next)
+        if ((uint32_t)counts[c] > h->chunks[c].settled && r.n < PM_SETTLE_PAIRS) {
+            r.pair[r.n][0] = (uint64_t)c | (uint64_t)h->chunks[c].gen << 32;
+            r.pair[r.n++][1] = counts[c];
+        }
     if (r.n == 0) return;
     r.seq = ++h->settle_seq;
     r.check = settle_check(&r);
@@ -570,11 +632,11 @@ void pm_bk_settle_commit(pm_heap *h, const uint32_t *counts)
     for (unsigned i = 0; i < sizeof r / 8; i++) __atomic_store_n(&d[i], src[i], __ATOMIC_RELAXED);
     pm_persist(h, dst, sizeof *dst, PM_META); /* the group's commit point */
     for (uint64_t i = 0; i < r.n; i++) {
-        uint32_t c = (uint32_t)(r.pair[i] & 0xffffffu);
+        uint32_t c = (uint32_t)r.pair[i][0];
         pm_chunk_hdr *hd = chunk_hdr(h, c);
         __atomic_store_n(&hd->count, counts[c], __ATOMIC_RELAXED);
         pm_flush(h, &hd->count, sizeof hd->count, PM_META);
-        h->chunks[c].settled = counts[c];
+        h->chunks[c].settled = (uint32_t)counts[c];
     }
 }
 
@@ -587,18 +649,18 @@ void pm_bk_settle_replay(pm_heap *h)
     if (r.seq == 0 || r.n > PM_SETTLE_PAIRS || r.check != settle_check(&r)) return; /* none, or torn: not committed */
     h->settle_seq = r.seq;
     for (uint64_t i = 0; i < r.n; i++) {
-        uint32_t c = (uint32_t)(r.pair[i] & 0xffffffu), cnt = (uint32_t)(r.pair[i] >> 24 & 0xffu), gen = (uint32_t)(r.pair[i] >> 32);
+        uint32_t c = (uint32_t)r.pair[i][0], gen = (uint32_t)(r.pair[i][0] >> 32), cnt = (uint32_t)r.pair[i][1];
         if (c >= h->nchunks || cnt > PM_CHUNK_ENTRIES) continue;
         pm_chunk_hdr *hd = chunk_hdr(h, c);
-        if (hd->magic != PM_CHUNK_MAGIC || hd->gen != gen || hd->count >= cnt) continue;
-        hd->count = cnt;
+        if (hd->magic != PM_CHUNK_MAGIC || hd->gen != gen || (uint32_t)hd->count >= cnt) continue;
+        hd->count = r.pair[i][1];
         pm_persist(h, &hd->count, sizeof hd->count, PM_META);
     }
 }
 
 void pm_bk_settle(pm_heap *h)
 {
-    uint32_t *counts = calloc(h->nchunks, sizeof *counts);
+    uint64_t *counts = calloc(h->nchunks, sizeof *counts);
     if (!counts) { /* no host memory: nothing settles (the caller's operation stays unsettled, recovery replays it) */
         nm_fail(NM_ENOMEM, "pmalloc: no host memory to settle the bookkeeping log");
         return;
@@ -660,23 +722,20 @@ nm_err pm_bk_compact(pm_heap *h)
     uint32_t got = 0;
     for (uint32_t c = 0; c < h->nchunks && got < need; c++)
         if (!h->chunks[c].in_list) newc[got++] = c;
-    for (uint32_t i = 0; i < need; i++) {
-        uint32_t cnt = (uint32_t)NM_MIN((uint64_t)PM_CHUNK_ENTRIES, n - (size_t)i * PM_CHUNK_ENTRIES);
-        chunk_init(h, newc[i], i + 1 < need ? newc[i + 1] : PM_CHUNK_NONE, false, n > (size_t)i * PM_CHUNK_ENTRIES ? cnt : 0);
+    for (uint32_t i = 0; i < need; i++) { /* entries first (sequential order), then each header with their count and digest */
+        uint64_t *ents = chunk_ent(h, newc[i]);
+        memset(ents, 0, PM_CHUNK_BYTES - PM_LINE);
+        uint32_t cnt = 0, dg = 0;
+        for (size_t k = (size_t)i * PM_CHUNK_ENTRIES; k < n && cnt < PM_CHUNK_ENTRIES; k++, cnt++) {
+            pm_veh *v = live[k];
+            uint64_t type = v->state == PM_VEH_SLAB ? PM_BK_SLAB : PM_BK_EXTENT;
+            ents[cnt] = type << 62 | v->npages << 36 | v->page;
+            dg ^= ent_hash(cnt, ents[cnt]);
+        }
+        chunk_init(h, newc[i], i + 1 < need ? newc[i + 1] : PM_CHUNK_NONE, false, cnt, dg);
     }
-    for (size_t i = 0; i < n; i++) {
-        pm_veh *v = live[i];
-        uint32_t c = newc[i / PM_CHUNK_ENTRIES], idx = (uint32_t)(i % PM_CHUNK_ENTRIES);
-        uint64_t type = v->state == PM_VEH_SLAB ? PM_BK_SLAB : PM_BK_EXTENT;
-        chunk_ent(h, c)[idx] = type << 62 | v->npages << 36 | v->page;
-    }
-    for (uint32_t i = 0; i < need; i++) pm_flush(h, chunk_ent(h, newc[i]), PM_CHUNK_BYTES - PM_LINE, PM_META);
     pm_drain(h);
-    uint64_t alt = h->sb->bk_alt & 1;
-    h->sb->bk_head[alt ^ 1] = newc[0];
-    pm_persist(h, &h->sb->bk_head[alt ^ 1], sizeof(uint32_t), PM_META);
-    __atomic_store_n(&h->sb->bk_alt, alt ^ 1, __ATOMIC_RELAXED); /* the commit point */
-    pm_persist(h, &h->sb->bk_alt, sizeof(uint64_t), PM_META);
+    desc_write(h, newc[0]); /* the commit point */
     /* volatile side: old chunks free, new ones listed */
     for (uint32_t c = 0; c < h->nchunks; c++) h->chunks[c].in_list = false;
     for (uint32_t i = 0; i < need; i++) {
@@ -717,16 +776,16 @@ nm_err pm_large_init(pm_heap *h, bool fresh)
     h->pmap = calloc(h->data_pages, sizeof *h->pmap);
     if (!h->chunks || !h->pmap) return nm_fail(NM_ENOMEM, "pmalloc: no host memory for the page map");
     if (fresh) {
-        chunk_init(h, 0, PM_CHUNK_NONE, h->interleave, 0);
-        h->sb->bk_head[0] = 0;
-        h->sb->bk_head[1] = PM_CHUNK_NONE;
-        h->sb->bk_alt = 0;
-        pm_flush(h, &h->sb->bk_head, PM_LINE, PM_META);
+        chunk_init(h, 0, PM_CHUNK_NONE, h->interleave, 0, 0);
         pm_drain(h);
+        h->bk_gen = 0;
+        desc_write(h, 0);
     } else {
+        nm_err e = desc_read(h);
+        if (e) return e;
         pm_bk_settle_replay(h);
     }
-    uint32_t c = h->sb->bk_head[h->sb->bk_alt & 1];
+    uint32_t c = h->bk_head;
     size_t nn = 0, capn = 256, nt = 0, capt = 64;
     bk_norm *norm = malloc(capn * sizeof *norm);
     int64_t *tomb = malloc(capt * sizeof *tomb);
@@ -739,19 +798,31 @@ nm_err pm_large_init(pm_heap *h, bool fresh)
             goto out;
         }
         pm_chunk_hdr *hd = chunk_hdr(h, c);
-        if (hd->magic != PM_CHUNK_MAGIC || hd->id != c || hd->count > PM_CHUNK_ENTRIES || (hd->flags & ~PM_CHUNK_INTER)) {
-            err = nm_fail(NM_ECORRUPT, "pmalloc: bookkeeping log chunk %u has a bad header", c);
+        uint32_t next = (uint32_t)hd->next, count = (uint32_t)hd->count;
+        if (hd->magic != PM_CHUNK_MAGIC || hd->id != c || hd->check != chunk_check(hd) || count > PM_CHUNK_ENTRIES) {
+            err = nm_fail(NM_ECORRUPT, "pmalloc: bookkeeping log chunk %u has a damaged header", c);
+            goto out;
+        }
+        if (hd->next != next_word(c, hd, next)) {
+            err = nm_fail(NM_ECORRUPT, "pmalloc: bookkeeping log chunk %u has a damaged next pointer", c);
             goto out;
         }
         pm_bkchunk *k = &h->chunks[c];
         k->in_list = true;
-        k->next = hd->next;
+        k->next = next;
         k->gen = hd->gen;
         k->inter = hd->flags & PM_CHUNK_INTER;
-        k->appended = k->settled = hd->count;
+        k->appended = k->settled = count;
         len++;
         uint64_t *ents = chunk_ent(h, c);
-        for (uint32_t a = 0; a < hd->count; a++) { /* the settled appends only */
+        uint32_t dg = 0;
+        for (uint32_t a = 0; a < count; a++) dg ^= ent_hash(a, ents[bk_slot(h, c, a)]);
+        if (dg != (uint32_t)(hd->count >> 32)) {
+            err = nm_fail(NM_ECORRUPT, "pmalloc: bookkeeping log chunk %u: its %u entries do not match their checksum", c, count);
+            goto out;
+        }
+        k->digest = dg;
+        for (uint32_t a = 0; a < count; a++) { /* the settled appends only */
             uint32_t i = bk_slot(h, c, a);
             uint64_t e = ents[i];
             if (!e) {
@@ -767,7 +838,7 @@ nm_err pm_large_init(pm_heap *h, bool fresh)
             }
         }
         last = c;
-        c = hd->next;
+        c = next;
     }
     if (last == PM_CHUNK_NONE) { err = nm_fail(NM_ECORRUPT, "pmalloc: bookkeeping log has no chunk"); goto out; }
     qsort(norm, nn, sizeof *norm, cmp_norm_pos);

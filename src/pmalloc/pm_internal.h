@@ -60,6 +60,11 @@ void pm_handle_drop(const pmalloc_heap *hd);
 
 /* ---- persistent layout ---- */
 
+typedef struct pm_bkdesc { /* a copy of the bookkeeping-log descriptor (large.c) */
+    uint64_t w;     /* head chunk (bits 0-31), generation (32-63) */
+    uint64_t check;
+} pm_bkdesc;
+
 typedef struct pm_gw { /* a copy of the checkpoint bound (redo.c) */
     uint64_t gw;
     uint64_t check;
@@ -84,9 +89,9 @@ typedef struct pm_super {
     /* line 2: session state */
     uint64_t state;
     uint8_t pad1[56];
-    /* line 3: bookkeeping-log header: two list heads and the alt bit (Sec. 5.3) */
-    uint32_t bk_head[2];
-    uint64_t bk_alt;
+    /* line 3: copy A of the bookkeeping-log descriptor (Sec. 5.3): the list's
+     * head and generation; copy B is line 17 (large.c) */
+    pm_bkdesc bk_a;
     uint8_t pad2[48];
     /* line 4: copy A of the checkpoint bound (redo.c): every operation with a
      * sequence number <= it is settled in the heap; copy B is line 16 */
@@ -96,28 +101,31 @@ typedef struct pm_super {
 #define PM_GW_B_LINE 16u /* superblock line of the second copy */
 /* Superblock lines 17-18: the last settle of the bookkeeping log (large.c):
  * the new counts of the chunks it settled, one commit point for the group. */
-#define PM_SETTLE_LINE 17u
-#define PM_SETTLE_PAIRS 13u
+#define PM_BK_B_LINE 17u   /* bookkeeping-log descriptor, copy B */
+#define PM_SETTLE_LINE 20u /* lines 20-22 */
+#define PM_SETTLE_PAIRS 10u
 typedef struct pm_settle_rec {
     uint64_t seq;   /* nonzero */
     uint64_t n;     /* pairs */
-    uint64_t pair[PM_SETTLE_PAIRS]; /* chunk (bits 0-23), count (24-31), chunk generation (32-62) */
+    uint64_t pair[PM_SETTLE_PAIRS][2]; /* chunk (bits 0-31) | generation (32-63); the chunk's new count word */
     uint64_t check; /* XXH64 of the fields above */
+    uint64_t pad;
 } pm_settle_rec;
-NM_STATIC_ASSERT(sizeof(pm_settle_rec) == 2 * PM_LINE, "settle record is two lines");
+NM_STATIC_ASSERT(sizeof(pm_settle_rec) == 3 * PM_LINE, "settle record is three lines");
 NM_STATIC_ASSERT(offsetof(pm_super, state) == 2 * PM_LINE, "state on line 2");
-NM_STATIC_ASSERT(offsetof(pm_super, bk_head) == 3 * PM_LINE, "log heads on line 3");
+NM_STATIC_ASSERT(offsetof(pm_super, bk_a) == 3 * PM_LINE, "log descriptor on line 3");
 NM_STATIC_ASSERT(offsetof(pm_super, gw_a) == 4 * PM_LINE, "checkpoint bound on line 4");
 
 
 typedef struct pm_chunk_hdr {
     uint32_t magic;
-    uint32_t next;  /* next chunk of the list, PM_CHUNK_NONE at the tail */
     uint32_t id;
     uint32_t gen;   /* bumped at every reuse: tombstones name (chunk, gen, slot) */
-    uint32_t count; /* settled appends: recovery reads appends 0..count-1 only (large.c) */
     uint32_t flags; /* PM_CHUNK_INTER: appends interleaved over the entry lines */
-    uint32_t pad[10];
+    uint64_t next;  /* next chunk of the list (PM_CHUNK_NONE at the tail), bits 0-31; check of it, 32-63 */
+    uint64_t count; /* settled appends (recovery reads appends 0..count-1 only), bits 0-31; their digest, 32-63 */
+    uint64_t check; /* XXH64 of magic, id, gen, flags */
+    uint8_t pad[24];
 } pm_chunk_hdr;
 #define PM_CHUNK_INTER 1u
 
@@ -289,6 +297,7 @@ typedef struct pm_bkchunk { /* vchunk */
     uint32_t gen;
     uint32_t appended; /* appends so far (stored, maybe not yet written back) */
     uint32_t settled;  /* appends durable and counted in the header */
+    uint32_t digest;   /* of the appends so far (XOR of each append's hash) */
     bool in_list;
     bool inter;        /* slot order of its appends (PM_CHUNK_INTER) */
 } pm_bkchunk;
@@ -329,6 +338,7 @@ struct pm_heap {
     uint64_t decay_ns, last_decay_ns, retained_pages;
     pm_bkchunk *chunks;
     uint32_t nchunks, bk_tail, bk_list_len, bk_free_count; /* bk_tail: the list's last chunk */
+    uint32_t bk_head, bk_gen; /* the list's head and the descriptor's generation */
     /* Append lanes: each arena (id mod PM_BK_LANES) appends into a chunk of its
      * own, so two threads' entries never share a cache line (a flush of a line
      * the other core keeps writing cost ~3x a private one). PM_CHUNK_NONE: none open. */
@@ -540,8 +550,8 @@ nm_err pm_bk_record(pm_heap *h, pm_veh *v);     /* normal entry for v (large_loc
 nm_err pm_bk_tombstone(pm_heap *h, pm_veh *v);  /* tombstone for v's entry (large_lock held) */
 void pm_bk_settle(pm_heap *h);                  /* every append durable and counted (large_lock held) */
 void pm_bk_settle_replay(pm_heap *h);           /* open: the last settle record, again */
-void pm_bk_settle_flush(pm_heap *h, uint32_t *counts); /* checkpoint, phase 1: flush the unsettled appends, note counts */
-void pm_bk_settle_commit(pm_heap *h, const uint32_t *counts); /* ... phase 2 (after a drain): headers, flushed */
+void pm_bk_settle_flush(pm_heap *h, uint64_t *counts); /* checkpoint, phase 1: flush the unsettled appends, note counts */
+void pm_bk_settle_commit(pm_heap *h, const uint64_t *counts); /* ... phase 2 (after a drain): headers, flushed */
 bool pm_bk_gc_due(const pm_heap *h);
 nm_err pm_bk_gc(pm_heap *h);                    /* fast, then slow GC; the log settled (large_lock held) */
 nm_err pm_bk_compact(pm_heap *h);

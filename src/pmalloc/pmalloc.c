@@ -817,7 +817,6 @@ static nm_err validate_super(const pm_super *sb, size_t len)
         return nm_fail(NM_ECORRUPT, "pmalloc: superblock layout does not match a %zu-byte heap", len);
     if (sb->state != PM_STATE_CLEAN && sb->state != PM_STATE_RUNNING && sb->state != PM_STATE_RECOVERING)
         return nm_fail(NM_ECORRUPT, "pmalloc: unknown heap state %016llx", (unsigned long long)sb->state);
-    if (sb->bk_alt > 1) return nm_fail(NM_ECORRUPT, "pmalloc: bookkeeping-log alt bit is %llu", (unsigned long long)sb->bk_alt);
     return NM_OK;
 }
 

@@ -262,7 +262,7 @@ nm_err pm_checkpoint(pm_heap *h, unsigned flags)
     }
     /* the bookkeeping log: every append so far (those of operations <= B
      * included: appends are made inside an operation) durable, then counted */
-    uint32_t *counts = malloc((size_t)h->nchunks * sizeof *counts);
+    uint64_t *counts = malloc((size_t)h->nchunks * sizeof *counts);
     pthread_mutex_lock(&h->large_lock);
     if (counts) pm_bk_settle_flush(h, counts);
     pm_drain(h);

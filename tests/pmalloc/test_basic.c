@@ -397,7 +397,8 @@ static void test_corrupt_metadata(void **state)
         assert_true(bk > 0);
     }
     corrupt_and_open(dir, bk, 0x12345678);         /* bookkeeping-log chunk magic */
-    corrupt_and_open(dir, bk + 4, 0x7fffffff);     /* chunk next pointer out of range */
+    corrupt_and_open(dir, bk + 4, 0x7fffffff);     /* chunk id (header checksum) */
+    corrupt_and_open(dir, bk + 16, 3);             /* chunk next pointer (its check) */
     corrupt_and_open(dir, slab, 0);                /* slab header magic */
     corrupt_and_open(dir, slab + 8, 12345);        /* slab block size (checksum) */
     corrupt_and_open(dir, 128, 0x0bad0bad);        /* session state */
