@@ -373,6 +373,7 @@ void pm_morph_recover_free_old(pm_heap *h, pm_vslab *s, uint32_t idx)
 {
     uint64_t m, *w = pm_pbm_word(s, idx, &m);
     if (!(__atomic_fetch_and(w, ~m, __ATOMIC_RELAXED) & m)) return;
+    s->digest ^= pm_blk_hash(pm_blk_off(h, s, idx));
     pm_flush(h, w, sizeof *w, PM_META);
     old_gone(h, s, idx & ~PM_IDX_OLD);
     pm_slab_fix_lists(h, s);

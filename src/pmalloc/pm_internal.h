@@ -205,6 +205,7 @@ typedef struct pm_vslab {
      * a direct and a two-phase free of one block cannot both succeed */
     uint64_t *claim;
     uint32_t gone;        /* atomic: released (or being released); see pm_slab_enter */
+    uint64_t digest;      /* atomic: XOR of pm_blk_hash over the blocks set in the bitmap(s) */
     struct pm_vslab *pool_next, *all_next; /* the heap's vslab pool (type-stable, small.c) */
     /* slab morphing (morph.c): old geometry and counters, NULL until the first
      * morph; handshake with lock-free readers; the arena's LRU list */
@@ -404,6 +405,19 @@ struct pm_heap {
 #define PM_IDX_OLD 0x80000000u /* block index flag: an old block of a morphed slab */
 #define PM_MORPH_MAGIC 0x50524f4du /* "MORP" */
 #define PM_MORPH_WORD(hd) ((uint64_t *)(void *)(hd)->reserved) /* 0 = regular slab */
+/* The slab's bitmap checksum as of its last write-back (issue 16): the XOR of
+ * pm_blk_hash over the blocks allocated in its bitmaps. A function of the
+ * blocks' offsets, not of the geometry, so a morph does not change it. */
+#define PM_SLAB_DIGEST(hd) ((uint64_t *)(void *)((hd)->reserved + 8))
+static inline uint64_t pm_blk_hash(uint64_t off) /* heap offset of a block's start */
+{
+    uint64_t x = off * 0x9e3779b97f4a7c15ull + 0x5b1a5d16e57ull;
+    x ^= x >> 31;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
 #define PM_MORPH_DEFAULT_SU 20u
 #define PM_MORPH_MAX_HDR 8192u /* a slab whose header would grow beyond this does not morph */
 
@@ -439,6 +453,12 @@ static inline void pm_morph_old_bm(const pm_vslab *s, uint32_t *idx, uint64_t **
     *st = s->mo->old.stripes;
 }
 static inline uint32_t pm_blk_size(const pm_vslab *s, uint32_t idx) { return idx & PM_IDX_OLD ? s->mo->obs : s->block_size; }
+/* Heap offset of block idx (an old block when PM_IDX_OLD is set). */
+static inline uint64_t pm_blk_off(const pm_heap *h, const pm_vslab *s, uint32_t idx)
+{
+    const char *base = idx & PM_IDX_OLD ? s->mo->odata : s->data;
+    return (uint64_t)(base - h->base) + (uint64_t)(idx & ~PM_IDX_OLD) * pm_blk_size(s, idx);
+}
 static inline uint32_t pm_bm_lines(const pm_vslab *s) { return s->mo ? s->mo->cur.bm_lines : s->hdr->bm_lines; }
 
 /* Handshake with a morph and with the slab's release for code that reads a
@@ -606,6 +626,10 @@ nm_err pm_small_init(pm_heap *h);
 nm_err pm_slab_adopt(pm_heap *h, pm_veh *v); /* build the vslab of a logged slab */
 bool pm_small_block_at(pm_heap *h, uint64_t off, struct pm_vslab **s, uint32_t *idx); /* recovery */
 bool pm_small_recover_bit(pm_heap *h, struct pm_vslab *s, uint32_t idx, bool alloc, uint64_t **w); /* recovery */
+uint64_t pm_slab_digest_bits(pm_heap *h, struct pm_vslab *s);
+void pm_slab_digest_write(pm_heap *h, struct pm_vslab *s); /* flushed, not drained */
+void pm_slab_digest_write_all(pm_heap *h);
+nm_err pm_redo_verify(pm_heap *h, bool clean); /* open: every slab's bitmap against its checksum (redo.c) */
 void pm_slab_free_vol(pm_heap *h, pm_vslab *s); /* large_lock held: back to the pool */
 void pm_vslabs_destroy(pm_heap *h);               /* close: every vslab struct */
 static inline uint64_t *pm_pbm_word(const pm_vslab *s, uint32_t idx, uint64_t *mask)
@@ -710,6 +734,7 @@ void pm_numa_remote_free_extent(pm_heap *h, pm_tcache *tc, pm_veh *v); /* v->fre
 unsigned pm_numa_xsync(pm_heap *h, unsigned node, int why);            /* large_lock held */
 unsigned pm_numa_sync_arena(pm_heap *h, pm_arena *a, int why);                       /* arena lock held */
 void pm_numa_rslab_free(pm_vslab *s);
+size_t pm_numa_live_blocks(pm_heap *h, uint64_t **out); /* open: blocks named by live deallocation-log entries */
 nm_err pm_numa_stats(pm_heap *h, pmalloc_numa_stats *st);
 
 /* Remote-free state of a slab (Sec. 6.2, Fig. 14): the shadow bitmap holds

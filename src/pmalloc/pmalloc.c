@@ -127,14 +127,17 @@ static inline uint64_t block_off(pm_heap *h, const pm_vslab *s, uint32_t idx)
     return pm_off(h, s->data) + (uint64_t)idx * s->block_size;
 }
 
-/* Set or clear a block's persistent bit; returns the previous bit. */
-static bool pbit_update(pm_vslab *s, uint32_t idx, bool set, uint64_t **word)
+/* Set or clear a block's persistent bit (and the slab's bitmap digest);
+ * returns the previous bit. */
+static bool pbit_update(pm_heap *h, pm_vslab *s, uint32_t idx, bool set, uint64_t **word)
 {
     uint64_t m, *w = pm_pbm_word(s, idx, &m);
     /* release: a slab morph reads the bits with acquire (morph.c) */
     uint64_t old = set ? __atomic_fetch_or(w, m, __ATOMIC_RELEASE) : __atomic_fetch_and(w, ~m, __ATOMIC_RELEASE);
     *word = w;
-    return (old & m) != 0;
+    bool was = (old & m) != 0;
+    if (was != set) __atomic_fetch_xor(&s->digest, pm_blk_hash(pm_blk_off(h, s, idx)), __ATOMIC_RELAXED);
+    return was;
 }
 
 /* ---- allocation ---- */
@@ -202,14 +205,14 @@ nm_err pmalloc_malloc_to_ex(pmalloc_heap *hd, size_t size, pmalloc_ptr *dst, uns
             uint64_t seq = pm_redo_begin(h, tc);
             pm_redo_commit(h, tc, seq, PM_OP_ALLOC_SMALL, b, dst_off, bsize);
             store_ptr(dst, pm_ptr(h, b));
-            pbit_update(k.s, k.idx, true, &w);
+            pbit_update(h, k.s, k.idx, true, &w);
             pm_redo_done(h, tc, seq, w, dst, k.s);
         } else {
             /* GC: only the user pointer is persisted; recovery re-marks */
             store_ptr(dst, pm_ptr(h, b));
             pm_flush(h, dst, sizeof *dst, PM_USER);
             pm_drain(h);
-            pbit_update(k.s, k.idx, true, &w);
+            pbit_update(h, k.s, k.idx, true, &w);
         }
         pm_ctr_add(h, PMC_LIVE_BYTES, bsize);
         pm_ctr_add(h, PMC_LIVE_OBJS, 1);
@@ -317,7 +320,7 @@ nm_err pmalloc_free_from(pmalloc_heap *hd, pmalloc_ptr *src)
             store_ptr(src, 0);
             if (remote) pm_numa_remote_free(h, tc, s, idx); /* the owner clears the bit (and writes it back); releases the claim */
             else {
-                pbit_update(s, idx, false, &w);
+                pbit_update(h, s, idx, false, &w);
                 /* an old block's bit is written back at once: the new blocks it
                  * covers become allocatable, and recovery reads the old bits
                  * to tell old blocks from new ones (morph.c) */
@@ -331,7 +334,7 @@ nm_err pmalloc_free_from(pmalloc_heap *hd, pmalloc_ptr *src)
             pm_drain(h);
             if (remote) pm_numa_remote_free(h, tc, s, idx);
             else {
-                pbit_update(s, idx, false, &w);
+                pbit_update(h, s, idx, false, &w);
                 __atomic_fetch_and(cw, ~cm, __ATOMIC_SEQ_CST);
             }
             if (idx & PM_IDX_OLD) pm_persist(h, w, sizeof *w, PM_META); /* old bits stay exact under GC (morph.c) */
@@ -613,6 +616,10 @@ nm_err pmalloc_check(pmalloc_heap *hd)
         if (v->state == PM_VEH_SLAB) {
             pm_vslab *s = v->slab;
             if (!s) { err = nm_fail(NM_ECORRUPT, "pmalloc check: slab without vslab"); break; }
+            if (pm_slab_digest_bits(h, s) != __atomic_load_n(&s->digest, __ATOMIC_RELAXED)) {
+                err = nm_fail(NM_ECORRUPT, "pmalloc check: slab at data page %llu: its bitmap does not match its checksum", (unsigned long long)v->page);
+                break;
+            }
             if (s->mo) { err = pm_morph_check(h, s, &live, &objs); p += v->npages; continue; }
             uint32_t taken = 0;
             for (uint32_t i = 0; i < s->nblocks; i++) {
@@ -687,7 +694,7 @@ static nm_err gc_recover(pm_heap *h)
                 nm_bitmap_set(s->vbm, idx);
                 s->nfree_v--;
                 uint64_t *wd;
-                pbit_update(s, idx, true, &wd);
+                pbit_update(h, s, idx, true, &wd);
                 marked++;
                 push = (struct rg){(const uint64_t *)(h->base + block_off(h, s, idx)), s->block_size / 8};
             } else if (v && v->state == PM_VEH_ALLOC && !v->mark) {
@@ -713,11 +720,13 @@ static nm_err gc_recover(pm_heap *h)
             if (v->slab->mo) pm_morph_gc_end(h, v->slab); /* rewrites the old bitmap, unblocks new blocks */
             pm_flush(h, v->slab->pbm, (size_t)pm_bm_lines(v->slab) * PM_LINE, PM_META);
             pm_slab_fix_lists(h, v->slab);
+            v->slab->digest = pm_slab_digest_bits(h, v->slab);
         }
         v->mark = false;
         p += v->npages;
     }
     pm_drain(h);
+    pm_slab_digest_write_all(h);
     h->ri.gc_marked = marked;
     h->ri.gc_freed = before > marked ? before - marked : 0;
     return NM_OK;
@@ -1037,6 +1046,15 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
         if (v->state == PM_VEH_SLAB) err = pm_slab_adopt(h, v);
         p += v->npages;
     }
+    if (!err) { /* the slabs' bitmaps against their checksums (GC after a crash: the mark decides them) */
+        bool crashed = exists && h->sb->state != PM_STATE_CLEAN;
+        if (crashed && h->model == PMALLOC_GC) {
+            for (uint64_t p = 0; p < h->data_pages; p += h->pmap[p]->npages)
+                if (h->pmap[p]->state == PM_VEH_SLAB) h->pmap[p]->slab->digest = pm_slab_digest_bits(h, h->pmap[p]->slab);
+        } else {
+            err = pm_redo_verify(h, !crashed);
+        }
+    }
     if (!err) err = pm_numa_open(h); /* validate the deallocation logs; replay them (LOG) */
     if (!err) pm_bk_settle(h);       /* what that replay appended */
     if (!err && !exists) err = pm_files_commit(h); /* the main file gets its name last */
@@ -1077,6 +1095,7 @@ nm_err pmalloc_close(pmalloc_heap *hd)
             p += v->npages;
         }
         pm_drain(h);
+        pm_slab_digest_write_all(h); /* and their checksums, once the bits are durable */
     }
     /* every operation finished: settle them all, then mark the heap clean */
     nm_err err = pm_checkpoint(h, 0);

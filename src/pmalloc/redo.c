@@ -221,7 +221,8 @@ nm_err pm_checkpoint(pm_heap *h, unsigned flags)
     }
     /* the lines their effects touched; a thread cache leaves the list only
      * after a checkpoint of its own (pm_tc_destroy), which waits for ours */
-    size_t cap = 256, n = 0, ntc = 0, capt = 8;
+    size_t cap = 256, n = 0, ntc = 0, capt = 8, ns = 0, caps = 0;
+    pm_vslab **slabs = NULL;
     uintptr_t *lines = malloc(cap * sizeof *lines);
     ck_tc *tcs = malloc(capt * sizeof *tcs);
     nm_err err = NM_OK;
@@ -240,6 +241,14 @@ nm_err pm_checkpoint(pm_heap *h, unsigned flags)
             /* bit 0 of an entry: the line holds a user pointer word (counted as a user flush) */
             if (sd->bitw) lines[n++] = (uintptr_t)sd->bitw & ~(uintptr_t)(PM_LINE - 1);
             if (sd->loc) lines[n++] = ((uintptr_t)sd->loc & ~(uintptr_t)(PM_LINE - 1)) | 1u;
+            if (sd->s) { /* its slab's checksum is written back too (bit 1: a vslab, not a line) */
+                if (ns == caps) {
+                    pm_vslab **x = realloc(slabs, (caps = caps ? caps * 2 : 64) * sizeof *x);
+                    if (!x) { err = nm_fail(NM_ENOMEM, "pmalloc: no host memory for a checkpoint"); break; }
+                    slabs = x;
+                }
+                slabs[ns++] = sd->s;
+            }
         }
         if (ntc == capt) {
             ck_tc *x = realloc(tcs, (capt *= 2) * sizeof *x);
@@ -252,9 +261,16 @@ nm_err pm_checkpoint(pm_heap *h, unsigned flags)
     if (err) {
         free(lines);
         free(tcs);
+        free(slabs);
         pthread_mutex_unlock(&h->ckpt_lock);
         return err;
     }
+    /* the checksums of the slabs these operations touched: whatever later
+     * operations added to them is theirs, named by records after the bound
+     * (recovery treats those blocks as unknown, pm_redo_verify) */
+    qsort(slabs, ns, sizeof *slabs, cmp_ptr);
+    for (size_t i = 0; i < ns; i++)
+        if (i == 0 || slabs[i] != slabs[i - 1]) pm_slab_digest_write(h, slabs[i]);
     qsort(lines, n, sizeof *lines, cmp_ptr);
     for (size_t i = 0; i < n; i++) {
         uintptr_t l = lines[i] & ~(uintptr_t)1;
@@ -280,6 +296,7 @@ nm_err pm_checkpoint(pm_heap *h, unsigned flags)
     }
     free(lines);
     free(tcs);
+    free(slabs);
     pthread_mutex_unlock(&h->ckpt_lock);
     return err;
 }
@@ -401,7 +418,9 @@ static nm_err replay_large(pm_heap *h, rrec *r, size_t n, uint64_t *done)
     return NM_OK;
 }
 
-nm_err pm_redo_recover(pm_heap *h)
+/* The valid records after the bound, from every slot of the region (a torn
+ * record is one whose operation never returned: its effects were never stored). */
+static nm_err collect(pm_heap *h, rrec **out, size_t *nout, uint64_t *maxout)
 {
     uint64_t gw = h->gw, maxseq = gw;
     size_t cap = 1024, n = 0;
@@ -428,6 +447,95 @@ nm_err pm_redo_recover(pm_heap *h)
             if (seq > maxseq) maxseq = seq;
         }
     }
+    *out = all;
+    *nout = n;
+    *maxout = maxseq;
+    return NM_OK;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Is t in the span (over GF(2)) of the n vectors v? */
+static bool in_span(uint64_t t, const uint64_t *v, size_t n)
+{
+    uint64_t basis[64] = {0};
+    for (size_t i = 0; i < n; i++) {
+        uint64_t x = v[i];
+        for (int b = 63; b >= 0 && x; b--) {
+            if (!(x >> b & 1)) continue;
+            if (!basis[b]) { basis[b] = x; break; }
+            x ^= basis[b];
+        }
+    }
+    for (int b = 63; b >= 0 && t; b--)
+        if ((t >> b & 1) && basis[b]) t ^= basis[b];
+    return t == 0;
+}
+
+/* Open: every slab's bitmap against the checksum in its header (and sets the
+ * DRAM digest). A clean heap must match exactly. After a crash (LOG), the
+ * blocks named by records after the bound, and by live deallocation-log
+ * entries, may hold either state (their write-back may or may not have
+ * happened): the checksum must differ from the bits' by a combination of
+ * those blocks' hashes. A set or cleared bit of any other block is found
+ * (unless 64 or more such blocks in one slab leave nothing to check). */
+nm_err pm_redo_verify(pm_heap *h, bool clean)
+{
+    uint64_t *fv = NULL;
+    size_t nfv = 0;
+    if (!clean) {
+        rrec *all;
+        size_t n;
+        uint64_t maxseq;
+        nm_err e = collect(h, &all, &n, &maxseq);
+        if (e) return e;
+        uint64_t *dl = NULL;
+        size_t ndl = pm_numa_live_blocks(h, &dl);
+        fv = malloc((n + ndl + 1) * sizeof *fv);
+        if (!fv) { free(all); free(dl); return nm_fail(NM_ENOMEM, "pmalloc: no host memory for recovery"); }
+        for (size_t i = 0; i < n; i++)
+            if (all[i].op == PM_OP_ALLOC_SMALL || all[i].op == PM_OP_FREE_SMALL) fv[nfv++] = all[i].block;
+        for (size_t i = 0; i < ndl; i++) fv[nfv++] = dl[i];
+        free(all);
+        free(dl);
+        qsort(fv, nfv, sizeof *fv, cmp_u64);
+    }
+    uint64_t hv[64 * 8];
+    nm_err err = NM_OK;
+    for (uint64_t p = 0; p < h->data_pages && !err;) {
+        pm_veh *v = h->pmap[p];
+        if (v->state == PM_VEH_SLAB && v->slab) {
+            pm_vslab *s = v->slab;
+            s->digest = pm_slab_digest_bits(h, s);
+            uint64_t t = s->digest ^ *PM_SLAB_DIGEST(s->hdr);
+            if (t) {
+                uint64_t lo = pm_off(h, s->hdr), hi = lo + PMALLOC_SLAB_SIZE;
+                size_t a = 0, k = 0;
+                while (a < nfv && fv[a] < lo) a++;
+                for (; a < nfv && fv[a] < hi; a++)
+                    if ((a == 0 || fv[a] != fv[a - 1]) && k < NM_ARRAY_LEN(hv)) hv[k++] = pm_blk_hash(fv[a]);
+                if (!in_span(t, hv, k))
+                    err = nm_fail(NM_ECORRUPT, "pmalloc: slab at data page %llu: its bitmap does not match its checksum",
+                                  (unsigned long long)v->page);
+            }
+        }
+        p += v->npages;
+    }
+    free(fv);
+    return err;
+}
+
+nm_err pm_redo_recover(pm_heap *h)
+{
+    rrec *all;
+    size_t n;
+    uint64_t maxseq;
+    nm_err cerr = collect(h, &all, &n, &maxseq);
+    if (cerr) return cerr;
     nm_err err = NM_OK;
     h->ri.wal_entries = (unsigned)n;
     if (n == 0) goto done;
@@ -494,6 +602,7 @@ nm_err pm_redo_recover(pm_heap *h)
     for (size_t i = 0; i < ntouched; i++) pm_flush(h, touched[i], 8, PM_META);
     pm_drain(h);
     pm_bk_settle(h);
+    pm_slab_digest_write_all(h); /* the bits are written back: now their checksums */
 out:
     free(sm);
     free(lg);

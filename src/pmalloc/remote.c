@@ -216,13 +216,17 @@ static unsigned rs_sync(pm_heap *h, pm_rslab *rs, int why)
         for (uint64_t b = bits[w]; b; b &= b - 1) {
             uint32_t idx = w * 64u + (uint32_t)nm_ctz64(b);
             uint64_t m, *pw = pm_pbm_word(s, idx, &m);
-            __atomic_fetch_and(pw, ~m, __ATOMIC_RELAXED);
+            if (__atomic_fetch_and(pw, ~m, __ATOMIC_RELAXED) & m) __atomic_fetch_xor(&s->digest, pm_blk_hash(pm_blk_off(h, s, idx)), __ATOMIC_RELAXED);
             lines[nl++] = (uintptr_t)pw & ~(uintptr_t)(PM_LINE - 1);
         }
     if (log) {
         qsort(lines, nl, sizeof *lines, cmp_uptr);
         for (unsigned i = 0; i < nl; i++)
             if (i == 0 || lines[i] != lines[i - 1]) pm_flush(h, (const void *)lines[i], PM_LINE, PM_META);
+        pm_drain(h);
+        /* then the slab's checksum (until ts is durable, the entries still name
+         * these blocks: recovery treats them as unknown, redo.c) */
+        pm_slab_digest_write(h, s);
         pm_drain(h);
         /* the bits are durably clear: now the entries recorded before ts are obsolete */
         __atomic_store_n(&n->ts_table[s->veh->page], ts, __ATOMIC_RELAXED);
@@ -584,7 +588,9 @@ nm_err pm_numa_open(pm_heap *h)
                 if (!s || e.ts <= n->ts_table[s->veh->page] || !pm_pbit(s, idx)) continue; /* applied before */
                 uint64_t m, *w = pm_pbm_word(s, idx, &m);
                 __atomic_fetch_and(w, ~m, __ATOMIC_RELAXED);
+                s->digest ^= pm_blk_hash(pm_blk_off(h, s, idx));
                 pm_flush(h, w, 8, PM_META);
+                pm_slab_digest_write(h, s); /* drained below, before the entries retire */
                 if (nm_bitmap_test(s->vbm, idx)) {
                     nm_bitmap_clear(s->vbm, idx);
                     s->nfree_v++;
@@ -740,4 +746,29 @@ nm_err pm_numa_check(pm_heap *h)
                           (unsigned long long)shadowed);
     }
     return err;
+}
+
+/* Open (before the replay): the blocks (not extents) named by entries of the
+ * current generations: recovery treats their bits as unknown when it checks
+ * the slabs' checksums (redo.c). */
+size_t pm_numa_live_blocks(pm_heap *h, uint64_t **out)
+{
+    *out = NULL;
+    pm_numa *n = h->numa;
+    if (!n || numa_hdr(h->sb)->magic != PM_NUMA_MAGIC) return 0;
+    attach(h);
+    size_t cap = (size_t)n->nlogs * 2 * n->seg_entries, k = 0;
+    uint64_t *v = malloc((cap ? cap : 1) * sizeof *v);
+    if (!v) return 0;
+    for (unsigned li = 0; li < n->nlogs; li++)
+        for (unsigned seg = 0; seg < 2; seg++) {
+            uint64_t gen = n->seghdr[li * 2 + seg].gen;
+            for (uint32_t i = 0; i < n->seg_entries; i++) {
+                pm_dlog_ent e = *seg_ent(n, li, seg, i);
+                if (e.gen != gen || e.check != ent_check(e.block, e.ts, e.gen, li, seg) || (e.block & PM_DLOG_EXTENT)) continue;
+                v[k++] = e.block;
+            }
+        }
+    *out = v;
+    return k;
 }

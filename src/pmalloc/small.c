@@ -545,6 +545,7 @@ bool pm_small_recover_bit(pm_heap *h, pm_vslab *s, uint32_t idx, bool alloc, uin
     uint64_t m, *pw = pm_pbm_word(s, idx, &m);
     uint64_t old = alloc ? __atomic_fetch_or(pw, m, __ATOMIC_RELAXED) : __atomic_fetch_and(pw, ~m, __ATOMIC_RELAXED);
     *w = pw;
+    if (((old & m) != 0) != alloc) s->digest ^= pm_blk_hash(pm_blk_off(h, s, idx));
     if (alloc && !nm_bitmap_test(s->vbm, idx)) {
         nm_bitmap_set(s->vbm, idx);
         s->nfree_v--;
@@ -554,4 +555,37 @@ bool pm_small_recover_bit(pm_heap *h, pm_vslab *s, uint32_t idx, bool alloc, uin
     }
     pm_slab_fix_lists(h, s);
     return ((old & m) != 0) != alloc;
+}
+
+/* ---- bitmap checksums (issue 16) ---- */
+
+/* The digest of the blocks allocated in s's bitmap(s), from the bits. */
+uint64_t pm_slab_digest_bits(pm_heap *h, pm_vslab *s)
+{
+    uint64_t d = 0;
+    for (uint32_t i = 0; i < s->nblocks; i++)
+        if (pm_pbit(s, i)) d ^= pm_blk_hash(pm_blk_off(h, s, i));
+    if (s->mo)
+        for (uint32_t i = 0; i < s->mo->old.nblocks; i++)
+            if (pm_pbit(s, i | PM_IDX_OLD)) d ^= pm_blk_hash(pm_blk_off(h, s, i | PM_IDX_OLD));
+    return d;
+}
+
+/* Store s's digest in its header (line 0) and flush it; the caller drains. */
+void pm_slab_digest_write(pm_heap *h, pm_vslab *s)
+{
+    uint64_t *w = PM_SLAB_DIGEST(s->hdr);
+    __atomic_store_n(w, __atomic_load_n(&s->digest, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+    pm_flush(h, w, sizeof *w, PM_META);
+}
+
+/* Every slab's digest written (close of a GC heap, end of a recovery); drained. */
+void pm_slab_digest_write_all(pm_heap *h)
+{
+    for (uint64_t p = 0; p < h->data_pages;) {
+        pm_veh *v = h->pmap[p];
+        if (v->state == PM_VEH_SLAB && v->slab) pm_slab_digest_write(h, v->slab);
+        p += v->npages;
+    }
+    pm_drain(h);
 }
