@@ -106,6 +106,22 @@ static void attach(pm_heap *h)
     n->segs = (pm_dlog_ent *)(h->base + nh->seg_off);
 }
 
+/* The slab timestamp table: a 48-bit timestamp and a 16-bit check of it and
+ * its page in each 8-byte word (0 = never set); a damaged word is refused at open. */
+#define TS_MASK ((1ull << 48) - 1)
+static inline uint64_t ts_word(uint64_t page, uint64_t ts)
+{
+    if (!ts) return 0;
+    uint64_t v[2] = {page, ts & TS_MASK};
+    return (ts & TS_MASK) | (uint64_t)(uint16_t)XXH64(v, sizeof v, 0x54535453u) << 48;
+}
+static inline uint64_t ts_get(const pm_numa *n, uint64_t page) { return __atomic_load_n(&n->ts_table[page], __ATOMIC_RELAXED) & TS_MASK; }
+static inline void ts_put(pm_heap *h, uint64_t page, uint64_t ts)
+{
+    __atomic_store_n(&h->numa->ts_table[page], ts_word(page, ts), __ATOMIC_RELAXED);
+    pm_persist(h, &h->numa->ts_table[page], 8, PM_META);
+}
+
 static inline pm_dlog_ent *seg_ent(pm_numa *n, unsigned log, unsigned seg, uint32_t i)
 {
     return &n->segs[((uint64_t)log * 2 + seg) * n->seg_entries + i];
@@ -181,8 +197,7 @@ void pm_numa_slab_created(pm_heap *h, uint64_t page)
     pm_numa *n = h->numa;
     if (!n->hdr) return;
     /* above every timestamp issued so far: entries about earlier slabs here are stale */
-    __atomic_store_n(&n->ts_table[page], __atomic_fetch_add(&n->dts, 1, __ATOMIC_SEQ_CST), __ATOMIC_RELAXED);
-    pm_persist(h, &n->ts_table[page], 8, PM_META);
+    ts_put(h, page, __atomic_fetch_add(&n->dts, 1, __ATOMIC_SEQ_CST));
 }
 
 /* ---- phase 2: synchronisation ---- */
@@ -229,8 +244,7 @@ static unsigned rs_sync(pm_heap *h, pm_rslab *rs, int why)
         pm_slab_digest_write(h, s);
         pm_drain(h);
         /* the bits are durably clear: now the entries recorded before ts are obsolete */
-        __atomic_store_n(&n->ts_table[s->veh->page], ts, __ATOMIC_RELAXED);
-        pm_persist(h, &n->ts_table[s->veh->page], 8, PM_META);
+        ts_put(h, s->veh->page, ts);
     }
     /* the blocks become allocatable; the last put may release the slab (and rs) */
     for (uint32_t w = 0; w < nw; w++)
@@ -517,8 +531,7 @@ unsigned pm_numa_xsync(pm_heap *h, unsigned node, int why)
         }
         /* the tombstone is durable: entries recorded before ts are obsolete */
         pm_bk_settle(h);
-        __atomic_store_n(&n->ts_table[v->page], ts, __ATOMIC_RELAXED);
-        pm_persist(h, &n->ts_table[v->page], 8, PM_META);
+        ts_put(h, v->page, ts);
         v->freeing = false;
         pm_extent_release(h, v);
         cnt++;
@@ -555,7 +568,12 @@ nm_err pm_numa_open(pm_heap *h)
             return nm_fail(NM_ECORRUPT, "pmalloc: deallocation log %u segment %u has a damaged header", i / 2, i % 2);
     }
     uint64_t maxts = 0;
-    for (uint64_t p = 0; p < h->data_pages; p++) maxts = NM_MAX(maxts, n->ts_table[p]);
+    for (uint64_t p = 0; p < h->data_pages; p++) {
+        uint64_t w = n->ts_table[p];
+        if (w != ts_word(p, w & TS_MASK))
+            return nm_fail(NM_ECORRUPT, "pmalloc: the NUMA slab timestamp table is damaged (data page %llu)", (unsigned long long)p);
+        maxts = NM_MAX(maxts, w & TS_MASK);
+    }
     /* live entries: valid check and the segment's current generation */
     uint64_t replayed = 0;
     bool log = h->model == PMALLOC_LOG;
@@ -574,7 +592,7 @@ nm_err pm_numa_open(pm_heap *h)
                 if (ext) { /* both models: extents follow the LOG path */
                     uint64_t page = (blk - h->sb->data_off) / PM_PAGE;
                     pm_veh *v = h->pmap[page];
-                    if (!v || v->state != PM_VEH_ALLOC || v->page != page || e.ts <= n->ts_table[page]) continue;
+                    if (!v || v->state != PM_VEH_ALLOC || v->page != page || e.ts <= ts_get(n, page)) continue;
                     nm_err err = pm_bk_tombstone(h, v);
                     if (err) return err;
                     pm_extent_release(h, v);
@@ -585,7 +603,7 @@ nm_err pm_numa_open(pm_heap *h)
                 pm_vslab *s;
                 uint32_t idx;
                 small_at(h, e.block, &s, &idx);
-                if (!s || e.ts <= n->ts_table[s->veh->page] || !pm_pbit(s, idx)) continue; /* applied before */
+                if (!s || e.ts <= ts_get(n, s->veh->page) || !pm_pbit(s, idx)) continue; /* applied before */
                 uint64_t m, *w = pm_pbm_word(s, idx, &m);
                 __atomic_fetch_and(w, ~m, __ATOMIC_RELAXED);
                 s->digest ^= pm_blk_hash(pm_blk_off(h, s, idx));
@@ -683,13 +701,13 @@ nm_err pm_numa_check(pm_heap *h)
                 }
                 if (e.block & PM_DLOG_EXTENT) {
                     uint64_t page = ((e.block & ~PM_DLOG_EXTENT) - h->sb->data_off) / PM_PAGE;
-                    if (e.ts > n->ts_table[page]) live[nlive++] = e.block;
+                    if (e.ts > ts_get(n, page)) live[nlive++] = e.block;
                     continue;
                 }
                 pm_vslab *s;
                 uint32_t idx;
                 small_at(h, e.block, &s, &idx);
-                if (s && e.ts > n->ts_table[s->veh->page]) live[nlive++] = e.block;
+                if (s && e.ts > ts_get(n, s->veh->page)) live[nlive++] = e.block;
             }
         }
     qsort(live, nlive, sizeof *live, cmp_u64);
@@ -698,7 +716,7 @@ nm_err pm_numa_check(pm_heap *h)
         pm_veh *v = h->pmap[p];
         if (v->state == PM_VEH_SLAB && v->slab) {
             pm_vslab *s = v->slab;
-            if (n->ts_table[v->page] >= dts) err = nm_fail(NM_ECORRUPT, "pmalloc check: slab timestamp ahead of the clock");
+            if (ts_get(n, v->page) >= dts) err = nm_fail(NM_ECORRUPT, "pmalloc check: slab timestamp ahead of the clock");
             pm_rslab *rs = __atomic_load_n(&s->rs, __ATOMIC_ACQUIRE);
             if (rs && !err) {
                 pthread_mutex_lock(&rs->lock);
