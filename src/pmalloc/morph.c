@@ -274,6 +274,10 @@ static bool morph(pm_heap *h, pm_arena *a, pm_vslab *s, unsigned cls)
     im->cur = ng;
     im->old = og;
     im->slab_off = soff;
+    uint64_t ohash = 0;
+    for (uint32_t i = 0; i < og.nblocks; i++)
+        if (pm_pbit(s, i)) ohash ^= pm_blk_hash(soff + og.data_off + (uint64_t)i * s->block_size);
+    im->odigest = ohash ^ __atomic_load_n(PM_SLAB_OLD_FREED(s->hdr), __ATOMIC_RELAXED);
     im->check = img_check(im);
     pm_persist(h, im, sizeof *im, PM_META);
     /* 3: commit; walk and check read geometries under large_lock */
@@ -281,6 +285,10 @@ static bool morph(pm_heap *h, pm_arena *a, pm_vslab *s, unsigned cls)
     pthread_mutex_lock(&h->large_lock);
     __atomic_store_n(PM_MORPH_WORD(s->hdr), word_make(ng.img_line, gen, soff), __ATOMIC_RELAXED);
     pm_persist(h, PM_MORPH_WORD(s->hdr), sizeof(uint64_t), PM_META);
+    if (!s->hdr->morph_flag) { /* after the word: a flag without a word is damage */
+        s->hdr->morph_flag = 1;
+        pm_persist(h, s->hdr, 8, PM_META);
+    }
     pm_slab_partial_del(a, s); /* from the old class's list */
     mo->old = og;
     mo->cur = ng;
@@ -367,6 +375,36 @@ void pm_morph_put_old(pm_heap *h, pm_vslab *s, uint32_t idx)
     old_gone(h, s, idx & ~PM_IDX_OLD);
     pm_slab_settle(h, s); /* may release the slab */
     pthread_mutex_unlock(&a->lock);
+}
+
+/* GC: the old bits are exact (written back at every change) and a crash does
+ * not rebuild them from a log, so they are checked against the image's
+ * odigest ^ PM_SLAB_OLD_FREED, and that word is written back before the bits
+ * it covers: after a crash, old blocks it counts as freed may still be set
+ * (their free was in flight; the mark frees them again), never the reverse. */
+/* The old blocks set in the old bitmap of geometry og (or in `keep`), as
+ * pm_blk_hash values: XORed (out == NULL) or listed in out. */
+static uint64_t old_hash(pm_heap *h, pm_slab_hdr *hd, const pm_geo *og, const uint64_t *keep, uint64_t *out, size_t *nout)
+{
+    uint32_t obs = (uint32_t)h->sc.size[og->cls];
+    pm_vslab tmp = {.hdr = hd, .pbm = (uint64_t *)((char *)hd + (size_t)og->bm_line * PM_LINE), .stripes = og->stripes};
+    uint64_t x = 0, base = pm_off(h, hd);
+    size_t k = 0;
+    for (uint32_t i = 0; i < og->nblocks; i++)
+        if (keep ? nm_bitmap_test(keep, i) : pm_pbit(&tmp, i)) {
+            uint64_t v = pm_blk_hash(base + og->data_off + (uint64_t)i * obs);
+            if (out) out[k++] = v;
+            x ^= v;
+        }
+    if (nout) *nout = k;
+    return x;
+}
+
+void pm_morph_gc_freeing(pm_heap *h, pm_vslab *s, uint32_t idx)
+{
+    uint64_t *f = PM_SLAB_OLD_FREED(s->hdr);
+    __atomic_fetch_xor(f, pm_blk_hash(pm_blk_off(h, s, idx)), __ATOMIC_RELAXED);
+    pm_persist(h, f, sizeof *f, PM_META);
 }
 
 void pm_morph_recover_free_old(pm_heap *h, pm_vslab *s, uint32_t idx)
@@ -466,6 +504,23 @@ nm_err pm_morph_adopt(pm_heap *h, pm_veh *v, pm_vslab *unused)
         return nm_fail(NM_ECORRUPT, "pmalloc: morphed slab at data page %llu has a bad morph word or header image", (unsigned long long)v->page);
     const pm_geo *cg = &im->cur, *og = &im->old;
     bool old_is_line0 = og->img_line == 0;
+    if (h->model == PMALLOC_GC && geo_valid(h, og)) {
+        uint64_t t = old_hash(h, hd, og, NULL, NULL, NULL) ^ im->odigest ^ *PM_SLAB_OLD_FREED(hd);
+        if (t) {
+            bool ok = false;
+            if (h->sb->state != PM_STATE_CLEAN) { /* the one free in flight: its block is still set (the mark frees it) */
+                uint64_t *hv = malloc(((size_t)og->nblocks + 1) * sizeof *hv);
+                if (!hv) return nm_fail(NM_ENOMEM, "pmalloc: no host memory for a morphed slab");
+                size_t k;
+                old_hash(h, hd, og, NULL, hv, &k);
+                for (size_t i = 0; i < k && !ok; i++) ok = hv[i] == t;
+                free(hv);
+            }
+            if (!ok)
+                return nm_fail(NM_ECORRUPT, "pmalloc: morphed slab at data page %llu: its old bitmap does not match its checksum",
+                               (unsigned long long)v->page);
+        }
+    }
     if (!geo_valid(h, cg) || cg->img_line == 0 || !geo_valid(h, og) || cg->data_off < og->data_off ||
         (old_is_line0 && (og->cls != hd->cls || og->stripes != hd->stripes)) ||
         lines_meet(cg->bm_line, cg->img_line + 1, og->bm_line, og->bm_line + og->bm_lines) ||
@@ -624,7 +679,13 @@ void pm_morph_gc_end(pm_heap *h, pm_vslab *s)
     for (uint32_t i = 0; i < mo->old.nblocks; i++)
         if (nm_bitmap_test(mo->gcold, i) && !nm_bitmap_test(marks, i)) { /* unreachable: freed */
             uint64_t m, *wd = pm_pbm_word(s, i | PM_IDX_OLD, &m);
-            __atomic_fetch_and(wd, ~m, __ATOMIC_RELAXED);
+            if (h->model == PMALLOC_GC) { /* one at a time, as at run time: a crash leaves at most one block ahead */
+                pm_morph_gc_freeing(h, s, i | PM_IDX_OLD);
+                __atomic_fetch_and(wd, ~m, __ATOMIC_RELAXED);
+                pm_persist(h, wd, sizeof *wd, PM_META);
+            } else {
+                __atomic_fetch_and(wd, ~m, __ATOMIC_RELAXED);
+            }
             cover(s, i, false);
         }
     free(mo->gcold);

@@ -148,7 +148,7 @@ typedef struct pm_slab_hdr {
     uint32_t magic;
     uint16_t cls;
     uint8_t stripes;
-    uint8_t morph_flag; /* slab-morphing step (issue 7); 0 = regular slab */
+    uint8_t morph_flag; /* 1: morphed once (set after the first morph word; not in `check`) */
     uint32_t block_size;
     uint32_t nblocks;
     uint32_t data_off;  /* from the slab start */
@@ -168,10 +168,19 @@ NM_STATIC_ASSERT(sizeof(pm_chunk_hdr) == PM_LINE, "chunk header is one line");
 #define PM_OP_ALLOC_LARGE 3u
 #define PM_OP_FREE_LARGE 4u
 #define PM_OP_SET 5u /* pmalloc_set_root / pmalloc_set_ptr: a pointer store */
+#define PM_OP_MASK 7u
+#define PM_OP_REMOTE 8u /* flag: the free writes a deallocation-log entry after its commit (remote.c) */
+/* loc bits 44-63: how many sequence numbers back the thread's previous record
+ * is (0: none, or too far): recovery finds a damaged record that a later one
+ * of its thread follows (a torn record is always its thread's last). */
+#define PM_REC_LOC_BITS 44u
+#define PM_REC_LOC(l) ((l) & ((1ull << PM_REC_LOC_BITS) - 1))
+#define PM_REC_BACK(l) ((l) >> PM_REC_LOC_BITS)
+#define PM_REC_BACK_MAX ((1ull << (64u - PM_REC_LOC_BITS)) - 1)
 typedef struct pm_rec {
-    uint64_t seq_op; /* seq << 8 | op; 0 = empty */
+    uint64_t seq_op; /* seq << 8 | flags | op; 0 = empty */
     uint64_t block;  /* heap offset of the object (SET: the pointer value stored) */
-    uint64_t loc;    /* heap offset of the user pointer */
+    uint64_t loc;    /* heap offset of the user pointer (bits 0-43), back distance (44-63) */
     uint64_t aux;    /* size (small: block bytes; large: pages) << 32 | check32 */
 } pm_rec;
 
@@ -280,6 +289,7 @@ typedef struct pm_tcache {
     uint64_t settled;   /* records covered by a checkpoint: their slots are free (atomic) */
     pm_side *side;      /* [ring_recs] */
     uint64_t inflight;  /* seq of the logged operation in progress, 1 while taking one, 0 idle */
+    uint64_t last_seq;  /* its last record's sequence number (0: none yet) */
     pm_tcbin bins[PM_NCLS_MAX];
     /* Remote frees (blocks of another arena's slabs): their bits are already
      * cleared durably; they go back to their slabs in batches, one lock
@@ -363,6 +373,7 @@ struct pm_heap {
     _Alignas(64) uint64_t clock;
     char clock_pad[56];
     pthread_mutex_t ckpt_lock;
+    pthread_mutex_t old_lock; /* GC: one old-block free at a time (its checksum word, then its bit; morph.c) */
     uint64_t gw;       /* the checkpoint bound: operations <= it are settled (under ckpt_lock) */
     uint64_t c_ckpts;  /* checkpoints (atomic) */
 
@@ -409,6 +420,10 @@ struct pm_heap {
  * pm_blk_hash over the blocks allocated in its bitmaps. A function of the
  * blocks' offsets, not of the geometry, so a morph does not change it. */
 #define PM_SLAB_DIGEST(hd) ((uint64_t *)(void *)((hd)->reserved + 8))
+/* GC model, morphed slab: the XOR of pm_blk_hash over the old blocks freed
+ * (written back before their bits): the old bits (exact under GC) are
+ * checked after a crash against the image's odigest ^ this (morph.c). */
+#define PM_SLAB_OLD_FREED(hd) ((uint64_t *)(void *)((hd)->reserved + 16))
 static inline uint64_t pm_blk_hash(uint64_t off) /* heap offset of a block's start */
 {
     uint64_t x = off * 0x9e3779b97f4a7c15ull + 0x5b1a5d16e57ull;
@@ -430,8 +445,8 @@ typedef struct pm_morph_img { /* one line */
     pm_geo cur, old;
     uint8_t pad[4];
     uint64_t slab_off; /* heap offset of the slab: an image copied elsewhere is refused */
+    uint64_t odigest;  /* the old blocks live at the morph (XOR of pm_blk_hash) ^ PM_SLAB_OLD_FREED then */
     uint64_t check;    /* XXH64 of the fields above */
-    uint8_t pad2[8];
 } pm_morph_img;
 NM_STATIC_ASSERT(sizeof(pm_morph_img) == PM_LINE, "morph image is one line");
 
@@ -501,6 +516,7 @@ nm_err pm_morph_check(pm_heap *h, pm_vslab *s, uint64_t *live, uint64_t *objs);
 void pm_morph_count(const pm_vslab *s, uint64_t *live, uint64_t *objs);
 int pm_morph_walk(pm_heap *h, pm_vslab *s, pmalloc_walk_fn fn, void *arg);
 void pm_morph_recover_free_old(pm_heap *h, pm_vslab *s, uint32_t idx); /* WAL redo of an old-block free */
+void pm_morph_gc_freeing(pm_heap *h, pm_vslab *s, uint32_t idx); /* GC: an old block's free, before its bit */
 nm_err pm_morph_gc_begin(pm_heap *h, pm_vslab *s, uint64_t *before);
 bool pm_morph_gc_mark(pm_heap *h, pm_vslab *s, uint64_t w, const uint64_t **push, size_t *words, uint64_t *marked);
 void pm_morph_gc_end(pm_heap *h, pm_vslab *s);
@@ -685,7 +701,8 @@ typedef struct pm_dlog_hdr {
     uint32_t log;  /* log index */
     uint32_t seg;  /* 0 or 1 */
     uint32_t pad0;
-    uint64_t gen;  /* bumped when the segment is recycled: entries of older generations are dead */
+    uint64_t gen;  /* bumped when the segment is recycled: entries of older generations are dead;
+                    * bits 0-47, a 16-bit check of it (and the segment) in 48-63 (remote.c) */
     uint64_t check;
     uint8_t pad[32];
 } pm_dlog_hdr;
@@ -734,7 +751,10 @@ void pm_numa_remote_free_extent(pm_heap *h, pm_tcache *tc, pm_veh *v); /* v->fre
 unsigned pm_numa_xsync(pm_heap *h, unsigned node, int why);            /* large_lock held */
 unsigned pm_numa_sync_arena(pm_heap *h, pm_arena *a, int why);                       /* arena lock held */
 void pm_numa_rslab_free(pm_vslab *s);
-size_t pm_numa_live_blocks(pm_heap *h, uint64_t **out); /* open: blocks named by live deallocation-log entries */
+size_t pm_numa_live_blocks(pm_heap *h, uint64_t **out); /* open: blocks named by live deallocation-log entries not yet applied */
+/* open: the blocks (| PM_DLOG_EXTENT for extents) of the remote frees after
+ * the bound: their deallocation-log entries may be torn (redo.c) */
+nm_err pm_redo_remote_frees(pm_heap *h, uint64_t **out, size_t *n);
 nm_err pm_numa_stats(pm_heap *h, pmalloc_numa_stats *st);
 
 /* Remote-free state of a slab (Sec. 6.2, Fig. 14): the shadow bitmap holds

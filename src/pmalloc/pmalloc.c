@@ -333,11 +333,17 @@ nm_err pmalloc_free_from(pmalloc_heap *hd, pmalloc_ptr *src)
             pm_flush(h, src, sizeof *src, PM_USER);
             pm_drain(h);
             if (remote) pm_numa_remote_free(h, tc, s, idx);
-            else {
+            else if (idx & PM_IDX_OLD) { /* old bits stay exact under GC: its checksum word, then its bit (morph.c) */
+                pthread_mutex_lock(&h->old_lock);
+                pm_morph_gc_freeing(h, s, idx);
+                pbit_update(h, s, idx, false, &w);
+                pm_persist(h, w, sizeof *w, PM_META);
+                pthread_mutex_unlock(&h->old_lock);
+                __atomic_fetch_and(cw, ~cm, __ATOMIC_SEQ_CST);
+            } else {
                 pbit_update(h, s, idx, false, &w);
                 __atomic_fetch_and(cw, ~cm, __ATOMIC_SEQ_CST);
             }
-            if (idx & PM_IDX_OLD) pm_persist(h, w, sizeof *w, PM_META); /* old bits stay exact under GC (morph.c) */
         }
         pm_ctr_add(h, PMC_LIVE_BYTES, -bsize);
         pm_ctr_add(h, PMC_LIVE_OBJS, -(uint64_t)1);
@@ -774,6 +780,7 @@ static void heap_free(pm_heap *h)
     pthread_mutex_destroy(&h->sim_lock);
     pm_ctr_free(h);
     pthread_mutex_destroy(&h->ckpt_lock);
+    pthread_mutex_destroy(&h->old_lock);
     free(h);
 }
 

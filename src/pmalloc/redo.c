@@ -90,6 +90,7 @@ nm_err pm_redo_open(pm_heap *h, bool fresh)
     h->ring_recs = h->sb->ring_recs;
     h->rings = (pm_rec *)(h->base + h->sb->redo_off);
     pthread_mutex_init(&h->ckpt_lock, NULL);
+    pthread_mutex_init(&h->old_lock, NULL);
     if (fresh) {
         gw_write(h, 0);
         h->gw = 0;
@@ -131,6 +132,7 @@ nm_err pm_tc_ring_take(pm_heap *h, pm_tcache *tc)
     tc->ring = (int)best;
     tc->nrings = bestn;
     tc->head = tc->pub = tc->settled = 0;
+    tc->last_seq = 0;
     return NM_OK;
 }
 
@@ -162,6 +164,10 @@ uint64_t pm_redo_begin(pm_heap *h, pm_tcache *tc)
 void pm_redo_commit(pm_heap *h, pm_tcache *tc, uint64_t seq, unsigned op, uint64_t block, uint64_t loc, uint64_t size)
 {
     pm_rec *e = &ring_of(h, (unsigned)tc->ring)[rec_slot(h, tc, tc->head)];
+    if (tc->dl.held) op |= PM_OP_REMOTE;
+    uint64_t back = tc->last_seq && seq - tc->last_seq <= PM_REC_BACK_MAX ? seq - tc->last_seq : 0;
+    tc->last_seq = seq;
+    loc |= back << PM_REC_LOC_BITS;
     uint64_t w0 = seq << 8 | op;
     e->seq_op = w0;
     e->block = block;
@@ -304,8 +310,9 @@ nm_err pm_checkpoint(pm_heap *h, unsigned flags)
 /* ---- recovery (Sec. 7): replay the records after the bound ---- */
 
 typedef struct rrec {
-    uint64_t seq, block, loc, size;
-    unsigned op;
+    uint64_t seq, block, loc, size, back;
+    unsigned op;  /* PM_OP_* */
+    bool remote;  /* PM_OP_REMOTE */
 } rrec;
 
 static int cmp_seq(const void *a, const void *b)
@@ -418,8 +425,24 @@ static nm_err replay_large(pm_heap *h, rrec *r, size_t n, uint64_t *done)
     return NM_OK;
 }
 
-/* The valid records after the bound, from every slot of the region (a torn
- * record is one whose operation never returned: its effects were never stored). */
+static bool has_seq(const rrec *r, size_t n, uint64_t seq) /* r sorted by seq */
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (r[mid].seq == seq) return true;
+        if (r[mid].seq < seq) lo = mid + 1;
+        else hi = mid;
+    }
+    return false;
+}
+
+/* The valid records after the bound, from every slot of the region, sorted by
+ * sequence number. A record that fails its check is taken as torn (its
+ * operation never returned: its effects were never stored) unless a later
+ * record of its thread names it: a thread commits one operation at a time,
+ * so only its last record can be torn; any other is damage (NM_ECORRUPT).
+ * A thread's last record is what no checksum can tell from a torn write. */
 static nm_err collect(pm_heap *h, rrec **out, size_t *nout, uint64_t *maxout)
 {
     uint64_t gw = h->gw, maxseq = gw;
@@ -431,10 +454,11 @@ static nm_err collect(pm_heap *h, rrec **out, size_t *nout, uint64_t *maxout)
         for (uint32_t i = 0; i < h->ring_recs; i++) {
             pm_rec e = rg[i];
             if (!e.seq_op || (uint32_t)e.aux != rec_check(e.seq_op, e.block, e.loc, e.aux >> 32)) continue; /* empty, or torn */
-            uint64_t seq = e.seq_op >> 8;
-            unsigned op = (unsigned)(e.seq_op & 0xff);
+            uint64_t seq = e.seq_op >> 8, loc = PM_REC_LOC(e.loc);
+            unsigned op = (unsigned)(e.seq_op & PM_OP_MASK);
             if (seq <= gw) continue;
-            if (op < PM_OP_ALLOC_SMALL || op > PM_OP_SET || e.loc & 7 || e.loc >= h->size) {
+            if (op < PM_OP_ALLOC_SMALL || op > PM_OP_SET || (e.seq_op & 0xf0) || loc & 7 || loc >= h->size ||
+                PM_REC_BACK(e.loc) >= seq) {
                 free(all);
                 return nm_fail(NM_ECORRUPT, "pmalloc: redo ring %u slot %u holds an impossible record", ring, i);
             }
@@ -443,13 +467,42 @@ static nm_err collect(pm_heap *h, rrec **out, size_t *nout, uint64_t *maxout)
                 if (!x) { free(all); return nm_fail(NM_ENOMEM, "pmalloc: no host memory for recovery"); }
                 all = x;
             }
-            all[n++] = (rrec){seq, e.block, e.loc, e.aux >> 32, op};
+            all[n++] = (rrec){seq, e.block, loc, e.aux >> 32, PM_REC_BACK(e.loc), op, (e.seq_op & PM_OP_REMOTE) != 0};
             if (seq > maxseq) maxseq = seq;
+        }
+    }
+    qsort(all, n, sizeof *all, cmp_seq);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t prev = all[i].back ? all[i].seq - all[i].back : 0;
+        if (prev > gw && !has_seq(all, n, prev)) {
+            free(all);
+            return nm_fail(NM_ECORRUPT, "pmalloc: redo record %llu is damaged (record %llu of the same thread follows it)",
+                           (unsigned long long)prev, (unsigned long long)all[i].seq);
         }
     }
     *out = all;
     *nout = n;
     *maxout = maxseq;
+    return NM_OK;
+}
+
+nm_err pm_redo_remote_frees(pm_heap *h, uint64_t **out, size_t *nout)
+{
+    rrec *all;
+    size_t n, k = 0;
+    uint64_t maxseq;
+    *out = NULL;
+    *nout = 0;
+    nm_err e = collect(h, &all, &n, &maxseq);
+    if (e) return e;
+    uint64_t *v = malloc((n ? n : 1) * sizeof *v);
+    if (!v) { free(all); return nm_fail(NM_ENOMEM, "pmalloc: no host memory for recovery"); }
+    for (size_t i = 0; i < n; i++)
+        if (all[i].remote && (all[i].op == PM_OP_FREE_SMALL || all[i].op == PM_OP_FREE_LARGE))
+            v[k++] = all[i].block | (all[i].op == PM_OP_FREE_LARGE ? PM_DLOG_EXTENT : 0);
+    free(all);
+    *out = v;
+    *nout = k;
     return NM_OK;
 }
 
@@ -539,7 +592,6 @@ nm_err pm_redo_recover(pm_heap *h)
     nm_err err = NM_OK;
     h->ri.wal_entries = (unsigned)n;
     if (n == 0) goto done;
-    qsort(all, n, sizeof *all, cmp_seq);
     /* frees, as intervals: a pointer word inside an object freed after the
      * record that wrote it is not replayed (the memory may be another object now) */
     size_t nsm = 0, nlg = 0, nl = 0;

@@ -55,6 +55,17 @@ void pm_numa_layout_for(uint64_t heap_size, uint32_t nlogs, uint32_t seg_entries
 static inline pm_numa_hdr *numa_hdr(const pm_super *sb) { return (pm_numa_hdr *)((char *)sb + PM_NUMA_HDR_LINE * PM_LINE); }
 static uint64_t numa_hdr_check(const pm_numa_hdr *nh) { return XXH64(nh, offsetof(pm_numa_hdr, check), 0x4e554d41); }
 static uint64_t seg_hdr_check(const pm_dlog_hdr *d) { return XXH64(d, offsetof(pm_dlog_hdr, gen), 0x444c4f47); }
+/* A segment's generation word: the generation and a check of it, one 8-byte store. */
+#define GEN_MASK ((1ull << 48) - 1)
+static uint64_t gen_word(unsigned li, unsigned seg, uint64_t gen)
+{
+    uint64_t v[2] = {(uint64_t)li << 1 | seg, gen & GEN_MASK};
+    return (gen & GEN_MASK) | (uint64_t)(uint16_t)XXH64(v, sizeof v, 0x47454e57u) << 48;
+}
+static inline uint64_t seg_gen(const pm_numa *n, unsigned li, unsigned seg)
+{
+    return __atomic_load_n(&n->seghdr[li * 2 + seg].gen, __ATOMIC_RELAXED) & GEN_MASK;
+}
 static uint64_t ent_check(uint64_t block, uint64_t ts, uint64_t gen, unsigned log, unsigned seg)
 {
     uint64_t v[4] = {block, ts, gen, (uint64_t)log << 1 | seg};
@@ -146,7 +157,7 @@ nm_err pm_numa_create(pm_heap *h, uint64_t region_off)
         sh[i].magic = PM_DLOG_MAGIC;
         sh[i].log = i / 2;
         sh[i].seg = i % 2;
-        sh[i].gen = 1;
+        sh[i].gen = gen_word(i / 2, i % 2, 1);
         sh[i].check = seg_hdr_check(&sh[i]);
     }
     /* the file is zero-filled: the timestamp table and the segments are empty */
@@ -381,7 +392,7 @@ static uint64_t min_done(pm_numa *n)
 static void bump_gen(pm_heap *h, unsigned log, unsigned seg)
 {
     pm_dlog_hdr *d = &h->numa->seghdr[log * 2 + seg];
-    __atomic_store_n(&d->gen, d->gen + 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&d->gen, gen_word(log, seg, seg_gen(h->numa, log, seg) + 1), __ATOMIC_RELAXED);
     pm_persist(h, &d->gen, 8, PM_META);
 }
 
@@ -423,7 +434,7 @@ void pm_numa_remote_reserve(pm_heap *h, pm_tcache *tc)
     tc->dl.seg = L->active;
     tc->dl.slot = L->cursor++;
     __atomic_add_fetch(&L->writers[tc->dl.seg], 1, __ATOMIC_ACQ_REL);
-    tc->dl.gen = n->seghdr[li * 2 + tc->dl.seg].gen;
+    tc->dl.gen = seg_gen(n, li, tc->dl.seg);
     tc->dl.held = true;
     pthread_mutex_unlock(&L->lock);
 }
@@ -556,15 +567,70 @@ static nm_err small_at(pm_heap *h, uint64_t off, pm_vslab **out, uint32_t *idx)
     return NM_OK;
 }
 
+static bool ent_zero(const pm_dlog_ent *e) { return !e->block && !e->ts && !e->gen && !e->check; }
+static bool ent_valid(const pm_dlog_ent *e, unsigned li, unsigned seg) { return e->check == ent_check(e->block, e->ts, e->gen, li, seg); }
+
+static nm_err check_damaged(pm_heap *h)
+{
+    pm_numa *n = h->numa;
+    size_t bad = 0, nlive = 0;
+    unsigned bli = 0, bseg = 0;
+    uint32_t bi = 0;
+    for (unsigned li = 0; li < n->nlogs; li++)
+        for (unsigned seg = 0; seg < 2; seg++)
+            for (uint32_t i = 0; i < n->seg_entries; i++) {
+                const pm_dlog_ent *e = seg_ent(n, li, seg, i);
+                if (ent_zero(e)) continue;
+                if (!ent_valid(e, li, seg)) {
+                    if (!bad++) { bli = li; bseg = seg; bi = i; }
+                } else if (e->gen == seg_gen(n, li, seg)) nlive++;
+            }
+    if (!bad) return NM_OK;
+    uint64_t *rf, *live = malloc((nlive ? nlive : 1) * sizeof *live);
+    size_t nrf, k = 0, unmatched = 0;
+    nm_err err = live ? pm_redo_remote_frees(h, &rf, &nrf) : nm_fail(NM_ENOMEM, "pmalloc: no host memory for the deallocation logs");
+    if (err) { free(live); return err; }
+    for (unsigned li = 0; li < n->nlogs; li++)
+        for (unsigned seg = 0; seg < 2; seg++)
+            for (uint32_t i = 0; i < n->seg_entries; i++) {
+                const pm_dlog_ent *e = seg_ent(n, li, seg, i);
+                if (!ent_zero(e) && ent_valid(e, li, seg) && e->gen == seg_gen(n, li, seg)) live[k++] = e->block;
+            }
+    qsort(live, k, sizeof *live, cmp_uptr);
+    for (size_t i = 0; i < nrf; i++)
+        if (!bsearch(&rf[i], live, k, sizeof *live, cmp_uptr)) unmatched++;
+    free(rf);
+    free(live);
+    if (bad > unmatched)
+        return nm_fail(NM_ECORRUPT, "pmalloc: deallocation log %u segment %u entry %u is damaged (%zu damaged entries, %zu frees after the bound could have torn them)",
+                       bli, bseg, bi, bad, unmatched);
+    return NM_OK;
+}
+
+static void zero_damaged(pm_heap *h)
+{
+    pm_numa *n = h->numa;
+    for (unsigned li = 0; li < n->nlogs; li++)
+        for (unsigned seg = 0; seg < 2; seg++)
+            for (uint32_t i = 0; i < n->seg_entries; i++) {
+                pm_dlog_ent *e = seg_ent(n, li, seg, i);
+                if (ent_zero(e) || ent_valid(e, li, seg)) continue;
+                memset(e, 0, sizeof *e);
+                pm_flush(h, e, sizeof *e, PM_META);
+            }
+}
+
 nm_err pm_numa_open(pm_heap *h)
 {
     pm_numa *n = h->numa;
     pm_numa_hdr *nh = numa_hdr(h->sb);
+    nm_err err;
     if (nh->magic != PM_NUMA_MAGIC) return NM_OK;
     attach(h);
     for (unsigned i = 0; i < n->nlogs * 2; i++) {
         pm_dlog_hdr *d = &n->seghdr[i];
-        if (d->magic != PM_DLOG_MAGIC || d->log != i / 2 || d->seg != i % 2 || d->check != seg_hdr_check(d) || d->gen == 0)
+        if (d->magic != PM_DLOG_MAGIC || d->log != i / 2 || d->seg != i % 2 || d->check != seg_hdr_check(d) || d->gen != gen_word(i / 2, i % 2, d->gen & GEN_MASK) ||
+            (d->gen & GEN_MASK) == 0)
             return nm_fail(NM_ECORRUPT, "pmalloc: deallocation log %u segment %u has a damaged header", i / 2, i % 2);
     }
     uint64_t maxts = 0;
@@ -574,15 +640,22 @@ nm_err pm_numa_open(pm_heap *h)
             return nm_fail(NM_ECORRUPT, "pmalloc: the NUMA slab timestamp table is damaged (data page %llu)", (unsigned long long)p);
         maxts = NM_MAX(maxts, w & TS_MASK);
     }
-    /* live entries: valid check and the segment's current generation */
+    /* An entry is zero, valid (live: the segment's current generation; else
+     * dead), or damaged. A damaged one may be torn: written by a remote free
+     * whose record is after the bound (the checkpoint that moved the bound
+     * waited for the entries of the operations before it); there can be as
+     * many of those as such frees have no valid live entry. More damaged
+     * entries than that: NM_ECORRUPT. Damaged entries are zeroed once the
+     * logs are replayed, so a later crash does not count them again. */
+    if ((err = check_damaged(h))) return err;
     uint64_t replayed = 0;
     bool log = h->model == PMALLOC_LOG;
     for (unsigned li = 0; li < n->nlogs; li++)
         for (unsigned seg = 0; seg < 2; seg++) {
-            uint64_t gen = n->seghdr[li * 2 + seg].gen;
+            uint64_t gen = seg_gen(n, li, seg);
             for (uint32_t i = 0; i < n->seg_entries; i++) {
                 pm_dlog_ent e = *seg_ent(n, li, seg, i);
-                if (e.gen != gen || e.check != ent_check(e.block, e.ts, e.gen, li, seg)) continue; /* dead or torn */
+                if (e.gen != gen || e.check != ent_check(e.block, e.ts, e.gen, li, seg)) continue; /* dead or damaged */
                 bool ext = e.block & PM_DLOG_EXTENT;
                 uint64_t blk = e.block & ~PM_DLOG_EXTENT;
                 if (blk < h->sb->data_off || blk >= h->size || blk % 16 || e.ts == 0 || (ext && (blk - h->sb->data_off) % PM_PAGE))
@@ -593,8 +666,7 @@ nm_err pm_numa_open(pm_heap *h)
                     uint64_t page = (blk - h->sb->data_off) / PM_PAGE;
                     pm_veh *v = h->pmap[page];
                     if (!v || v->state != PM_VEH_ALLOC || v->page != page || e.ts <= ts_get(n, page)) continue;
-                    nm_err err = pm_bk_tombstone(h, v);
-                    if (err) return err;
+                    if ((err = pm_bk_tombstone(h, v))) return err;
                     pm_extent_release(h, v);
                     replayed++;
                     continue;
@@ -622,6 +694,7 @@ nm_err pm_numa_open(pm_heap *h)
     /* every entry is applied: retire all segments (a crash before this point replays again) */
     for (unsigned li = 0; li < n->nlogs; li++)
         for (unsigned seg = 0; seg < 2; seg++) bump_gen(h, li, seg);
+    zero_damaged(h); /* drained with the next write-back (dead entries either way) */
     n->c_replayed = replayed;
     n->dts = maxts + 1;
     n->logs = calloc(n->nlogs, sizeof *n->logs);
@@ -688,13 +761,13 @@ nm_err pm_numa_check(pm_heap *h)
     for (unsigned li = 0; li < n->nlogs && !err; li++)
         for (unsigned seg = 0; seg < 2 && !err; seg++) {
             pm_dlog_hdr *d = &n->seghdr[li * 2 + seg];
-            if (d->magic != PM_DLOG_MAGIC || d->check != seg_hdr_check(d)) {
+            if (d->magic != PM_DLOG_MAGIC || d->check != seg_hdr_check(d) || d->gen != gen_word(li, seg, d->gen & GEN_MASK)) {
                 err = nm_fail(NM_ECORRUPT, "pmalloc check: deallocation log %u segment %u header damaged", li, seg);
                 break;
             }
             for (uint32_t i = 0; i < n->seg_entries; i++) {
                 pm_dlog_ent e = *seg_ent(n, li, seg, i);
-                if (e.gen != d->gen || e.check != ent_check(e.block, e.ts, e.gen, li, seg)) continue;
+                if (e.gen != (d->gen & GEN_MASK) || e.check != ent_check(e.block, e.ts, e.gen, li, seg)) continue;
                 if (e.block < h->sb->data_off || e.block >= h->size || e.ts >= dts) {
                     err = nm_fail(NM_ECORRUPT, "pmalloc check: deallocation log %u entry %u is out of range", li, i);
                     break;
@@ -780,10 +853,16 @@ size_t pm_numa_live_blocks(pm_heap *h, uint64_t **out)
     if (!v) return 0;
     for (unsigned li = 0; li < n->nlogs; li++)
         for (unsigned seg = 0; seg < 2; seg++) {
-            uint64_t gen = n->seghdr[li * 2 + seg].gen;
+            uint64_t gen = seg_gen(n, li, seg);
             for (uint32_t i = 0; i < n->seg_entries; i++) {
                 pm_dlog_ent e = *seg_ent(n, li, seg, i);
                 if (e.gen != gen || e.check != ent_check(e.block, e.ts, e.gen, li, seg) || (e.block & PM_DLOG_EXTENT)) continue;
+                pm_vslab *s;
+                uint32_t idx;
+                if (e.block >= h->sb->data_off && e.block < h->size) {
+                    small_at(h, e.block, &s, &idx);
+                    if (s && e.ts <= ts_get(n, s->veh->page)) continue; /* applied: its bit and checksum were written back */
+                }
                 v[k++] = e.block;
             }
         }

@@ -296,11 +296,16 @@ static void test_process_crash(void **st)
     nm_rng r;
     nm_rng_seed(&r, nm_test_seed(7));
     for (unsigned round = 0; round < 6; round++) {
+        int pfd[2];
+        assert_int_equal(pipe(pfd), 0);
         pid_t pid = fork();
         assert_true(pid >= 0);
         if (pid == 0) {
             pmalloc_heap *c;
+            close(pfd[0]);
             if (pmalloc_open(dir, &o, &c)) _exit(3);
+            char one = 1; /* open: the kill may come (on a loaded machine it could come before) */
+            if (write(pfd[1], &one, 1) != 1) _exit(4);
             pmalloc_ptr *roots = pmalloc_root_slot(c, 0);
             nm_rng cr;
             nm_rng_seed(&cr, round);
@@ -312,6 +317,10 @@ static void test_process_crash(void **st)
                 if (round == 5 && it == 3000) _exit(0); /* a crash with nothing in flight */
             }
         }
+        close(pfd[1]);
+        char one;
+        assert_int_equal(read(pfd[0], &one, 1), 1);
+        close(pfd[0]);
         usleep((useconds_t)(2000 + nm_rng_below(&r, 30000)));
         kill(pid, SIGKILL);
         int ws;
