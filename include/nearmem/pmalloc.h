@@ -52,6 +52,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "nearmem/common/error.h"
 
 #ifdef __cplusplus
@@ -338,6 +339,33 @@ nm_err pmalloc_sim_snapshot(pmalloc_heap *h, const char *dir, uint64_t seed, uns
 unsigned pmalloc_morph_step(const pmalloc_heap *h);
 /* Drop the heap without a clean shutdown (a crash): unmap, free, write nothing. */
 void pmalloc_abandon(pmalloc_heap *h);
+
+/* ---- Inspection without opening (`nearmem pmalloc info|dump`) ----
+ * Both read the heap's main file only (read-only mapping, no lock taken, no
+ * recovery, nothing written); they work on a crashed heap and on one another
+ * process has open (a snapshot of a moving target, then). */
+typedef struct pmalloc_file_info {
+    unsigned version;       /* heap format (3: one file, 4: node files) */
+    pmalloc_model model;
+    uint64_t heap_size;     /* bytes, metadata included */
+    uint64_t data_bytes;    /* the data area */
+    uint64_t ptr_tag;       /* this heap's pointer tag (PMALLOC_PTR_TAG of its pointers) */
+    unsigned node_files;    /* 0: one file */
+    unsigned redo_rings, ring_records;
+    unsigned log_chunks;
+    bool clean;             /* the last session ended with pmalloc_close */
+    bool recovering;        /* ... crashed inside a recovery */
+    bool in_use;            /* a process has it open now */
+    bool numa_logs;         /* created with deallocation logs (>= 2 nodes) */
+} pmalloc_file_info;
+/* NM_ENOENT: no heap in dir; NM_EFORMAT: not a PMAlloc heap or an older
+ * format; NM_ECORRUPT: the superblock fails its checksum. */
+nm_err pmalloc_inspect(const char *dir, const pmalloc_options *o, pmalloc_file_info *info);
+/* Print every persistent metadata structure of the main file with the result
+ * of its checks (superblock, checkpoint bound, redo rings, bookkeeping log,
+ * NUMA logs): what pmalloc_open would refuse is marked DAMAGED. Slabs and
+ * objects need the log replayed: open the heap (pmalloc_walk, pmalloc_check). */
+nm_err pmalloc_dump(const char *dir, const pmalloc_options *o, FILE *out);
 
 #ifdef __cplusplus
 }

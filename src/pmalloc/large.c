@@ -968,3 +968,55 @@ nm_err pm_large_check(pm_heap *h)
                        (unsigned long long)h->free_pages);
     return NM_OK;
 }
+
+/* ---- nearmem pmalloc dump (inspect.c): read-only, h->base/size/sb only ---- */
+
+void pm_bk_dump(pm_heap *h, FILE *out)
+{
+    const pm_super *sb = h->sb;
+    uint64_t w = 0;
+    bool any = false;
+    for (int copy = 0; copy < 2; copy++) {
+        const pm_bkdesc *d = (const pm_bkdesc *)((const char *)sb + (copy ? PM_BK_B_LINE : 3u) * PM_LINE);
+        bool ok = d->check == desc_check(d->w, copy);
+        fprintf(out, "bookkeeping-log descriptor, copy %c (superblock line %u): head chunk %u, generation %u%s\n", 'A' + copy,
+                copy ? PM_BK_B_LINE : 3u, (uint32_t)d->w, (uint32_t)(d->w >> 32), ok ? "" : "  DAMAGED");
+        if (ok && (!any || (d->w >> 32) > (w >> 32))) w = d->w, any = true;
+    }
+    const pm_settle_rec *sr = (const pm_settle_rec *)((const char *)sb + PM_SETTLE_LINE * PM_LINE);
+    if (sr->seq == 0) fprintf(out, "settle record (superblock lines %u-%u): none\n", PM_SETTLE_LINE, PM_SETTLE_LINE + 2);
+    else
+        fprintf(out, "settle record (superblock lines %u-%u): number %llu, %llu chunks%s\n", PM_SETTLE_LINE, PM_SETTLE_LINE + 2,
+                (unsigned long long)sr->seq, (unsigned long long)sr->n,
+                sr->n <= PM_SETTLE_PAIRS && sr->check == settle_check(sr) ? "" : "  (fails its check: torn or damaged, not applied)");
+    if (!any || sb->bk_off + (uint64_t)sb->nchunks * PM_CHUNK_BYTES > h->size) {
+        fprintf(out, "bookkeeping log: no valid descriptor, or outside the file\n");
+        return;
+    }
+    fprintf(out, "bookkeeping log: %u chunks of %u entries at %#llx; the list:\n", sb->nchunks, PM_CHUNK_ENTRIES,
+            (unsigned long long)sb->bk_off);
+    uint64_t tot[4] = {0}, len = 0;
+    for (uint32_t c = (uint32_t)w; c != PM_CHUNK_NONE && len <= sb->nchunks; len++) {
+        if (c >= sb->nchunks) { fprintf(out, "  chunk %u: out of range  DAMAGED\n", c); break; }
+        const pm_chunk_hdr *hd = (const pm_chunk_hdr *)(h->base + sb->bk_off + (uint64_t)c * PM_CHUNK_BYTES);
+        uint32_t next = (uint32_t)hd->next, count = (uint32_t)hd->count;
+        bool hok = hd->magic == PM_CHUNK_MAGIC && hd->id == c && hd->check == chunk_check(hd) && count <= PM_CHUNK_ENTRIES;
+        bool nok = hd->next == next_word(c, hd, next);
+        const uint64_t *ents = (const uint64_t *)((const char *)hd + PM_LINE);
+        uint32_t dg = 0, n[4] = {0};
+        for (uint32_t a = 0; hok && a < count; a++) {
+            uint32_t i = hd->flags & PM_CHUNK_INTER ? (a % PM_CHUNK_ENTRY_LINES) * 8u + a / PM_CHUNK_ENTRY_LINES : a;
+            dg ^= ent_hash(a, ents[i]);
+            n[PM_BK_TYPE(ents[i])]++;
+        }
+        bool dok = hok && dg == (uint32_t)(hd->count >> 32);
+        fprintf(out, "  chunk %u: generation %u, %u settled entries (%u extents, %u slabs, %u tombstones)%s%s%s\n", c, hd->gen, count,
+                n[PM_BK_EXTENT], n[PM_BK_SLAB], n[PM_BK_TOMB], hok ? "" : "  HEADER DAMAGED", nok ? "" : "  NEXT DAMAGED",
+                !hok || dok ? "" : "  ENTRIES DAMAGED");
+        for (int t = 1; t < 4; t++) tot[t] += n[t];
+        if (!hok || !nok) break;
+        c = next;
+    }
+    fprintf(out, "  %llu chunks listed: %llu extent entries, %llu slab entries, %llu tombstones\n", (unsigned long long)len,
+            (unsigned long long)tot[PM_BK_EXTENT], (unsigned long long)tot[PM_BK_SLAB], (unsigned long long)tot[PM_BK_TOMB]);
+}

@@ -508,13 +508,16 @@ nm_err pm_morph_adopt(pm_heap *h, pm_veh *v, pm_vslab *unused)
         uint64_t t = old_hash(h, hd, og, NULL, NULL, NULL) ^ im->odigest ^ *PM_SLAB_OLD_FREED(hd);
         if (t) {
             bool ok = false;
-            if (h->sb->state != PM_STATE_CLEAN) { /* the one free in flight: its block is still set (the mark frees it) */
-                uint64_t *hv = malloc(((size_t)og->nblocks + 1) * sizeof *hv);
-                if (!hv) return nm_fail(NM_ENOMEM, "pmalloc: no host memory for a morphed slab");
-                size_t k;
-                old_hash(h, hd, og, NULL, hv, &k);
-                for (size_t i = 0; i < k && !ok; i++) ok = hv[i] == t;
-                free(hv);
+            if (h->sb->state != PM_STATE_CLEAN) { /* the one free in flight: its block is still set; finish it */
+                pm_vslab tmp = {.hdr = hd, .pbm = (uint64_t *)(base + (size_t)og->bm_line * PM_LINE), .stripes = og->stripes};
+                uint32_t obs = (uint32_t)h->sc.size[og->cls];
+                for (uint32_t i = 0; i < og->nblocks && !ok; i++)
+                    if (pm_pbit(&tmp, i) && pm_blk_hash(soff + og->data_off + (uint64_t)i * obs) == t) {
+                        uint64_t m, *w = pm_pbm_word(&tmp, i, &m);
+                        __atomic_fetch_and(w, ~m, __ATOMIC_RELAXED);
+                        pm_persist(h, w, sizeof *w, PM_META);
+                        ok = true;
+                    }
             }
             if (!ok)
                 return nm_fail(NM_ECORRUPT, "pmalloc: morphed slab at data page %llu: its old bitmap does not match its checksum",

@@ -190,7 +190,8 @@ typedef struct pm_side {
     uint64_t seq;    /* atomic */
     uint64_t *bitw;  /* the bitmap word (small blocks), or NULL */
     uint64_t *loc;   /* the pointer word, or NULL */
-    struct pm_vslab *s;
+    struct pm_vslab *s; /* the slab whose bit it toggled (its checksum changes by bh), or NULL */
+    uint64_t bh;
 } pm_side;
 
 /* ---- volatile structures ---- */
@@ -624,7 +625,7 @@ nm_err pm_redo_open(pm_heap *h, bool fresh);    /* the bound; the clock after it
 void pm_redo_reserve(pm_heap *h, pm_tcache *tc); /* a free slot in tc's ring (may checkpoint) */
 uint64_t pm_redo_begin(pm_heap *h, pm_tcache *tc);
 void pm_redo_commit(pm_heap *h, pm_tcache *tc, uint64_t seq, unsigned op, uint64_t block, uint64_t loc, uint64_t size);
-void pm_redo_done(pm_heap *h, pm_tcache *tc, uint64_t seq, uint64_t *bitw, uint64_t *loc, struct pm_vslab *s);
+void pm_redo_done(pm_heap *h, pm_tcache *tc, uint64_t seq, uint64_t *bitw, uint64_t *loc, struct pm_vslab *s, uint64_t blk);
 nm_err pm_checkpoint(pm_heap *h, unsigned flags); /* settle every committed operation */
 nm_err pm_redo_recover(pm_heap *h);              /* replay the records after the bound (open) */
 nm_err pm_tc_ring_take(pm_heap *h, pm_tcache *tc); /* tc_lock held */
@@ -645,7 +646,8 @@ bool pm_small_recover_bit(pm_heap *h, struct pm_vslab *s, uint32_t idx, bool all
 uint64_t pm_slab_digest_bits(pm_heap *h, struct pm_vslab *s);
 void pm_slab_digest_write(pm_heap *h, struct pm_vslab *s); /* flushed, not drained */
 void pm_slab_digest_write_all(pm_heap *h);
-nm_err pm_redo_verify(pm_heap *h, bool clean); /* open: every slab's bitmap against its checksum (redo.c) */
+void pm_slab_digest_toggle(pm_heap *h, struct pm_vslab *s, uint64_t d); /* flushed, not drained */
+nm_err pm_redo_verify(pm_heap *h, uint64_t state); /* open: every slab's bitmap against its checksum (redo.c) */
 void pm_slab_free_vol(pm_heap *h, pm_vslab *s); /* large_lock held: back to the pool */
 void pm_vslabs_destroy(pm_heap *h);               /* close: every vslab struct */
 static inline uint64_t *pm_pbm_word(const pm_vslab *s, uint32_t idx, uint64_t *mask)
@@ -755,6 +757,14 @@ size_t pm_numa_live_blocks(pm_heap *h, uint64_t **out); /* open: blocks named by
 /* open: the blocks (| PM_DLOG_EXTENT for extents) of the remote frees after
  * the bound: their deallocation-log entries may be torn (redo.c) */
 nm_err pm_redo_remote_frees(pm_heap *h, uint64_t **out, size_t *n);
+
+/* nearmem pmalloc dump (inspect.c): each structure printed, with its checks,
+ * by the file that owns it; read-only, from h->base, h->size and h->sb only. */
+#include <stdio.h>
+void pm_redo_dump(pm_heap *h, FILE *out);
+void pm_bk_dump(pm_heap *h, FILE *out);
+void pm_numa_dump(pm_heap *h, FILE *out);
+uint64_t pm_super_check(const pm_super *sb);
 nm_err pm_numa_stats(pm_heap *h, pmalloc_numa_stats *st);
 
 /* Remote-free state of a slab (Sec. 6.2, Fig. 14): the shadow bitmap holds

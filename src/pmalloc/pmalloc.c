@@ -57,6 +57,7 @@ static void compute_layout(uint64_t size, uint32_t nchunks, uint64_t numa_bytes,
 }
 
 static uint64_t super_check(const pm_super *sb) { return XXH64(sb, offsetof(pm_super, check), 0x9e3779b9); }
+uint64_t pm_super_check(const pm_super *sb) { return super_check(sb); }
 
 static bool loc_ok(const pm_heap *h, uint64_t off)
 {
@@ -206,7 +207,7 @@ nm_err pmalloc_malloc_to_ex(pmalloc_heap *hd, size_t size, pmalloc_ptr *dst, uns
             pm_redo_commit(h, tc, seq, PM_OP_ALLOC_SMALL, b, dst_off, bsize);
             store_ptr(dst, pm_ptr(h, b));
             pbit_update(h, k.s, k.idx, true, &w);
-            pm_redo_done(h, tc, seq, w, dst, k.s);
+            pm_redo_done(h, tc, seq, w, dst, k.s, b);
         } else {
             /* GC: only the user pointer is persisted; recovery re-marks */
             store_ptr(dst, pm_ptr(h, b));
@@ -260,7 +261,7 @@ nm_err pmalloc_malloc_to_ex(pmalloc_heap *hd, size_t size, pmalloc_ptr *dst, uns
     if (h->model == PMALLOC_GC) pm_bk_settle(h);
     if (cached) h->nextents++;
     pthread_mutex_unlock(&h->large_lock);
-    pm_redo_done(h, tc, seq, NULL, dst, NULL);
+    pm_redo_done(h, tc, seq, NULL, dst, NULL, 0);
     pm_ctr_add(h, PMC_LIVE_BYTES, npages * PM_PAGE);
     pm_ctr_add(h, PMC_LIVE_OBJS, 1);
     return err;
@@ -327,7 +328,7 @@ nm_err pmalloc_free_from(pmalloc_heap *hd, pmalloc_ptr *src)
                 if (idx & PM_IDX_OLD) { pm_persist(h, w, sizeof *w, PM_META); w = NULL; }
                 __atomic_fetch_and(cw, ~cm, __ATOMIC_SEQ_CST);
             }
-            pm_redo_done(h, tc, seq, w, src, remote ? NULL : s);
+            pm_redo_done(h, tc, seq, w, src, remote ? NULL : s, p);
         } else {
             store_ptr(src, 0);
             pm_flush(h, src, sizeof *src, PM_USER);
@@ -405,7 +406,7 @@ nm_err pmalloc_free_from(pmalloc_heap *hd, pmalloc_ptr *src)
         pthread_mutex_unlock(&h->large_lock);
         if (to_cache) pm_xc_put(h, tc->arena, v);
     }
-    pm_redo_done(h, tc, seq, NULL, src, NULL);
+    pm_redo_done(h, tc, seq, NULL, src, NULL, 0);
     pm_ctr_add(h, PMC_LIVE_BYTES, -bytes);
     pm_ctr_add(h, PMC_LIVE_OBJS, -(uint64_t)1);
     return err;
@@ -484,7 +485,7 @@ static nm_err set_ptr(pm_heap *h, pmalloc_ptr *loc, pmalloc_ptr p)
     uint64_t seq = pm_redo_begin(h, tc);
     pm_redo_commit(h, tc, seq, PM_OP_SET, p, pm_off(h, loc), 0);
     store_ptr(loc, p);
-    pm_redo_done(h, tc, seq, NULL, loc, NULL);
+    pm_redo_done(h, tc, seq, NULL, loc, NULL, 0);
     return NM_OK;
 }
 
@@ -1059,7 +1060,7 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
             for (uint64_t p = 0; p < h->data_pages; p += h->pmap[p]->npages)
                 if (h->pmap[p]->state == PM_VEH_SLAB) h->pmap[p]->slab->digest = pm_slab_digest_bits(h, h->pmap[p]->slab);
         } else {
-            err = pm_redo_verify(h, !crashed);
+            err = pm_redo_verify(h, exists ? h->sb->state : PM_STATE_CLEAN);
         }
     }
     if (!err) err = pm_numa_open(h); /* validate the deallocation logs; replay them (LOG) */

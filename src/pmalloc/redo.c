@@ -178,12 +178,13 @@ void pm_redo_commit(pm_heap *h, pm_tcache *tc, uint64_t seq, unsigned op, uint64
     pm_ctr_add(h, PMC_WAL, 1);
 }
 
-void pm_redo_done(pm_heap *h, pm_tcache *tc, uint64_t seq, uint64_t *bitw, uint64_t *loc, struct pm_vslab *s)
+void pm_redo_done(pm_heap *h, pm_tcache *tc, uint64_t seq, uint64_t *bitw, uint64_t *loc, struct pm_vslab *s, uint64_t blk)
 {
     pm_side *sd = &tc->side[tc->head % tc->nrec];
     sd->bitw = bitw;
     sd->loc = loc;
     sd->s = s;
+    sd->bh = s ? pm_blk_hash(blk) : 0;
     __atomic_store_n(&sd->seq, seq, __ATOMIC_RELAXED);
     tc->head++;
     __atomic_store_n(&tc->pub, tc->head, __ATOMIC_RELEASE);
@@ -208,6 +209,16 @@ typedef struct ck_tc {
     uint64_t upto;
 } ck_tc;
 
+typedef struct ck_slab {
+    pm_vslab *s;
+    uint64_t bh;
+} ck_slab;
+static int cmp_ckslab(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)((const ck_slab *)a)->s, y = (uintptr_t)((const ck_slab *)b)->s;
+    return x < y ? -1 : x > y;
+}
+
 nm_err pm_checkpoint(pm_heap *h, unsigned flags)
 {
     pthread_mutex_lock(&h->ckpt_lock);
@@ -228,7 +239,7 @@ nm_err pm_checkpoint(pm_heap *h, unsigned flags)
     /* the lines their effects touched; a thread cache leaves the list only
      * after a checkpoint of its own (pm_tc_destroy), which waits for ours */
     size_t cap = 256, n = 0, ntc = 0, capt = 8, ns = 0, caps = 0;
-    pm_vslab **slabs = NULL;
+    ck_slab *slabs = NULL;
     uintptr_t *lines = malloc(cap * sizeof *lines);
     ck_tc *tcs = malloc(capt * sizeof *tcs);
     nm_err err = NM_OK;
@@ -247,13 +258,13 @@ nm_err pm_checkpoint(pm_heap *h, unsigned flags)
             /* bit 0 of an entry: the line holds a user pointer word (counted as a user flush) */
             if (sd->bitw) lines[n++] = (uintptr_t)sd->bitw & ~(uintptr_t)(PM_LINE - 1);
             if (sd->loc) lines[n++] = ((uintptr_t)sd->loc & ~(uintptr_t)(PM_LINE - 1)) | 1u;
-            if (sd->s) { /* its slab's checksum is written back too (bit 1: a vslab, not a line) */
+            if (sd->s) { /* the toggle of its slab's checksum */
                 if (ns == caps) {
-                    pm_vslab **x = realloc(slabs, (caps = caps ? caps * 2 : 64) * sizeof *x);
+                    ck_slab *x = realloc(slabs, (caps = caps ? caps * 2 : 64) * sizeof *x);
                     if (!x) { err = nm_fail(NM_ENOMEM, "pmalloc: no host memory for a checkpoint"); break; }
                     slabs = x;
                 }
-                slabs[ns++] = sd->s;
+                slabs[ns++] = (ck_slab){sd->s, sd->bh};
             }
         }
         if (ntc == capt) {
@@ -271,12 +282,18 @@ nm_err pm_checkpoint(pm_heap *h, unsigned flags)
         pthread_mutex_unlock(&h->ckpt_lock);
         return err;
     }
-    /* the checksums of the slabs these operations touched: whatever later
-     * operations added to them is theirs, named by records after the bound
-     * (recovery treats those blocks as unknown, pm_redo_verify) */
-    qsort(slabs, ns, sizeof *slabs, cmp_ptr);
-    for (size_t i = 0; i < ns; i++)
-        if (i == 0 || slabs[i] != slabs[i - 1]) pm_slab_digest_write(h, slabs[i]);
+    /* the checksums of the slabs these operations touched: each gets the
+     * toggles of exactly these operations (one atomic XOR per slab), so a
+     * header's checksum is always that of its bits as of a checkpoint bound
+     * (pm_redo_verify), whatever later operations did in memory */
+    qsort(slabs, ns, sizeof *slabs, cmp_ckslab);
+    for (size_t i = 0; i < ns;) {
+        uint64_t d = 0;
+        size_t j = i;
+        for (; j < ns && slabs[j].s == slabs[i].s; j++) d ^= slabs[j].bh;
+        pm_slab_digest_toggle(h, slabs[i].s, d);
+        i = j;
+    }
     qsort(lines, n, sizeof *lines, cmp_ptr);
     for (size_t i = 0; i < n; i++) {
         uintptr_t l = lines[i] & ~(uintptr_t)1;
@@ -529,56 +546,142 @@ static bool in_span(uint64_t t, const uint64_t *v, size_t n)
     return t == 0;
 }
 
-/* Open: every slab's bitmap against the checksum in its header (and sets the
- * DRAM digest). A clean heap must match exactly. After a crash (LOG), the
- * blocks named by records after the bound, and by live deallocation-log
- * entries, may hold either state (their write-back may or may not have
- * happened): the checksum must differ from the bits' by a combination of
- * those blocks' hashes. A set or cleared bit of any other block is found
- * (unless 64 or more such blocks in one slab leave nothing to check). */
-nm_err pm_redo_verify(pm_heap *h, bool clean)
+/* A GF(2) basis of up to 64 vectors; reduce(x) == 0 iff x is in their span. */
+typedef struct gf2 { uint64_t b[64]; } gf2;
+static void gf2_add(gf2 *g, uint64_t x)
 {
-    uint64_t *fv = NULL;
-    size_t nfv = 0;
+    for (int i = 63; i >= 0 && x; i--) {
+        if (!(x >> i & 1)) continue;
+        if (!g->b[i]) { g->b[i] = x; return; }
+        x ^= g->b[i];
+    }
+}
+static uint64_t gf2_reduce(const gf2 *g, uint64_t x)
+{
+    for (int i = 63; i >= 0 && x; i--)
+        if ((x >> i & 1) && g->b[i]) x ^= g->b[i];
+    return x;
+}
+
+/* Is the block starting at heap offset off set in s's bitmaps (either grid)? */
+static bool off_set(pm_heap *h, uint64_t off)
+{
+    pm_vslab *s;
+    uint32_t idx;
+    return pm_small_block_at(h, off, &s, &idx) && pm_pbit(s, idx);
+}
+
+static int cmp_blkseq(const void *a, const void *b)
+{
+    const rrec *x = a, *y = b;
+    if (x->block != y->block) return x->block < y->block ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* One slab after a crash in normal operation (state RUNNING; LOG). Its
+ * header's checksum is that of its bits at the last checkpoint bound, XOR
+ * the toggles of the records on the slab up to some X >= the bound (a
+ * checkpoint cut short applied them with one XOR), XOR the toggles of
+ * owner-side NUMA synchronisations (each one XOR after its bits were
+ * durable). The image's bits of the blocks those records name may be
+ * anything (lazy write-back): they are taken as before their first record.
+ * Unknown: X (tried at every record), and which synchronisations of remote
+ * frees after the bound, or cut short (a live entry, bit clear), got their
+ * XOR in (a span). r: the slab's small records after the bound, by block
+ * then sequence number; dl: its blocks with live unapplied
+ * deallocation-log entries. */
+static bool slab_ok(pm_heap *h, pm_vslab *s, uint64_t stored, const rrec *r, size_t n, const uint64_t *dl, size_t ndl)
+{
+    gf2 v;
+    memset(&v, 0, sizeof v);
+    for (size_t i = 0; i < n; i++)
+        if (r[i].remote) gf2_add(&v, pm_blk_hash(r[i].block));
+    for (size_t i = 0; i < ndl; i++)
+        if (!off_set(h, dl[i])) gf2_add(&v, pm_blk_hash(dl[i]));
+    uint64_t d = s->digest; /* the image's bits, then those of named blocks as before their first record */
+    const rrec *first = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0 && r[i].block != r[i - 1].block) first = NULL;
+        if (r[i].remote || first) continue;
+        first = &r[i];
+        if (off_set(h, r[i].block) != (r[i].op == PM_OP_FREE_SMALL)) d ^= pm_blk_hash(r[i].block);
+    }
+    if (!gf2_reduce(&v, stored ^ d)) return true;
+    rrec *bs = malloc((n ? n : 1) * sizeof *bs);
+    if (!bs) return false;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!r[i].remote) bs[m++] = r[i];
+    qsort(bs, m, sizeof *bs, cmp_seq);
+    bool ok = false;
+    for (size_t i = 0; i < m && !ok; i++) {
+        d ^= pm_blk_hash(bs[i].block);
+        ok = !gf2_reduce(&v, stored ^ d);
+    }
+    free(bs);
+    return ok;
+}
+
+/* Open: every slab's bitmap against the checksum in its header (and sets the
+ * DRAM digest). A clean heap must match exactly; after a crash in normal
+ * operation see slab_ok; after a crash inside a recovery (which writes
+ * checksums of partly replayed bits), the checksum must differ from the bits'
+ * by a combination of the hashes of the blocks named by records after the
+ * bound or by live deallocation-log entries (weaker: 64 or more such blocks
+ * in one slab leave nothing to check). */
+nm_err pm_redo_verify(pm_heap *h, uint64_t state)
+{
+    bool clean = state == PM_STATE_CLEAN, weak = state == PM_STATE_RECOVERING;
+    rrec *all = NULL;
+    size_t n = 0, ndl = 0;
+    uint64_t *dl = NULL;
     if (!clean) {
-        rrec *all;
-        size_t n;
         uint64_t maxseq;
         nm_err e = collect(h, &all, &n, &maxseq);
         if (e) return e;
-        uint64_t *dl = NULL;
-        size_t ndl = pm_numa_live_blocks(h, &dl);
-        fv = malloc((n + ndl + 1) * sizeof *fv);
-        if (!fv) { free(all); free(dl); return nm_fail(NM_ENOMEM, "pmalloc: no host memory for recovery"); }
+        size_t k = 0;
         for (size_t i = 0; i < n; i++)
-            if (all[i].op == PM_OP_ALLOC_SMALL || all[i].op == PM_OP_FREE_SMALL) fv[nfv++] = all[i].block;
-        for (size_t i = 0; i < ndl; i++) fv[nfv++] = dl[i];
-        free(all);
-        free(dl);
-        qsort(fv, nfv, sizeof *fv, cmp_u64);
+            if (all[i].op == PM_OP_ALLOC_SMALL || all[i].op == PM_OP_FREE_SMALL) all[k++] = all[i];
+        n = k;
+        qsort(all, n, sizeof *all, cmp_blkseq);
+        ndl = pm_numa_live_blocks(h, &dl);
+        qsort(dl, ndl, sizeof *dl, cmp_u64);
     }
     uint64_t hv[64 * 8];
     nm_err err = NM_OK;
+    size_t a = 0, b = 0;
     for (uint64_t p = 0; p < h->data_pages && !err;) {
         pm_veh *v = h->pmap[p];
         if (v->state == PM_VEH_SLAB && v->slab) {
             pm_vslab *s = v->slab;
             s->digest = pm_slab_digest_bits(h, s);
-            uint64_t t = s->digest ^ *PM_SLAB_DIGEST(s->hdr);
-            if (t) {
-                uint64_t lo = pm_off(h, s->hdr), hi = lo + PMALLOC_SLAB_SIZE;
-                size_t a = 0, k = 0;
-                while (a < nfv && fv[a] < lo) a++;
-                for (; a < nfv && fv[a] < hi; a++)
-                    if ((a == 0 || fv[a] != fv[a - 1]) && k < NM_ARRAY_LEN(hv)) hv[k++] = pm_blk_hash(fv[a]);
-                if (!in_span(t, hv, k))
-                    err = nm_fail(NM_ECORRUPT, "pmalloc: slab at data page %llu: its bitmap does not match its checksum",
-                                  (unsigned long long)v->page);
+            uint64_t stored = *PM_SLAB_DIGEST(s->hdr), t = s->digest ^ stored;
+            uint64_t lo = pm_off(h, s->hdr), hi = lo + PMALLOC_SLAB_SIZE;
+            while (a < n && all[a].block < lo) a++;
+            while (b < ndl && dl[b] < lo) b++;
+            size_t a1 = a, b1 = b;
+            while (a1 < n && all[a1].block < hi) a1++;
+            while (b1 < ndl && dl[b1] < hi) b1++;
+            bool ok = t == 0;
+            if (!ok && weak) {
+                size_t k = 0;
+                for (size_t i = a; i < a1 && k < NM_ARRAY_LEN(hv); i++)
+                    if (i == a || all[i].block != all[i - 1].block) hv[k++] = pm_blk_hash(all[i].block);
+                for (size_t i = b; i < b1 && k < NM_ARRAY_LEN(hv); i++) hv[k++] = pm_blk_hash(dl[i]);
+                ok = in_span(t, hv, k);
+            } else if (!ok && !clean) {
+                ok = slab_ok(h, s, stored, all + a, a1 - a, dl + b, b1 - b);
             }
+            if (!ok)
+                err = nm_fail(NM_ECORRUPT, "pmalloc: slab at data page %llu: its bitmap does not match its checksum",
+                              (unsigned long long)v->page);
+            a = a1;
+            b = b1;
         }
         p += v->npages;
     }
-    free(fv);
+    free(all);
+    free(dl);
     return err;
 }
 
@@ -672,4 +775,41 @@ done:
     }
     __atomic_store_n(&h->clock, h->gw + 1, __ATOMIC_RELAXED);
     return NM_OK;
+}
+
+/* ---- nearmem pmalloc dump (inspect.c): read-only, h->base/size/sb only ---- */
+
+void pm_redo_dump(pm_heap *h, FILE *out)
+{
+    const pm_super *sb = h->sb;
+    uint64_t gw = 0;
+    for (int copy = 0; copy < 2; copy++) {
+        const pm_gw *g = (const pm_gw *)((const char *)sb + (copy ? PM_GW_B_LINE : 4u) * PM_LINE);
+        bool ok = g->check == gw_check(g->gw, copy);
+        fprintf(out, "checkpoint bound, copy %c (superblock line %u): %llu%s\n", 'A' + copy, copy ? PM_GW_B_LINE : 4u,
+                (unsigned long long)g->gw, ok ? "" : "  DAMAGED");
+        if (ok && g->gw > gw) gw = g->gw;
+    }
+    uint64_t nslots = (uint64_t)sb->nrings * sb->ring_recs;
+    if (sb->redo_off + nslots * sizeof(pm_rec) > h->size) {
+        fprintf(out, "redo rings: outside the file\n");
+        return;
+    }
+    const pm_rec *r = (const pm_rec *)(h->base + sb->redo_off);
+    uint64_t used = 0, bad = 0, after = 0, byop[8] = {0}, maxseq = 0;
+    for (uint64_t i = 0; i < nslots; i++) {
+        pm_rec e = r[i];
+        if (!e.seq_op && !e.block && !e.loc && !e.aux) continue;
+        used++;
+        if ((uint32_t)e.aux != rec_check(e.seq_op, e.block, e.loc, e.aux >> 32)) { bad++; continue; }
+        uint64_t seq = e.seq_op >> 8;
+        maxseq = NM_MAX(maxseq, seq);
+        if (seq > gw) { after++; byop[e.seq_op & PM_OP_MASK]++; }
+    }
+    fprintf(out, "redo rings: %u x %u records at %#llx: %llu slots used, %llu fail their check (torn or damaged), newest %llu\n",
+            sb->nrings, sb->ring_recs, (unsigned long long)sb->redo_off, (unsigned long long)used, (unsigned long long)bad,
+            (unsigned long long)maxseq);
+    fprintf(out, "  records after the bound (recovery replays them): %llu (alloc %llu, free %llu, alloc extent %llu, free extent %llu, set %llu)\n",
+            (unsigned long long)after, (unsigned long long)byop[PM_OP_ALLOC_SMALL], (unsigned long long)byop[PM_OP_FREE_SMALL],
+            (unsigned long long)byop[PM_OP_ALLOC_LARGE], (unsigned long long)byop[PM_OP_FREE_LARGE], (unsigned long long)byop[PM_OP_SET]);
 }

@@ -118,11 +118,11 @@ static void attach(pm_heap *h)
 }
 
 /* The slab timestamp table: a 48-bit timestamp and a 16-bit check of it and
- * its page in each 8-byte word (0 = never set); a damaged word is refused at open. */
+ * its page in each 8-byte word (timestamp 0 = never set, with its check too:
+ * a word zeroed by damage is not "never set"); a damaged word is refused at open. */
 #define TS_MASK ((1ull << 48) - 1)
 static inline uint64_t ts_word(uint64_t page, uint64_t ts)
 {
-    if (!ts) return 0;
     uint64_t v[2] = {page, ts & TS_MASK};
     return (ts & TS_MASK) | (uint64_t)(uint16_t)XXH64(v, sizeof v, 0x54535453u) << 48;
 }
@@ -160,7 +160,10 @@ nm_err pm_numa_create(pm_heap *h, uint64_t region_off)
         sh[i].gen = gen_word(i / 2, i % 2, 1);
         sh[i].check = seg_hdr_check(&sh[i]);
     }
-    /* the file is zero-filled: the timestamp table and the segments are empty */
+    /* the file is zero-filled: the segments are empty; every timestamp "never set" */
+    uint64_t *ts = (uint64_t *)(h->base + nh->ts_off);
+    for (uint64_t p = 0; p < h->size / PM_PAGE; p++) ts[p] = ts_word(p, 0);
+    pm_flush(h, ts, h->size / PM_PAGE * 8, PM_META);
     pm_flush(h, sh, (size_t)n->nlogs * 2 * PM_LINE, PM_META);
     pm_persist(h, nh, sizeof *nh, PM_META);
     return NM_OK;
@@ -238,11 +241,16 @@ static unsigned rs_sync(pm_heap *h, pm_rslab *rs, int why)
      * blocks spread over the stripes' lines, several per line */
     uintptr_t lines[sizeof bits * 8];
     unsigned nl = 0;
+    uint64_t dg = 0;
     for (uint32_t w = 0; w < nw; w++)
         for (uint64_t b = bits[w]; b; b &= b - 1) {
             uint32_t idx = w * 64u + (uint32_t)nm_ctz64(b);
             uint64_t m, *pw = pm_pbm_word(s, idx, &m);
-            if (__atomic_fetch_and(pw, ~m, __ATOMIC_RELAXED) & m) __atomic_fetch_xor(&s->digest, pm_blk_hash(pm_blk_off(h, s, idx)), __ATOMIC_RELAXED);
+            if (__atomic_fetch_and(pw, ~m, __ATOMIC_RELAXED) & m) {
+                uint64_t x = pm_blk_hash(pm_blk_off(h, s, idx));
+                __atomic_fetch_xor(&s->digest, x, __ATOMIC_RELAXED);
+                dg ^= x;
+            }
             lines[nl++] = (uintptr_t)pw & ~(uintptr_t)(PM_LINE - 1);
         }
     if (log) {
@@ -252,7 +260,7 @@ static unsigned rs_sync(pm_heap *h, pm_rslab *rs, int why)
         pm_drain(h);
         /* then the slab's checksum (until ts is durable, the entries still name
          * these blocks: recovery treats them as unknown, redo.c) */
-        pm_slab_digest_write(h, s);
+        pm_slab_digest_toggle(h, s, dg);
         pm_drain(h);
         /* the bits are durably clear: now the entries recorded before ts are obsolete */
         ts_put(h, s->veh->page, ts);
@@ -678,9 +686,14 @@ nm_err pm_numa_open(pm_heap *h)
                 if (!s || e.ts <= ts_get(n, s->veh->page) || !pm_pbit(s, idx)) continue; /* applied before */
                 uint64_t m, *w = pm_pbm_word(s, idx, &m);
                 __atomic_fetch_and(w, ~m, __ATOMIC_RELAXED);
-                s->digest ^= pm_blk_hash(pm_blk_off(h, s, idx));
+                uint64_t x = pm_blk_hash(pm_blk_off(h, s, idx));
+                s->digest ^= x;
                 pm_flush(h, w, 8, PM_META);
-                pm_slab_digest_write(h, s); /* drained below, before the entries retire */
+                pm_drain(h);
+                /* then the checksum, as an owner-side synchronisation does (a
+                 * toggle: the state is still RUNNING here); drained below,
+                 * before the entries retire */
+                pm_slab_digest_toggle(h, s, x);
                 if (nm_bitmap_test(s->vbm, idx)) {
                     nm_bitmap_clear(s->vbm, idx);
                     s->nfree_v++;
@@ -857,15 +870,60 @@ size_t pm_numa_live_blocks(pm_heap *h, uint64_t **out)
             for (uint32_t i = 0; i < n->seg_entries; i++) {
                 pm_dlog_ent e = *seg_ent(n, li, seg, i);
                 if (e.gen != gen || e.check != ent_check(e.block, e.ts, e.gen, li, seg) || (e.block & PM_DLOG_EXTENT)) continue;
-                pm_vslab *s;
-                uint32_t idx;
-                if (e.block >= h->sb->data_off && e.block < h->size) {
-                    small_at(h, e.block, &s, &idx);
-                    if (s && e.ts <= ts_get(n, s->veh->page)) continue; /* applied: its bit and checksum were written back */
+                if (e.block >= h->sb->data_off && e.block < h->size) { /* applied: its bit and checksum were written back */
+                    pm_veh *sv = h->pmap[(e.block - h->sb->data_off) / PM_PAGE];
+                    if (sv && sv->state == PM_VEH_SLAB && e.ts <= ts_get(n, sv->page)) continue;
                 }
                 v[k++] = e.block;
             }
         }
     *out = v;
     return k;
+}
+
+/* ---- nearmem pmalloc dump (inspect.c): read-only, h->base/size/sb only ---- */
+
+void pm_numa_dump(pm_heap *h, FILE *out)
+{
+    const pm_numa_hdr *nh = numa_hdr(h->sb);
+    if (nh->magic == 0 && nh->check == 0) {
+        fprintf(out, "NUMA deallocation logs: none (created with one node)\n");
+        return;
+    }
+    uint64_t bytes;
+    if (pm_numa_region_of(h->sb, &bytes) != NM_OK || nh->region_off + bytes > h->size) {
+        fprintf(out, "NUMA header (superblock line %u): DAMAGED (%s)\n", PM_NUMA_HDR_LINE, nm_last_errmsg());
+        return;
+    }
+    pm_numa n = {0};
+    n.seghdr = (pm_dlog_hdr *)(h->base + nh->region_off);
+    n.ts_table = (uint64_t *)(h->base + nh->ts_off);
+    n.segs = (pm_dlog_ent *)(h->base + nh->seg_off);
+    n.seg_entries = nh->seg_entries;
+    uint64_t pages = (h->sb->heap_size - h->sb->data_off) / PM_PAGE, tsbad = 0, tsset = 0;
+    for (uint64_t p = 0; p < pages; p++) {
+        uint64_t w = n.ts_table[p];
+        if (w & TS_MASK) tsset++;
+        if (w != ts_word(p, w & TS_MASK)) tsbad++;
+    }
+    fprintf(out, "NUMA deallocation logs: %u logs of 2 segments x %u entries; slab timestamps: %llu set\n", nh->nlogs, nh->seg_entries,
+            (unsigned long long)tsset);
+    if (tsbad) fprintf(out, "  slab timestamp table: %llu words DAMAGED\n", (unsigned long long)tsbad);
+    for (unsigned li = 0; li < nh->nlogs; li++)
+        for (unsigned seg = 0; seg < 2; seg++) {
+            const pm_dlog_hdr *d = &n.seghdr[li * 2 + seg];
+            bool ok = d->magic == PM_DLOG_MAGIC && d->log == li && d->seg == seg && d->check == seg_hdr_check(d) &&
+                      d->gen == gen_word(li, seg, d->gen & GEN_MASK);
+            uint64_t live = 0, dead = 0, bad = 0;
+            for (uint32_t i = 0; i < nh->seg_entries; i++) {
+                const pm_dlog_ent *e = seg_ent(&n, li, seg, i);
+                if (ent_zero(e)) continue;
+                if (!ent_valid(e, li, seg)) bad++;
+                else if (e->gen == (d->gen & GEN_MASK)) live++;
+                else dead++;
+            }
+            fprintf(out, "  log %u segment %u: generation %llu, %llu live entries, %llu dead, %llu fail their check%s\n", li, seg,
+                    (unsigned long long)(d->gen & GEN_MASK), (unsigned long long)live, (unsigned long long)dead, (unsigned long long)bad,
+                    ok ? "" : "  HEADER DAMAGED");
+        }
 }

@@ -588,6 +588,16 @@ void pm_slab_digest_write(pm_heap *h, pm_vslab *s)
     pm_flush(h, w, sizeof *w, PM_META);
 }
 
+/* XOR d into s's checksum in its header and flush it; the caller drains.
+ * LOG at run time: the toggles of a checkpoint's operations and of an
+ * owner-side NUMA synchronisation (concurrent XORs commute). */
+void pm_slab_digest_toggle(pm_heap *h, pm_vslab *s, uint64_t d)
+{
+    uint64_t *w = PM_SLAB_DIGEST(s->hdr);
+    if (d) __atomic_fetch_xor(w, d, __ATOMIC_RELAXED);
+    pm_flush(h, w, sizeof *w, PM_META);
+}
+
 /* Every slab's digest written (close of a GC heap, end of a recovery); drained. */
 void pm_slab_digest_write_all(pm_heap *h)
 {

@@ -364,6 +364,9 @@ static unsigned run_image(image *im, uint64_t seed)
         for (unsigned k = 0; k < T; k++) {
             restore(work, im);
             const char *how = corrupt(work, &im->reg[r], &rng);
+            static unsigned char *keep;
+            const char *kd = getenv("PMT_KEEP"); /* debugging: the damaged image of a silent trial goes to $PMT_KEEP */
+            if (kd && (keep = realloc(keep, im->size))) memcpy(keep, work, im->size);
             pmalloc_heap *h;
             nm_err e = pmalloc_open(g_dir, &o, &h);
             t.trials++;
@@ -383,6 +386,12 @@ static unsigned run_image(image *im, uint64_t seed)
                 t.silent++;
                 print_message("  SILENT: %s / %s (%s at %#llx): opened with another heap (objects %zu of %zu matched)\n", im->name,
                               reg_name[r], how, (unsigned long long)g_off, w.i, im->nobj);
+                if (kd && keep) {
+                    int kf = open(kd, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+                    if (kf >= 0 && write(kf, keep, im->size) == (ssize_t)im->size) print_message("  (image kept in %s)\n", kd);
+                    if (kf >= 0) close(kf);
+                    kd = NULL;
+                }
             }
             assert_int_equal(pmalloc_close(h), NM_OK);
         }
