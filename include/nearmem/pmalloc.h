@@ -363,8 +363,9 @@ typedef struct pmalloc_file_info {
 nm_err pmalloc_inspect(const char *dir, const pmalloc_options *o, pmalloc_file_info *info);
 /* Print every persistent metadata structure of the main file with the result
  * of its checks (superblock, checkpoint bound, redo rings, bookkeeping log,
- * NUMA logs): what pmalloc_open would refuse is marked DAMAGED. Slabs and
- * objects need the log replayed: open the heap (pmalloc_walk, pmalloc_check). */
+ * NUMA logs), marking what pmalloc_open would refuse or repair DAMAGED;
+ * NM_ECORRUPT if something open would refuse. Slabs and objects need the log
+ * replayed: open the heap (pmalloc_walk, pmalloc_check). */
 nm_err pmalloc_dump(const char *dir, const pmalloc_options *o, FILE *out);
 
 #ifdef __cplusplus

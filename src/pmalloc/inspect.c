@@ -112,10 +112,13 @@ nm_err pmalloc_dump(const char *dir, const pmalloc_options *o, FILE *out)
     h->base = v.base;
     h->size = v.size;
     h->sb = (pm_super *)v.base;
-    pm_redo_dump(h, out);
-    pm_bk_dump(h, out);
-    pm_numa_dump(h, out);
+    unsigned bad = sb->state != PM_STATE_CLEAN && sb->state != PM_STATE_RUNNING && sb->state != PM_STATE_RECOVERING;
+    bad += pm_redo_dump(h, out);
+    bad += pm_bk_dump(h, out);
+    bad += pm_numa_dump(h, out);
+    fprintf(out, "slabs and objects: not read here (the log must be replayed: `nearmem pmalloc check`)\n");
     free(h);
     munmap(v.base, v.size);
+    if (bad) return nm_fail(NM_ECORRUPT, "pmalloc_dump: %u structure%s damaged (marked above)", bad, bad == 1 ? "" : "s");
     return NM_OK;
 }

@@ -971,16 +971,17 @@ nm_err pm_large_check(pm_heap *h)
 
 /* ---- nearmem pmalloc dump (inspect.c): read-only, h->base/size/sb only ---- */
 
-void pm_bk_dump(pm_heap *h, FILE *out)
+unsigned pm_bk_dump(pm_heap *h, FILE *out)
 {
     const pm_super *sb = h->sb;
     uint64_t w = 0;
     bool any = false;
+    unsigned damaged = 0;
     for (int copy = 0; copy < 2; copy++) {
         const pm_bkdesc *d = (const pm_bkdesc *)((const char *)sb + (copy ? PM_BK_B_LINE : 3u) * PM_LINE);
         bool ok = d->check == desc_check(d->w, copy);
         fprintf(out, "bookkeeping-log descriptor, copy %c (superblock line %u): head chunk %u, generation %u%s\n", 'A' + copy,
-                copy ? PM_BK_B_LINE : 3u, (uint32_t)d->w, (uint32_t)(d->w >> 32), ok ? "" : "  DAMAGED");
+                copy ? PM_BK_B_LINE : 3u, (uint32_t)d->w, (uint32_t)(d->w >> 32), ok ? "" : "  DAMAGED (open repairs it from the other copy)");
         if (ok && (!any || (d->w >> 32) > (w >> 32))) w = d->w, any = true;
     }
     const pm_settle_rec *sr = (const pm_settle_rec *)((const char *)sb + PM_SETTLE_LINE * PM_LINE);
@@ -990,14 +991,14 @@ void pm_bk_dump(pm_heap *h, FILE *out)
                 (unsigned long long)sr->seq, (unsigned long long)sr->n,
                 sr->n <= PM_SETTLE_PAIRS && sr->check == settle_check(sr) ? "" : "  (fails its check: torn or damaged, not applied)");
     if (!any || sb->bk_off + (uint64_t)sb->nchunks * PM_CHUNK_BYTES > h->size) {
-        fprintf(out, "bookkeeping log: no valid descriptor, or outside the file\n");
-        return;
+        fprintf(out, "bookkeeping log: no valid descriptor, or outside the file  DAMAGED\n");
+        return damaged + 1;
     }
     fprintf(out, "bookkeeping log: %u chunks of %u entries at %#llx; the list:\n", sb->nchunks, PM_CHUNK_ENTRIES,
             (unsigned long long)sb->bk_off);
     uint64_t tot[4] = {0}, len = 0;
     for (uint32_t c = (uint32_t)w; c != PM_CHUNK_NONE && len <= sb->nchunks; len++) {
-        if (c >= sb->nchunks) { fprintf(out, "  chunk %u: out of range  DAMAGED\n", c); break; }
+        if (c >= sb->nchunks) { fprintf(out, "  chunk %u: out of range  DAMAGED\n", c); damaged++; break; }
         const pm_chunk_hdr *hd = (const pm_chunk_hdr *)(h->base + sb->bk_off + (uint64_t)c * PM_CHUNK_BYTES);
         uint32_t next = (uint32_t)hd->next, count = (uint32_t)hd->count;
         bool hok = hd->magic == PM_CHUNK_MAGIC && hd->id == c && hd->check == chunk_check(hd) && count <= PM_CHUNK_ENTRIES;
@@ -1014,9 +1015,11 @@ void pm_bk_dump(pm_heap *h, FILE *out)
                 n[PM_BK_EXTENT], n[PM_BK_SLAB], n[PM_BK_TOMB], hok ? "" : "  HEADER DAMAGED", nok ? "" : "  NEXT DAMAGED",
                 !hok || dok ? "" : "  ENTRIES DAMAGED");
         for (int t = 1; t < 4; t++) tot[t] += n[t];
+        damaged += !hok || !nok || (hok && !dok);
         if (!hok || !nok) break;
         c = next;
     }
     fprintf(out, "  %llu chunks listed: %llu extent entries, %llu slab entries, %llu tombstones\n", (unsigned long long)len,
             (unsigned long long)tot[PM_BK_EXTENT], (unsigned long long)tot[PM_BK_SLAB], (unsigned long long)tot[PM_BK_TOMB]);
+    return damaged;
 }

@@ -761,9 +761,9 @@ nm_err pm_redo_remote_frees(pm_heap *h, uint64_t **out, size_t *n);
 /* nearmem pmalloc dump (inspect.c): each structure printed, with its checks,
  * by the file that owns it; read-only, from h->base, h->size and h->sb only. */
 #include <stdio.h>
-void pm_redo_dump(pm_heap *h, FILE *out);
-void pm_bk_dump(pm_heap *h, FILE *out);
-void pm_numa_dump(pm_heap *h, FILE *out);
+unsigned pm_redo_dump(pm_heap *h, FILE *out); /* each returns how many structures open would refuse */
+unsigned pm_bk_dump(pm_heap *h, FILE *out);
+unsigned pm_numa_dump(pm_heap *h, FILE *out);
 uint64_t pm_super_check(const pm_super *sb);
 nm_err pm_numa_stats(pm_heap *h, pmalloc_numa_stats *st);
 

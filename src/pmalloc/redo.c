@@ -779,21 +779,24 @@ done:
 
 /* ---- nearmem pmalloc dump (inspect.c): read-only, h->base/size/sb only ---- */
 
-void pm_redo_dump(pm_heap *h, FILE *out)
+unsigned pm_redo_dump(pm_heap *h, FILE *out)
 {
     const pm_super *sb = h->sb;
     uint64_t gw = 0;
+    unsigned damaged = 0, valid = 0;
     for (int copy = 0; copy < 2; copy++) {
         const pm_gw *g = (const pm_gw *)((const char *)sb + (copy ? PM_GW_B_LINE : 4u) * PM_LINE);
         bool ok = g->check == gw_check(g->gw, copy);
         fprintf(out, "checkpoint bound, copy %c (superblock line %u): %llu%s\n", 'A' + copy, copy ? PM_GW_B_LINE : 4u,
-                (unsigned long long)g->gw, ok ? "" : "  DAMAGED");
+                (unsigned long long)g->gw, ok ? "" : "  DAMAGED (open repairs it from the other copy)");
         if (ok && g->gw > gw) gw = g->gw;
+        valid += ok;
     }
+    if (!valid) damaged++;
     uint64_t nslots = (uint64_t)sb->nrings * sb->ring_recs;
     if (sb->redo_off + nslots * sizeof(pm_rec) > h->size) {
-        fprintf(out, "redo rings: outside the file\n");
-        return;
+        fprintf(out, "redo rings: outside the file  DAMAGED\n");
+        return damaged + 1;
     }
     const pm_rec *r = (const pm_rec *)(h->base + sb->redo_off);
     uint64_t used = 0, bad = 0, after = 0, byop[8] = {0}, maxseq = 0;
@@ -812,4 +815,5 @@ void pm_redo_dump(pm_heap *h, FILE *out)
     fprintf(out, "  records after the bound (recovery replays them): %llu (alloc %llu, free %llu, alloc extent %llu, free extent %llu, set %llu)\n",
             (unsigned long long)after, (unsigned long long)byop[PM_OP_ALLOC_SMALL], (unsigned long long)byop[PM_OP_FREE_SMALL],
             (unsigned long long)byop[PM_OP_ALLOC_LARGE], (unsigned long long)byop[PM_OP_FREE_LARGE], (unsigned long long)byop[PM_OP_SET]);
+    return damaged;
 }

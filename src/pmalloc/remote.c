@@ -883,17 +883,18 @@ size_t pm_numa_live_blocks(pm_heap *h, uint64_t **out)
 
 /* ---- nearmem pmalloc dump (inspect.c): read-only, h->base/size/sb only ---- */
 
-void pm_numa_dump(pm_heap *h, FILE *out)
+unsigned pm_numa_dump(pm_heap *h, FILE *out)
 {
     const pm_numa_hdr *nh = numa_hdr(h->sb);
+    unsigned damaged = 0;
     if (nh->magic == 0 && nh->check == 0) {
         fprintf(out, "NUMA deallocation logs: none (created with one node)\n");
-        return;
+        return 0;
     }
     uint64_t bytes;
     if (pm_numa_region_of(h->sb, &bytes) != NM_OK || nh->region_off + bytes > h->size) {
         fprintf(out, "NUMA header (superblock line %u): DAMAGED (%s)\n", PM_NUMA_HDR_LINE, nm_last_errmsg());
-        return;
+        return 1;
     }
     pm_numa n = {0};
     n.seghdr = (pm_dlog_hdr *)(h->base + nh->region_off);
@@ -909,6 +910,7 @@ void pm_numa_dump(pm_heap *h, FILE *out)
     fprintf(out, "NUMA deallocation logs: %u logs of 2 segments x %u entries; slab timestamps: %llu set\n", nh->nlogs, nh->seg_entries,
             (unsigned long long)tsset);
     if (tsbad) fprintf(out, "  slab timestamp table: %llu words DAMAGED\n", (unsigned long long)tsbad);
+    damaged += tsbad != 0;
     for (unsigned li = 0; li < nh->nlogs; li++)
         for (unsigned seg = 0; seg < 2; seg++) {
             const pm_dlog_hdr *d = &n.seghdr[li * 2 + seg];
@@ -925,5 +927,7 @@ void pm_numa_dump(pm_heap *h, FILE *out)
             fprintf(out, "  log %u segment %u: generation %llu, %llu live entries, %llu dead, %llu fail their check%s\n", li, seg,
                     (unsigned long long)(d->gen & GEN_MASK), (unsigned long long)live, (unsigned long long)dead, (unsigned long long)bad,
                     ok ? "" : "  HEADER DAMAGED");
+            damaged += !ok;
         }
+    return damaged;
 }
