@@ -353,6 +353,9 @@ typedef struct pmalloc_file_info {
     unsigned node_files;    /* 0: one file */
     unsigned redo_rings, ring_records;
     unsigned log_chunks;
+    uint64_t checkpoint_bound;   /* operations up to this sequence number are written back */
+    uint64_t records_pending;    /* valid redo records after it (a crashed heap's replay work) */
+    unsigned log_chunks_listed;  /* bookkeeping-log chunks in use */
     bool clean;             /* the last session ended with pmalloc_close */
     bool recovering;        /* ... crashed inside a recovery */
     bool in_use;            /* a process has it open now */

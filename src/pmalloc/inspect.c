@@ -74,6 +74,15 @@ static void fill(const view *v, pmalloc_file_info *fi)
     fi->in_use = v->in_use;
     const pm_numa_hdr *nh = (const pm_numa_hdr *)(v->base + PM_NUMA_HDR_LINE * PM_LINE);
     fi->numa_logs = nh->magic == PM_NUMA_MAGIC;
+    pm_heap *h = calloc(1, sizeof *h);
+    if (h) {
+        h->base = v->base;
+        h->size = v->size;
+        h->sb = (pm_super *)v->base;
+        pm_redo_summary(h, &fi->checkpoint_bound, &fi->records_pending);
+        fi->log_chunks_listed = pm_bk_listed(h);
+        free(h);
+    }
 }
 
 nm_err pmalloc_inspect(const char *dir, const pmalloc_options *o, pmalloc_file_info *fi)

@@ -971,6 +971,22 @@ nm_err pm_large_check(pm_heap *h)
 
 /* ---- nearmem pmalloc dump (inspect.c): read-only, h->base/size/sb only ---- */
 
+unsigned pm_bk_listed(pm_heap *h)
+{
+    const pm_super *sb = h->sb;
+    uint64_t w = 0;
+    bool any = false;
+    for (int copy = 0; copy < 2; copy++) {
+        const pm_bkdesc *d = (const pm_bkdesc *)((const char *)sb + (copy ? PM_BK_B_LINE : 3u) * PM_LINE);
+        if (d->check == desc_check(d->w, copy) && (!any || (d->w >> 32) > (w >> 32))) w = d->w, any = true;
+    }
+    if (!any || sb->bk_off + (uint64_t)sb->nchunks * PM_CHUNK_BYTES > h->size) return 0;
+    unsigned len = 0;
+    for (uint32_t c = (uint32_t)w; c != PM_CHUNK_NONE && c < sb->nchunks && len <= sb->nchunks; len++)
+        c = (uint32_t)((const pm_chunk_hdr *)(h->base + sb->bk_off + (uint64_t)c * PM_CHUNK_BYTES))->next;
+    return len;
+}
+
 unsigned pm_bk_dump(pm_heap *h, FILE *out)
 {
     const pm_super *sb = h->sb;

@@ -764,6 +764,8 @@ nm_err pm_redo_remote_frees(pm_heap *h, uint64_t **out, size_t *n);
 unsigned pm_redo_dump(pm_heap *h, FILE *out); /* each returns how many structures open would refuse */
 unsigned pm_bk_dump(pm_heap *h, FILE *out);
 unsigned pm_numa_dump(pm_heap *h, FILE *out);
+void pm_redo_summary(pm_heap *h, uint64_t *bound, uint64_t *pending);
+unsigned pm_bk_listed(pm_heap *h);
 uint64_t pm_super_check(const pm_super *sb);
 nm_err pm_numa_stats(pm_heap *h, pmalloc_numa_stats *st);
 

@@ -779,6 +779,23 @@ done:
 
 /* ---- nearmem pmalloc dump (inspect.c): read-only, h->base/size/sb only ---- */
 
+void pm_redo_summary(pm_heap *h, uint64_t *bound, uint64_t *pending)
+{
+    const pm_super *sb = h->sb;
+    uint64_t gw = 0, n = 0, nslots = (uint64_t)sb->nrings * sb->ring_recs;
+    for (int copy = 0; copy < 2; copy++) {
+        const pm_gw *g = (const pm_gw *)((const char *)sb + (copy ? PM_GW_B_LINE : 4u) * PM_LINE);
+        if (g->check == gw_check(g->gw, copy) && g->gw > gw) gw = g->gw;
+    }
+    if (sb->redo_off + nslots * sizeof(pm_rec) <= h->size) {
+        const pm_rec *r = (const pm_rec *)(h->base + sb->redo_off);
+        for (uint64_t i = 0; i < nslots; i++)
+            if (r[i].seq_op && (uint32_t)r[i].aux == rec_check(r[i].seq_op, r[i].block, r[i].loc, r[i].aux >> 32) && (r[i].seq_op >> 8) > gw) n++;
+    }
+    *bound = gw;
+    *pending = n;
+}
+
 unsigned pm_redo_dump(pm_heap *h, FILE *out)
 {
     const pm_super *sb = h->sb;

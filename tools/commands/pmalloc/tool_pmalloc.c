@@ -1,10 +1,10 @@
 /* nearmem pmalloc: the PMAlloc heap tool.
  *
- *   nearmem pmalloc info   HEAPDIR   what the heap is (read without opening it)
+ *   nearmem pmalloc info   HEAPDIR   what the heap is (read without opening it), usage per size class
  *   nearmem pmalloc check  HEAPDIR   open (recovering a crashed heap), check everything, close
  *   nearmem pmalloc create HEAPDIR [--size N[K|M|G]] [--model log|gc] [--nodes N] [--one-file]
  *   nearmem pmalloc remove HEAPDIR   delete the heap's files
- *   nearmem pmalloc dump   HEAPDIR   every persistent structure and its checks (read-only)
+ *   nearmem pmalloc dump   HEAPDIR   every persistent structure and its checks (read-only), then the objects
  *
  * Exit status: 0 ok; 1 damaged (check and dump name the structure); 2 usage;
  * 3 another error (no heap, in use, I/O). */
@@ -25,7 +25,7 @@ typedef struct args {
     size_t size;
     pmalloc_model model;
     unsigned nodes;
-    bool one_file;
+    bool one_file, no_objects;
     const char *node_dirs[MAX_NODE_DIRS];
     unsigned nnode_dirs;
 } args;
@@ -34,15 +34,16 @@ static int usage(void)
 {
     fprintf(stderr,
             "usage: nearmem pmalloc info|check|create|remove|dump HEAPDIR [options]\n"
-            "  info    what the heap is: format, model, size, state (read without opening it);\n"
-            "          a clean heap not in use is also opened for its objects and free space\n"
+            "  info    what the heap is: format, model, size, state, log state (read without opening\n"
+            "          it); a clean heap not in use is also opened for its usage per size class\n"
             "  check   open the heap (a crashed heap is recovered, as any open does), run\n"
             "          pmalloc_check, close; exit 1 naming the damaged structure\n"
             "  create  a new heap: --size N[K|M|G] (default 64M), --model log|gc (default log),\n"
             "          --nodes N (NUMA nodes, virtual on a one-node machine), --one-file\n"
             "  remove  delete the heap's files (refused while a process has it open)\n"
             "  dump    every persistent metadata structure with the result of its checks,\n"
-            "          read-only (works on a crashed heap); exit 1 if open would refuse one\n"
+            "          read-only (works on a crashed heap); exit 1 if open would refuse one;\n"
+            "          then the allocated objects of a clean heap (--no-objects: not them)\n"
             "options: --node-dir DIR (repeatable: where node k's file lives, for heaps with node files)\n");
     return 2;
 }
@@ -89,6 +90,8 @@ static int parse(nm_tool *t, args *a)
             i++;
         } else if (strcmp(w, "--one-file") == 0) {
             a->one_file = true;
+        } else if (strcmp(w, "--no-objects") == 0) {
+            a->no_objects = true;
         } else if (w[0] == '-') {
             fprintf(stderr, "nearmem pmalloc: unknown option %s\n", w);
             return usage();
@@ -152,6 +155,60 @@ static void print_stats(pmalloc_heap *h)
                                   (unsigned long long)st.morph_old_live);
 }
 
+/* Objects per usable size (a small block's size is its class's) */
+typedef struct class_use {
+    uint64_t size[256], count[256], bytes[256];
+    unsigned n;
+    uint64_t large, large_bytes;
+} class_use;
+static int usage_fn(void *arg, pmalloc_ptr p, size_t usable)
+{
+    (void)p;
+    class_use *u = arg;
+    if (usable > PMALLOC_SMALL_MAX) {
+        u->large++;
+        u->large_bytes += usable;
+        return 0;
+    }
+    unsigned i = 0;
+    while (i < u->n && u->size[i] != usable) i++;
+    if (i == u->n) {
+        if (u->n == 256) return 0;
+        u->size[u->n++] = usable;
+    }
+    u->count[i]++;
+    u->bytes[i] += usable;
+    return 0;
+}
+
+static void print_usage(pmalloc_heap *h)
+{
+    static class_use u;
+    memset(&u, 0, sizeof u);
+    if (pmalloc_walk(h, usage_fn, &u) != NM_OK) return;
+    for (unsigned i = 0; i < u.n; i++) /* by size */
+        for (unsigned j = i + 1; j < u.n; j++)
+            if (u.size[j] < u.size[i]) {
+                uint64_t t;
+                t = u.size[i], u.size[i] = u.size[j], u.size[j] = t;
+                t = u.count[i], u.count[i] = u.count[j], u.count[j] = t;
+                t = u.bytes[i], u.bytes[i] = u.bytes[j], u.bytes[j] = t;
+            }
+    if (u.n) printf("  small objects per size class:\n");
+    for (unsigned i = 0; i < u.n; i++)
+        printf("    %6llu B: %llu objects\n", (unsigned long long)u.size[i], (unsigned long long)u.count[i]);
+    char lb[32];
+    human(lb, sizeof lb, u.large_bytes);
+    printf("  extents (large objects): %llu, %s\n", (unsigned long long)u.large, lb);
+}
+
+static int dump_fn(void *arg, pmalloc_ptr p, size_t usable)
+{
+    (void)arg;
+    printf("  %#llx %zu\n", (unsigned long long)PMALLOC_PTR_OFFSET(p), usable);
+    return 0;
+}
+
 static int cmd_info(const args *a)
 {
     pmalloc_options o = opts_of(a, false);
@@ -171,10 +228,13 @@ static int cmd_info(const args *a)
                         : fi.recovering ? "crashed inside a recovery (the next open recovers it again)"
                                         : "crashed (the next open recovers it: `nearmem pmalloc check`)";
     printf("  state: %s\n", state);
+    printf("  log: checkpoint bound %llu, %llu redo records after it; %u bookkeeping-log chunks in use\n",
+           (unsigned long long)fi.checkpoint_bound, (unsigned long long)fi.records_pending, fi.log_chunks_listed);
     if (!fi.clean || fi.in_use) return 0;
     pmalloc_heap *h;
     if ((e = pmalloc_open(a->dir, &o, &h))) return fail("info", a->dir, e);
     print_stats(h);
+    print_usage(h);
     e = pmalloc_close(h);
     return e ? fail("info", a->dir, e) : 0;
 }
@@ -245,7 +305,21 @@ static int cmd_dump(const args *a)
 {
     pmalloc_options o = opts_of(a, false);
     nm_err e = pmalloc_dump(a->dir, &o, stdout);
-    return e ? fail("dump", a->dir, e) : 0;
+    if (e) return fail("dump", a->dir, e);
+    if (a->no_objects) return 0;
+    pmalloc_file_info fi;
+    if ((e = pmalloc_inspect(a->dir, &o, &fi))) return fail("dump", a->dir, e);
+    if (!fi.clean || fi.in_use) {
+        printf("objects: not listed (the heap %s; `nearmem pmalloc check` recovers a crashed heap)\n",
+               fi.in_use ? "is open in another process" : "crashed");
+        return 0;
+    }
+    pmalloc_heap *h;
+    if ((e = pmalloc_open(a->dir, &o, &h))) return fail("dump", a->dir, e);
+    printf("objects (heap offset, usable bytes), in address order:\n");
+    e = pmalloc_walk(h, dump_fn, NULL);
+    nm_err e2 = pmalloc_close(h);
+    return e ? fail("dump", a->dir, e) : e2 ? fail("dump", a->dir, e2) : 0;
 }
 
 int nm_tool_pmalloc(nm_tool *t)
