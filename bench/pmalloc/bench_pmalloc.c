@@ -346,7 +346,7 @@ int nm_suite_pmalloc_basic(nm_bench *b)
     nm_bench_config_num(b, "recovery_objects", nrec);
     uint64_t tp = 0, tq = 0, fails = 0, rec = 0;
     uint64_t mt = 0, cc = 0;
-    pm_bench_crash_campaign(b, dir, quick ? 50 : 250, nm_bench_seed(b), false, &tp, &tq, &fails, &rec, &mt, &cc);
+    pm_bench_crash_campaign(b, dir, quick ? 130 : 250, nm_bench_seed(b), false, &tp, &tq, &fails, &rec, &mt, &cc);
     nm_bench_summary_num(b, "crash_points_tested", (double)(tp + tq));
     nm_bench_summary_num(b, "crash_failures", (double)fails);
     return NM_OK;
