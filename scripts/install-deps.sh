@@ -22,6 +22,10 @@ core=(
   libnuma-dev         # PMAlloc NUMA topology
   python3             # Debian's interpreter for bench/plot.py
   python3-matplotlib  # --plot
+  clang-16            # nearmem-dpu-cc: builds DPU programs (plain UPMEM C) to LLVM bitcode
+  llvm-16             # opt-16, llvm-link-16, llvm-config-16 for nearmem-dpu-cc
+  llvm-16-dev         # headers of the DPU pass plugin (src/pim/dpucc)
+  g++                 # compiles the pass plugin (LLVM's API is C++)
 )
 bench=(
   libjemalloc2 libjemalloc-dev  # SpeedMalloc peers, loaded with LD_PRELOAD

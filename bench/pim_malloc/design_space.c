@@ -22,41 +22,16 @@
 
 #include "nearmem/common/stats.h"
 #include "nearmem/common/timer.h"
-#include "nearmem/pim_malloc_dpu.h"
 #include "nearmem/pim_malloc_host.h"
 #include "pimm_bench.h"
 
 #define ALLOCS 128
 #define ASIZE 32
 
-/* ------------------------------------------------------------ the kernel */
-DPU_PROGRAM(pimm_design_space);
-NM_PIMM_DPU_ALLOCATOR();
-DPU_HOST(uint32_t, ds_mode); /* 0 init, 1 allocate, 2 teardown */
-DPU_HOST(nm_pimm_config, ds_cfg);
-DPU_HOST(uint32_t, ds_meta_off); /* metadata offset from DPU_MRAM_HEAP_POINTER */
-DPU_HOST(uint32_t, ds_fail);
-DPU_HOST(uint32_t, ds_ptrs, [ALLOCS]); /* pointers the program uses */
-
-int DPU_MAIN(void)
-{
-    if (ds_mode == 0) {
-        if (nm_pimm_dpu_init(&ds_cfg)) ds_fail++;
-        else ds_meta_off = nm_pimm_get_config(nm_pimm_dpu_heap())->meta_base - nm_pim_mram_heap_pointer();
-        return 0;
-    }
-    if (ds_mode == 2) {
-        nm_pimm_dpu_teardown();
-        return 0;
-    }
-    for (int i = 0; i < ALLOCS; i++) {
-        ds_ptrs[i] = pimMalloc(ASIZE);
-        if (!ds_ptrs[i]) ds_fail++;
-    }
-    return 0;
-}
-
 /* ------------------------------------------------------------- the host */
+
+/* The kernel, dpu/design_space.c (plain UPMEM C, one tasklet). */
+extern struct dpu_incbin_t nm_dpu_incbin_pimm_design_space;
 
 typedef struct hostalloc {
     nm_pimm_host *mem;
@@ -174,7 +149,6 @@ static nm_err push_ptrs(struct dpu_set_t set, hostalloc *ha, double *modeled)
 static nm_err launch(struct dpu_set_t set, uint32_t mode, double *modeled)
 {
     nm_err e = pimm_bench_xfer(dpu_broadcast_to(set, "ds_mode", 0, &mode, 4, DPU_XFER_DEFAULT));
-    if (!e) e = pimm_bench_xfer(nm_pim_set_tasklets(set, 1));
     if (!e) e = pimm_bench_xfer(dpu_launch(set, DPU_SYNCHRONOUS));
     nm_pim_launch_stats ls;
     if (!e && modeled) {
@@ -201,7 +175,7 @@ static nm_err run_design(int design, unsigned n, unsigned threads, double *model
     uint32_t zero = 0, meta_off = 0, meta_bytes = nm_pimm_mram_meta_bytes(&cfg);
     *modeled = *host = 0;
     if (!ha) e = nm_fail(NM_ENOMEM, "design space");
-    if (!e) e = pimm_bench_xfer(dpu_load(set, "pimm_design_space", NULL));
+    if (!e) e = pimm_bench_xfer(dpu_load_from_incbin(set, &nm_dpu_incbin_pimm_design_space, NULL));
     if (!e) e = pimm_bench_xfer(dpu_broadcast_to(set, "ds_cfg", 0, &cfg, sizeof cfg, DPU_XFER_DEFAULT));
     if (!e) e = pimm_bench_xfer(dpu_broadcast_to(set, "ds_fail", 0, &zero, 4, DPU_XFER_DEFAULT));
     if (!e) e = launch(set, 0, NULL); /* initAllocator on every DPU (not timed) */

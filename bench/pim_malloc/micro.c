@@ -9,56 +9,7 @@
 #include "nearmem/bench.h"
 #include "nearmem/common/stats.h"
 #include "nearmem/pim/host.h"
-#include "nearmem/pim_malloc_dpu.h"
 #include "pimm_bench.h"
-
-/* ------------------------------------------------------------ the kernel */
-DPU_PROGRAM(pimm_micro);
-NM_PIMM_DPU_ALLOCATOR();
-DPU_HOST(uint32_t, k_mode);    /* 0: init allocator, 1: run, 2: collect statistics and tear down */
-DPU_HOST(nm_pimm_config, k_cfg);
-DPU_HOST(uint32_t, k_size);
-DPU_HOST(uint32_t, k_count);
-DPU_HOST(uint64_t, k_lat, [NM_PIM_MAX_TASKLETS]);   /* sum of latencies, cycles */
-DPU_HOST(uint64_t, k_first, [NM_PIM_MAX_TASKLETS]); /* latency of the first call */
-DPU_HOST(uint32_t, k_fail);
-DPU_HOST(uint32_t, k_err);
-DPU_HOST(nm_pimm_stats, k_stats);
-
-int DPU_MAIN(void)
-{
-    unsigned t = me();
-    if (k_mode == 0) {
-        /* initAllocator is not part of what Sec. VI-A measures ("the average
-         * latency" of the pimMalloc calls; hit rate and bytes "per pimMalloc()
-         * request"): its pre-population traffic is dropped from the event
-         * counters, as it is from the timed latencies. (Until the fidelity
-         * audit the counters included it.) */
-        if (t == 0) {
-            k_err = nm_pimm_dpu_init(&k_cfg);
-            if (!k_err) nm_pimm_reset_counters(nm_pimm_dpu_heap());
-        }
-        return 0;
-    }
-    if (k_mode == 2) {
-        if (t == 0 && nm_pimm_dpu_heap()) {
-            nm_pimm_get_stats(nm_pimm_dpu_heap(), &k_stats);
-            nm_pimm_dpu_teardown();
-        }
-        return 0;
-    }
-    uint64_t sum = 0;
-    for (uint32_t i = 0; i < k_count; i++) {
-        uint64_t c0 = nm_pim_cycle();
-        mram_addr_t p = pimMalloc(k_size);
-        uint64_t d = nm_pim_cycle() - c0;
-        if (i == 0) k_first[t] = d;
-        sum += d;
-        if (!p) k_fail++;
-    }
-    k_lat[t] = sum;
-    return 0;
-}
 
 /* ------------------------------------------------------------- the host */
 
@@ -72,23 +23,30 @@ typedef struct point {
     double dma_wait, lock_wait, issue;
 } point;
 
+/* The kernel (dpu/micro.c, plain UPMEM C) built for 1 and 16 tasklets. */
+extern struct dpu_incbin_t nm_dpu_incbin_pimm_micro_t1, nm_dpu_incbin_pimm_micro_t16;
+
+/* Every launch runs the program's tasklets; the init and statistics modes use
+ * tasklet 0 only, the others return at once. */
 static nm_err run_point(struct dpu_set_t set, const nm_pimm_config *cfg, uint32_t tasklets, uint32_t size,
                         uint32_t count, point *out)
 {
     uint32_t mode = 0, zero[NM_PIM_MAX_TASKLETS * 2] = {0};
-    nm_err e = pimm_bench_xfer(dpu_copy_to(set, "k_cfg", 0, cfg, sizeof *cfg));
+    if (tasklets != 1 && tasklets != 16)
+        return nm_fail(NM_EINVAL, "pim-malloc-micro: kernel built for 1 and 16 tasklets, not %u", tasklets);
+    nm_err e = pimm_bench_xfer(
+        dpu_load_from_incbin(set, tasklets == 1 ? &nm_dpu_incbin_pimm_micro_t1 : &nm_dpu_incbin_pimm_micro_t16, NULL));
+    if (!e) e = pimm_bench_xfer(dpu_copy_to(set, "k_cfg", 0, cfg, sizeof *cfg));
     if (!e) e = pimm_bench_xfer(dpu_copy_to(set, "k_size", 0, &size, 4));
     if (!e) e = pimm_bench_xfer(dpu_copy_to(set, "k_count", 0, &count, 4));
     if (!e) e = pimm_bench_xfer(dpu_copy_to(set, "k_fail", 0, zero, 4));
     if (!e) e = pimm_bench_xfer(dpu_copy_to(set, "k_mode", 0, &mode, 4));
-    if (!e) e = pimm_bench_xfer(nm_pim_set_tasklets(set, 1));
     if (!e) e = pimm_bench_xfer(dpu_launch(set, DPU_SYNCHRONOUS));
     uint32_t err = 0;
     if (!e) e = pimm_bench_xfer(dpu_copy_from(set, "k_err", 0, &err, 4));
     if (!e && err) return nm_fail((nm_err)err, "pim-malloc-micro: initAllocator failed on the DPU");
     mode = 1;
     if (!e) e = pimm_bench_xfer(dpu_copy_to(set, "k_mode", 0, &mode, 4));
-    if (!e) e = pimm_bench_xfer(nm_pim_set_tasklets(set, tasklets));
     if (!e) e = pimm_bench_xfer(dpu_launch(set, DPU_SYNCHRONOUS));
     uint64_t lat[NM_PIM_MAX_TASKLETS], first[NM_PIM_MAX_TASKLETS];
     uint32_t fails = 0;
@@ -104,7 +62,6 @@ static nm_err run_point(struct dpu_set_t set, const nm_pimm_config *cfg, uint32_
     }
     mode = 2;
     if (!e) e = pimm_bench_xfer(dpu_copy_to(set, "k_mode", 0, &mode, 4));
-    if (!e) e = pimm_bench_xfer(nm_pim_set_tasklets(set, 1));
     if (!e) e = pimm_bench_xfer(dpu_launch(set, DPU_SYNCHRONOUS));
     if (!e) e = pimm_bench_xfer(dpu_copy_from(set, "k_stats", 0, &out->st, sizeof out->st));
     if (e) return e;
@@ -160,7 +117,7 @@ int nm_suite_pim_malloc_micro(nm_bench *b)
     struct dpu_set_t set;
     nm_err e = pimm_bench_xfer(dpu_alloc(1, NULL, &set));
     if (e) return e;
-    e = pimm_bench_xfer(dpu_load(set, "pimm_micro", NULL));
+    e = NM_OK; /* each point loads the kernel built for its tasklet count */
     nm_pim_cost cost;
     if (!e) e = pimm_bench_xfer(nm_pim_get_cost(set, &cost));
     if (e) {

@@ -1,30 +1,34 @@
 /* Allocation workloads in the spirit of mimalloc-bench, written for nearmem
  * (our own implementations, not copies): run as a separate process under
- * LD_PRELOAD of each allocator by suite `speedmalloc`.
+ * LD_PRELOAD of each allocator by suites `speedmalloc` and `speedmalloc-contention`.
  *
  *   nearmem-sm-workload NAME THREADS SCALE [SEED]
  *
- * prints "elapsed_ns=<n> checksum=<c>" on stdout. SCALE multiplies the
- * operation counts (1.0 = the full run). Every block is written, and its first
- * and last bytes are checked when it is freed, so a broken allocator fails
- * (exit 1) instead of looking fast. */
+ * prints "elapsed_ns=<n> cpu_ns=<c> checksum=<x>" on stdout (cpu_ns: user + system time of
+ * the whole process, every thread, during the timed section). SCALE multiplies the
+ * operation counts (1.0 = the full run). Every workload checks its result: blocks are
+ * written and checked when freed, and the application-like workloads (cfrac, espresso,
+ * barnes, bfs, bc, dc) verify what they computed; a wrong result exits 1 instead of
+ * looking fast. This file: the main program and the synthetic workloads; sm_wl_apps.c:
+ * cfrac, espresso, barnes; sm_wl_graph.c: GAPBS-style BFS and BC, NAS-DC-style. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "nearmem/common/prng.h"
 #include "nearmem/common/timer.h"
+#include "sm_wl.h"
 
-static unsigned g_threads;
-static double g_scale;
-static uint64_t g_seed;
-static int g_bad;
-static uint64_t g_sum;
-
-static size_t scaled(double n) { size_t v = (size_t)(n * g_scale); return v ? v : 1; }
+unsigned g_threads;
+double g_scale;
+uint64_t g_seed;
+int g_bad;
+uint64_t g_sum;
+pthread_barrier_t g_bar;
 
 static inline void *xmalloc(size_t n)
 {
@@ -42,9 +46,6 @@ static inline void xfree(void *v, size_t n)
 }
 
 typedef struct { void *p; size_t n; } slot;
-
-/* A reusable barrier (pthread_barrier_t is fine, but keep one code path). */
-static pthread_barrier_t g_bar;
 
 /* ---- larson: server-like churn; each round the slot arrays move to another thread ---- */
 #define LARSON_SLOTS 1000
@@ -252,11 +253,216 @@ static void *glibc_thread(void *arg)
     return NULL;
 }
 
+
+/* ---- rptest-like (rpmalloc's benchmark shape): each thread keeps a working set of blocks
+ * with sizes from a fixed exponential-ish table (16 B .. 16 KiB), each round allocates a
+ * batch into random free slots and frees a batch of random slots, touching every block;
+ * every few rounds a run of its blocks is handed to the next thread, which frees them
+ * (cross-thread frees). ---- */
+#define RP_SLOTS 2048
+#define RP_XFER 64
+static struct { pthread_mutex_t lock; slot box[64][RP_XFER]; unsigned n[64]; } rp = {.lock = PTHREAD_MUTEX_INITIALIZER};
+static size_t rp_size(nm_rng *r)
+{
+    unsigned e = (unsigned)nm_rng_below(r, 10); /* 16 B .. 16 KiB, log-uniform, small sizes likelier */
+    e = e < 6 ? e / 2 : e;
+    return ((size_t)16 << e) + (size_t)nm_rng_below(r, (uint64_t)16 << e);
+}
+static void rp_take(unsigned id)
+{
+    slot got[RP_XFER];
+    unsigned n;
+    pthread_mutex_lock(&rp.lock);
+    n = rp.n[id];
+    memcpy(got, rp.box[id], n * sizeof *got);
+    rp.n[id] = 0;
+    pthread_mutex_unlock(&rp.lock);
+    for (unsigned i = 0; i < n; i++) xfree(got[i].p, got[i].n);
+}
+static void *rptest(void *arg)
+{
+    unsigned id = (unsigned)(uintptr_t)arg, to = (id + 1) % g_threads;
+    nm_rng r;
+    nm_rng_seed_stream(&r, g_seed, id);
+    slot *a = wl_calloc(RP_SLOTS, sizeof *a);
+    size_t rounds = scaled(20000);
+    for (size_t k = 0; k < rounds; k++) {
+        unsigned batch = 16 + (unsigned)nm_rng_below(&r, 48);
+        for (unsigned i = 0; i < batch; i++) {
+            slot *s = &a[nm_rng_below(&r, RP_SLOTS)];
+            if (s->p) xfree(s->p, s->n);
+            s->n = rp_size(&r);
+            s->p = xmalloc(s->n);
+            memset((char *)s->p + 1, (int)(k & 0x7f), s->n > 2 ? s->n - 2 > 64 ? 64 : s->n - 2 : 0);
+        }
+        for (unsigned i = 0; i < batch / 2; i++) {
+            slot *s = &a[nm_rng_below(&r, RP_SLOTS)];
+            if (s->p) { xfree(s->p, s->n); s->p = NULL; }
+        }
+        if (g_threads > 1 && k % 8 == 7) { /* hand a run of blocks to the next thread */
+            slot give[RP_XFER];
+            unsigned n = 0, start = (unsigned)nm_rng_below(&r, RP_SLOTS);
+            for (unsigned i = 0; i < RP_SLOTS && n < RP_XFER / 2; i++) {
+                slot *s = &a[(start + i) % RP_SLOTS];
+                if (s->p) { give[n++] = *s; s->p = NULL; }
+            }
+            unsigned placed = 0;
+            pthread_mutex_lock(&rp.lock);
+            while (placed < n && rp.n[to] < RP_XFER) rp.box[to][rp.n[to]++] = give[placed++];
+            pthread_mutex_unlock(&rp.lock);
+            for (unsigned i = placed; i < n; i++) xfree(give[i].p, give[i].n); /* box full: free here */
+            rp_take(id);
+        }
+    }
+    for (size_t i = 0; i < RP_SLOTS; i++) if (a[i].p) xfree(a[i].p, a[i].n);
+    free(a);
+    pthread_barrier_wait(&g_bar);
+    rp_take(id);
+    return NULL;
+}
+
+/* ---- cache-thrash (Hoard's): each thread allocates a small object, writes it many times,
+ * frees it; objects handed out concurrently to different threads must not share a cache
+ * line (active false sharing). ---- */
+static void *cache_thrash(void *arg)
+{
+    unsigned id = (unsigned)(uintptr_t)arg;
+    size_t iters = scaled(200000), writes = 200;
+    uint64_t acc = 0;
+    for (size_t i = 0; i < iters; i++) {
+        volatile unsigned char *p = xmalloc(8);
+        for (size_t w = 0; w < writes; w++) { p[1] = (unsigned char)(p[1] + 1 + id); acc += p[1]; }
+        xfree((void *)p, 8);
+    }
+    __atomic_fetch_add(&g_sum, acc, __ATOMIC_RELAXED);
+    return NULL;
+}
+
+/* ---- mleak (mimalloc-bench's): rounds of short-lived threads; each allocates a 128-byte
+ * object, swaps it into a random slot of a shared array and frees what was there, then
+ * exits. Measures thread start/exit costs and whether thread exit leaks memory. THREADS
+ * threads live at a time (x5: the original runs 10). ---- */
+#define ML_SLOTS 1000
+static void *ml_slot[ML_SLOTS];
+static uint64_t ml_rng;
+static void *ml_thread(void *arg)
+{
+    uint64_t tag = (uint64_t)(uintptr_t)arg;
+    uint64_t *p = wl_calloc(16, sizeof(uint64_t));
+    for (int i = 0; i < 16; i++) if (p[i]) wl_fail("mleak: calloc memory not zero");
+    p[0] = tag;
+    p[15] = ~tag;
+    uint64_t x = __atomic_add_fetch(&ml_rng, 0x9E3779B97F4A7C15ull, __ATOMIC_RELAXED);
+    void *old = __atomic_exchange_n(&ml_slot[(x >> 33) % ML_SLOTS], p, __ATOMIC_ACQ_REL);
+    if (old) {
+        uint64_t *o = old;
+        if (o[15] != ~o[0]) wl_fail("mleak: object corrupted");
+        free(old);
+    }
+    return NULL;
+}
+static void *mleak(void *arg)
+{
+    if ((uintptr_t)arg != 0) return NULL; /* thread 0 runs the rounds */
+    size_t rounds = scaled(1000), per = 5 * (size_t)g_threads;
+    pthread_t *t = wl_malloc(per * sizeof *t);
+    for (size_t k = 0; k < rounds; k++) {
+        for (size_t i = 0; i < per; i++)
+            if (pthread_create(&t[i], NULL, ml_thread, (void *)(uintptr_t)(k * per + i + 1)) != 0) { wl_fail("mleak: pthread_create"); per = i; break; }
+        for (size_t i = 0; i < per; i++) pthread_join(t[i], NULL);
+    }
+    free(t);
+    for (size_t i = 0; i < ML_SLOTS; i++) {
+        uint64_t *o = ml_slot[i];
+        if (o && o[15] != ~o[0]) wl_fail("mleak: object corrupted");
+        free(o);
+        ml_slot[i] = NULL;
+    }
+    return NULL;
+}
+
+/* ---- malloc-large (mimalloc-bench's): 2 MiB buffers allocated, filled byte by byte and
+ * freed, one after the other (each thread on its own). ---- */
+static void *malloc_large(void *arg)
+{
+    unsigned id = (unsigned)(uintptr_t)arg;
+    size_t n = scaled(3000), sz = (size_t)1 << 21;
+    uint64_t acc = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char *a = wl_malloc(sz);
+        memset(a, (int)('x' + id), sz);
+        __asm__ __volatile__("" : : "r"(a) : "memory"); /* the fill must happen (no dead-store elision) */
+        a[(i * 4099) % sz] = 1;
+        acc += a[(i * 4099) % sz] + a[sz - 1] + a[0];
+        if (a[sz - 1] != (unsigned char)('x' + id) || a[sz / 2 + 1 == (i * 4099) % sz ? 0 : sz / 2 + 1] != (unsigned char)('x' + id))
+            wl_fail("malloc-large: contents");
+        free(a);
+    }
+    __atomic_fetch_add(&g_sum, acc, __ATOMIC_RELAXED);
+    return NULL;
+}
+
+/* ---- glibc-simple: glibc's bench-malloc-simple shape. Batches of n same-size blocks
+ * (n = 25, 100, 400, 1600; sizes 16, 32, 64 B), every block filled with ints, freed in
+ * allocation order; 2M blocks per (size, n) per phase; three phases: the main thread,
+ * a new thread, the main thread again (as glibc's: main arena, thread arena, main arena
+ * after a thread existed). Single-threaded: THREADS is ignored (the phases run in turn). */
+static uint64_t gs_batches(size_t size, int n, size_t iters)
+{
+    int **arr = malloc(1600 * sizeof *arr);
+    uint64_t sum = 0;
+    size_t words = size / sizeof(int);
+    for (size_t j = 0; j < iters; j++) {
+        for (int i = 0; i < n; i++) {
+            int *p = malloc(size);
+            if (!p) { fprintf(stderr, "out of memory\n"); exit(1); }
+            for (size_t k = 0; k < words; k++) p[k] = (int)(k + (size_t)i);
+            arr[i] = p;
+        }
+        for (int i = 0; i < n; i++) {
+            if (arr[i][0] != i || arr[i][words - 1] != (int)(words - 1 + (size_t)i)) __atomic_store_n(&g_bad, 1, __ATOMIC_RELAXED);
+            sum += (uint64_t)arr[i][words / 2];
+            free(arr[i]);
+        }
+    }
+    free(arr);
+    return sum;
+}
+static void gs_phase(void)
+{
+    static const int ns[4] = {25, 100, 400, 1600};
+    for (size_t size = 16; size <= 64; size *= 2)
+        for (int i = 0; i < 4; i++) g_sum += gs_batches(size, ns[i], scaled(2000000.0 / ns[i]));
+}
+static void *gs_thread(void *arg) { (void)arg; gs_phase(); return NULL; }
+static void *glibc_simple(void *arg)
+{
+    if ((uintptr_t)arg != 0) return NULL; /* one thread does the work */
+    gs_phase();
+    pthread_t t;
+    pthread_create(&t, NULL, gs_thread, NULL);
+    pthread_join(t, NULL);
+    gs_phase();
+    return NULL;
+}
+
 static const struct { const char *name; void *(*fn)(void *); } k_work[] = {
     {"larson", larson}, {"xmalloc-test", xmalloc_test}, {"cache-scratch", cache_scratch},
     {"sh6bench", sh6bench}, {"sh8bench", sh8bench}, {"mstress", mstress},
-    {"alloc-test", alloc_test}, {"glibc-thread", glibc_thread},
+    {"alloc-test", alloc_test}, {"glibc-thread", glibc_thread}, {"glibc-simple", glibc_simple},
+    {"rptest", rptest}, {"cache-thrash", cache_thrash}, {"mleak", mleak}, {"malloc-large", malloc_large},
+    {"cfrac", wl_cfrac}, {"espresso", wl_espresso}, {"barnes", wl_barnes},
+    {"bfs", wl_bfs}, {"bc", wl_bc}, {"dc", wl_dc},
 };
+
+/* user + system time of every thread of the process so far */
+static uint64_t proc_cpu_ns(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) * 1000000000ull +
+           ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000ull;
+}
 
 int main(int argc, char **argv)
 {
@@ -279,7 +485,7 @@ int main(int argc, char **argv)
         scratch_first[i] = xmalloc(8); /* neighbours in memory, handed to different threads */
     }
     ms_shared = calloc(MS_SLOTS, sizeof(slot));
-    uint64_t t0 = nm_now_ns();
+    uint64_t c0 = proc_cpu_ns(), t0 = nm_now_ns();
     pthread_t t[64];
     for (unsigned i = 0; i < g_threads; i++) pthread_create(&t[i], NULL, fn, (void *)(uintptr_t)i);
     for (unsigned i = 0; i < g_threads; i++) pthread_join(t[i], NULL);
@@ -288,10 +494,11 @@ int main(int argc, char **argv)
         free(larson_arrays[i]);
     }
     for (size_t k = 0; k < MS_SLOTS; k++) if (ms_shared[k].p) xfree(ms_shared[k].p, ms_shared[k].n);
-    uint64_t dt = nm_now_ns() - t0;
+    uint64_t dt = nm_now_ns() - t0, dc = proc_cpu_ns() - c0;
     if (strcmp(argv[1], "cache-scratch") != 0)
         for (unsigned i = 0; i < g_threads; i++) xfree(scratch_first[i], 8);
-    if (g_bad) { fprintf(stderr, "%s: block contents were corrupted\n", argv[1]); return 1; }
-    printf("elapsed_ns=%llu checksum=%llu\n", (unsigned long long)dt, (unsigned long long)g_sum);
+    if (g_bad) { fprintf(stderr, "%s: wrong result (block contents or computed values)\n", argv[1]); return 1; }
+    printf("elapsed_ns=%llu cpu_ns=%llu checksum=%llu\n", (unsigned long long)dt, (unsigned long long)dc,
+           (unsigned long long)g_sum);
     return 0;
 }

@@ -13,8 +13,12 @@
  *
  * Beyond the paper: a fallback to a plain copy when redundancy stays low (Sec. 6.8 left
  * it as future work), a verify mode that compares bytes on a fingerprint hit, a parallel
- * transfer mode that keeps BRB tops in lockstep so one dpu_push_xfer serves every DPU, and
- * several slots so a kernel can read more than one logical buffer. */
+ * mode built to beat one dpu_push_xfer (BRB tops in lockstep per rank, a sampled decision
+ * between CAC and a plain push, fingerprinting of one rank pipelined with the transfer of
+ * the previous one), write tracking of registered buffers (a repeated copy reads only the
+ * pages written since the last one), content-defined chunking, and several slots so a
+ * kernel can read more than one logical buffer. The drop-in for dpu_push_xfer is
+ * nm_pimc_push_xfer (pim_cache_machine.h). */
 #ifndef NEARMEM_PIM_CACHE_H
 #define NEARMEM_PIM_CACHE_H
 
@@ -52,6 +56,17 @@ typedef struct nm_pimc_transport {
     nm_err (*svb_decode)(void *ctx, const nm_pimc_svb_job *jobs);
     /* Modeled device time spent so far (transfers and kernels), ns; NULL if not modeled. */
     double (*modeled_ns)(void *ctx);
+    /* Optional (parallel mode). DPUs d and e share a rank iff d / dpus_per_rank equals
+     * e / dpus_per_rank (0 = 64, UPMEM's rank). push_range pushes to DPUs [d0, d1) only
+     * (srcs indexed by DPU number), so ranks can be sent one by one; NULL = push_to with
+     * every DPU. push_gbps is the modeled push bandwidth of one rank (0 = unknown: the
+     * parallel decision then uses fallback_threshold instead of transfer costs). */
+    unsigned dpus_per_rank;
+    nm_err (*push_range)(void *ctx, unsigned d0, unsigned d1, uint64_t off, const void *const *srcs, size_t len);
+    double push_gbps;
+    /* Optional: modeled bandwidth of copy_to to one DPU (GB/s; 0 = unknown). Parallel mode
+     * sends a rank's blocks serially when only a few of its DPUs have any. */
+    double serial_gbps;
 } nm_pimc_transport;
 
 /* A host-memory transport: nr_dpus MRAM arrays of mram_size bytes, no time model
@@ -75,11 +90,16 @@ typedef enum nm_pimc_hash {
     NM_PIMC_WEAK8 = 2  /* TEST ONLY: XXH64 truncated to 8 bits, to force collisions */
 } nm_pimc_hash;
 
+typedef enum nm_pimc_chunking {
+    NM_PIMC_FIXED = 0, /* fixed-size blocks at fixed offsets (the paper, Sec. 4.2) */
+    NM_PIMC_CDC = 1    /* content-defined chunks (gear hash, FastCDC): shifted content deduplicates */
+} nm_pimc_chunking;
+
 typedef struct nm_pimc_options {
     uint32_t block_size;       /* bytes, power of two in [64, 4096]; default 1024 (Sec. 6.5) */
     double brb_share;          /* share of the MRAM region for the BRB, (0,1); default 0.9 */
     nm_pimc_hash hash;         /* default NM_PIMC_XXH64 */
-    unsigned threads;          /* DRM host threads; DPUs are partitioned among them; default 1 */
+    unsigned threads;          /* DRM host threads (DPUs are partitioned among them); 0 = every online CPU (default) */
     unsigned slots;            /* logical buffers resident at once; default 2 */
     bool compress;             /* nm_pimc_copy_u32 sends Stream VByte streams; default false */
     bool parallel;             /* CAC with lockstep BRB tops + dpu_push_xfer; default false (paper: serial) */
@@ -90,6 +110,20 @@ typedef struct nm_pimc_options {
     unsigned probe_interval;   /* in fallback, probe redundancy every N copies; default 4 */
     unsigned probe_stride;     /* a probe fingerprints every N-th block; default 16 */
     bool plain_serial;         /* plain (fallback) copies always serial, never a push; default false */
+    /* Parallel mode: each copy first fingerprints every sample_stride-th block (default 128)
+     * and predicts whether CAC beats a plain push (docs/pim-cache.md, "Parallel mode"). With
+     * a transfer model, the sample costs at most sample_budget of the predicted push time
+     * (default 0.01: fewer samples, or fewer DPUs sampled, for small copies). */
+    unsigned sample_stride;
+    double sample_budget;
+    /* Chunking (default NM_PIMC_FIXED). CDC chunk sizes: 0 = derived from block_size (avg =
+     * block_size, min = avg / 4, max = min(4 avg, 4096)); avg and max powers of two,
+     * 8 <= min < avg < max <= 4096. Kernels allocate max bytes of WRAM per read. */
+    nm_pimc_chunking chunking;
+    uint32_t cdc_min, cdc_avg, cdc_max;
+    /* Write tracking of registered buffers: granule (bytes, rounded up to whole pages;
+     * 0 = 64 KiB) marked written by the first write after a copy. */
+    size_t track_granule;
 } nm_pimc_options;
 
 void nm_pimc_options_default(nm_pimc_options *o);
@@ -134,11 +168,31 @@ typedef struct nm_pimc_stats {
     bool last_probe;             /* a fallback probe ran during the last copy */
     uint64_t last_logical_bytes; /* bytes of the buffers */
     uint64_t last_sent_bytes;    /* block bytes sent (incl. padding in parallel mode) */
+    uint64_t last_new_bytes;     /* bytes of the blocks or chunks that were new (no padding): the
+                                  * redundancy itself is 1 - new / logical */
     uint64_t last_meta_bytes;    /* descriptors + offset lists sent */
     uint64_t last_blocks, last_hits;
     double last_dedup_pct;     /* (1 - block bytes sent / logical bytes) * 100, the paper's metric */
     uint64_t last_drm_ns;      /* host wall time of fingerprinting, lookups, gathering (real) */
-    double last_xfer_modeled_ns; /* modeled device time of the copy (NAN without a model) */
+    double last_xfer_modeled_ns; /* modeled device time of the copy, transfers one after another (NAN without a model) */
+    /* Whole cost of the last copy (docs/pim-cache.md, "How totals are formed"):
+     * host = wall time of every host step of the copy (sampling, write tracking, DRM,
+     * staging; measured), cpu = CPU time of every host thread, total = host and modeled
+     * transfers as scheduled: serial mode host + transfers; parallel mode ranks in parallel,
+     * rank r's transfers starting when its host stage is done:
+     * total = max_r (host before the stages + sum_{j <= r} stage_j + xfer_r). */
+    uint64_t last_host_ns, last_host_cpu_ns;
+    double last_total_ns;
+    /* The same with the host's critical path instead of its wall time: the time the host
+     * work takes with each of its threads on a core of its own (CPU time of the calling
+     * thread, plus, for each parallel step, the part of its longest thread beyond the
+     * caller's share). About the wall time on a quiet machine, and what a machine whose
+     * cores other programs keep busy cannot show in wall time. The parallel decision uses it. */
+    uint64_t last_host_crit_ns;
+    double last_total_crit_ns;
+    double last_sample_pct;    /* parallel mode: dedup % the sample predicted (NAN: no sample) */
+    double last_sample_later_pct; /* parallel mode: % of samples seen only by the previous copy's sample */
+    uint64_t last_clean_bytes; /* write tracking: bytes not read because unwritten since the last copy */
     /* totals */
     uint64_t copies, cac_copies, plain_copies, probes, mode_switches;
     uint64_t invalidations;    /* per-DPU table invalidations */
@@ -147,6 +201,7 @@ typedef struct nm_pimc_stats {
     uint64_t table_entries;    /* fingerprints held now, all DPUs */
     uint64_t table_bytes;      /* host bytes of the tables now (slots * 12) */
     uint64_t shadow_bytes;     /* verify mode: host bytes of the BRB shadows */
+    uint64_t write_faults;     /* write tracking: first writes caught, all caches of the process */
 } nm_pimc_stats;
 
 void nm_pimc_get_stats(const nm_pimc *c, nm_pimc_stats *out);
@@ -155,6 +210,25 @@ uint64_t nm_pimc_brb_size(const nm_pimc *c);
 uint64_t nm_pimc_brb_top(const nm_pimc *c, unsigned dpu);
 /* Largest buffer (bytes) one slot of one DPU can take. */
 uint64_t nm_pimc_max_len(const nm_pimc *c);
+
+/* ---------------------------------------------------------------- write tracking
+ * Register a source buffer the application copies again and again. After each copy its
+ * whole pages are write-protected; the first write to a granule is caught (SIGSEGV handler,
+ * chained to the previous one) and marks it written. The next copy from inside the buffer
+ * (any sub-range whose offset is a multiple of the block size; any offset with CDC) reads
+ * and fingerprints only written granules; the blocks of the others keep their place in the
+ * DPU's BRB and cost nothing on the host or the link. Buffers must be mapped, readable,
+ * not overlap another registration (NM_EEXIST) and stay mapped while registered: a copy
+ * from a buffer freed or unmapped while registered fails with NM_ESTATE and reads nothing.
+ * A system call that writes into a protected page (read(2) into the buffer) fails with
+ * EFAULT: declare such writes first with nm_pimc_reg_touch. Partial first and last pages
+ * are never protected (they may hold other data) and are read at every copy. */
+typedef struct nm_pimc_reg nm_pimc_reg;
+nm_err nm_pimc_register(nm_pimc *c, const void *buf, size_t len, nm_pimc_reg **out);
+/* Unprotects the pages and forgets the records (also done by nm_pimc_destroy). */
+nm_err nm_pimc_unregister(nm_pimc *c, nm_pimc_reg *r);
+/* Declare [off, off + len) of the buffer written and make it writable now. */
+nm_err nm_pimc_reg_touch(nm_pimc_reg *r, size_t off, size_t len);
 
 /* Fingerprint one block with the cache's hash (exposed for benchmarks). */
 uint64_t nm_pimc_fingerprint(nm_pimc_hash h, const void *p, size_t n);

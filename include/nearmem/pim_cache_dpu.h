@@ -21,13 +21,19 @@ extern "C" {
 #define NM_PIMC_DMA_MAX 2048u /* largest single mram_read / mram_write */
 
 /* Per-slot descriptor, at nm_pimc_slot_desc(); in CAC mode the uint32 BRB offsets of the
- * blocks follow it (padded to 8 bytes). Block i holds logical bytes [i*bs, (i+1)*bs). */
+ * blocks follow it (padded to 8 bytes): block i holds logical bytes [i*bs, (i+1)*bs). In
+ * CDC mode a list of (uint32 MRAM address, uint32 logical start) pairs follows, one per
+ * chunk in order; chunk i holds logical bytes [start_i, start_{i+1}) (the last one up to
+ * length), stored at an 8-byte aligned address. */
+#define NM_PIMC_MODE_LIST 0u  /* fixed blocks through an offset list */
+#define NM_PIMC_MODE_FLAT 1u  /* contiguous */
+#define NM_PIMC_MODE_CHUNKS 2u /* content-defined chunks through an (address, start) list */
 typedef struct nm_pimc_desc {
     uint32_t magic;
-    uint32_t mode;       /* 0 = CAC (offset list follows), 1 = plain (contiguous at data_off) */
+    uint32_t mode;       /* NM_PIMC_MODE_LIST, _FLAT or _CHUNKS */
     uint64_t length;     /* logical bytes */
-    uint32_t nblocks;    /* ceil(length / block_size) */
-    uint32_t block_size; /* bytes */
+    uint32_t nblocks;    /* ceil(length / block_size); CDC: number of chunks */
+    uint32_t block_size; /* bytes; CDC: the largest chunk (a kernel's WRAM buffer size) */
     uint32_t data_off;   /* plain mode: MRAM address of byte 0 */
     uint32_t seq;        /* copy number, for kernels that want to tell copies apart */
 } nm_pimc_desc;
@@ -42,8 +48,8 @@ typedef struct nm_pimc_mram_io {
 } nm_pimc_mram_io;
 
 /* --------------------------------------------------------------- block reader
- * One call per block, in order (or every stride-th block from `first`, so tasklet t of T
- * reads blocks t, t+T, ...). The offsets are fetched NM_PIMC_READER_OFFS at a time. */
+ * One call per block (or chunk), in order (or every stride-th from `first`, so tasklet t
+ * of T reads blocks t, t+T, ...). The list is fetched NM_PIMC_READER_OFFS words at a time. */
 #define NM_PIMC_READER_OFFS 32u
 typedef struct nm_pimc_reader {
     const nm_pimc_mram_io *io;
@@ -51,6 +57,7 @@ typedef struct nm_pimc_reader {
     uint32_t desc_off;
     uint32_t next, stride;
     uint32_t cache_base, cache_n;
+    uint64_t pos; /* logical offset of the block or chunk last returned */
     uint32_t offs[NM_PIMC_READER_OFFS] __attribute__((aligned(8))); /* DMA target: 8-byte aligned */
 } nm_pimc_reader;
 
@@ -58,8 +65,9 @@ typedef struct nm_pimc_reader {
 int nm_pimc_reader_open(nm_pimc_reader *r, const nm_pimc_mram_io *io, uint32_t desc_off, uint32_t first,
                         uint32_t stride);
 /* Read the next block into `wram` (block_size bytes, 8-byte aligned). Returns the number of
- * logical bytes in it (block_size, less for the last block) and its index in *index; 0 at
- * the end. Bytes past the returned count are padding. */
+ * logical bytes in it (block_size, less for the last block; a chunk's length in CDC mode)
+ * and its index in *index; 0 at the end. Bytes past the returned count are padding. Its
+ * logical offset is r->pos (index * block_size except in CDC mode). */
 uint32_t nm_pimc_reader_next(nm_pimc_reader *r, void *wram, uint32_t *index);
 
 /* --------------------------------------------------------------- Stream VByte
@@ -92,6 +100,8 @@ static inline uint32_t nm_pimc_svb_ctrl_len(uint32_t count) { return (count + 3u
  * one zero-padded) of word * (2 * word_index + 1), modulo 2^64. The block form adds the
  * words of n bytes starting at word index first_word, so tasklets can sum their blocks. */
 uint64_t nm_pimc_checksum_block(const void *blk, uint32_t n, uint64_t first_word);
+/* The same sum for n bytes at any logical byte offset `at` (CDC chunks start anywhere). */
+uint64_t nm_pimc_checksum_at(const void *p, uint32_t n, uint64_t at);
 static inline uint64_t nm_pimc_checksum(const void *buf, uint64_t len)
 {
     uint64_t s = 0;

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "internal.h"
 #include "nearmem/common/util.h"
@@ -51,6 +52,11 @@ typedef enum opkind {
     OP_BARRIER,
     OP_SEM_TAKE,
     OP_SEM_GIVE,
+    OP_SDK_BARRIER,  /* SDK barrier_t (program files) */
+    OP_SDK_SEM_TAKE, /* SDK sem_t */
+    OP_SDK_SEM_GIVE,
+    OP_HS_NOTIFY,    /* handshake_notify */
+    OP_HS_WAIT,      /* handshake_wait_for(op_bytes) */
     OP_EXIT
 } opkind;
 
@@ -63,6 +69,7 @@ typedef struct tasklet {
     uint32_t op_bytes;
     uint64_t op_cycles;
     bool op_result;
+    int op_int;         /* handshake_wait_for's result */
     uint64_t pending;   /* charged natively since the last post */
     double rem;         /* COMPUTE: instructions left */
     double issued;      /* instructions issued so far (fractional while computing) */
@@ -94,12 +101,43 @@ typedef struct worker {
         uintptr_t lo, hi;
     } *ranges;
     uint32_t nr_ranges, cap_ranges;
+    /* Program files: the instance the DPU runs on, its atomic bits and
+     * handshakes (hardware state, reset at boot). */
+    const nm_pim_instance *inst;
+    nm_pim_mutex atomic[256];
+    uint8_t hs_waiter[NM_PIM_MAX_TASKLETS];     /* tasklet id + 1 waiting for notifier i */
+    bool hs_notifying[NM_PIM_MAX_TASKLETS];     /* notifier i stopped in handshake_notify */
 } worker;
 
 static __thread worker *t_worker;
 
 /* ------------------------------------------------------------------------ */
-/* MRAM backing: 64 KiB chunks allocated on first write; absent chunks read 0 */
+/* MRAM backing: one 64 MiB MAP_NORESERVE mapping per DPU, committed by the
+ * kernel page by page as it is written. A bitmap of 64 KiB chunks records
+ * what was ever written: reads of other chunks return zeros without
+ * touching (and faulting in) the mapping, and it counts resident bytes.
+ * Large host writes pre-fault their pages in one call (MADV_POPULATE_WRITE),
+ * which is cheaper than one page fault per 4 KiB. Transparent huge pages are
+ * not asked for: a DPU that uses 512 KiB of MRAM would commit 2 MiB, and
+ * huge-page faults were slower than 4 KiB ones on the machines measured
+ * (docs/pim-machine.md, "Memory"). */
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+static inline bool chunk_written(const nm_pim_dpu *d, uint32_t c) { return (d->written[c >> 6] >> (c & 63)) & 1u; }
+
+int nm_pim__mram_init(nm_pim_dpu *d)
+{
+    void *m = mmap(NULL, NM_PIM_MRAM_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED)
+        return -1;
+    d->mram = m;
+    memset(d->written, 0, sizeof(d->written));
+    d->mram_resident = 0;
+    return 0;
+}
 
 void nm_pim__mram_read_host(const nm_pim_dpu *d, uint32_t off, void *dst, size_t n)
 {
@@ -107,8 +145,8 @@ void nm_pim__mram_read_host(const nm_pim_dpu *d, uint32_t off, void *dst, size_t
     while (n) {
         uint32_t c = off >> NM_PIM_CHUNK_SHIFT, in = off & (NM_PIM_CHUNK_SIZE - 1);
         size_t k = NM_MIN(n, (size_t)(NM_PIM_CHUNK_SIZE - in));
-        if (d->mram[c])
-            memcpy(out, d->mram[c] + in, k);
+        if (chunk_written(d, c))
+            memcpy(out, d->mram + off, k);
         else
             memset(out, 0, k);
         out += k;
@@ -119,32 +157,29 @@ void nm_pim__mram_read_host(const nm_pim_dpu *d, uint32_t off, void *dst, size_t
 
 int nm_pim__mram_write_host(nm_pim_dpu *d, uint32_t off, const void *src, size_t n)
 {
-    const uint8_t *in_p = src;
-    while (n) {
-        uint32_t c = off >> NM_PIM_CHUNK_SHIFT, in = off & (NM_PIM_CHUNK_SIZE - 1);
-        size_t k = NM_MIN(n, (size_t)(NM_PIM_CHUNK_SIZE - in));
-        if (!d->mram[c]) {
-            d->mram[c] = calloc(1, NM_PIM_CHUNK_SIZE);
-            if (!d->mram[c])
-                return -1;
+    if (!n)
+        return 0;
+    uint32_t c0 = off >> NM_PIM_CHUNK_SHIFT, c1 = (uint32_t)((off + n - 1) >> NM_PIM_CHUNK_SHIFT);
+    for (uint32_t c = c0; c <= c1; c++)
+        if (!chunk_written(d, c)) {
+            d->written[c >> 6] |= 1ull << (c & 63);
             d->mram_resident += NM_PIM_CHUNK_SIZE;
         }
-        memcpy(d->mram[c] + in, in_p, k);
-        in_p += k;
-        off += (uint32_t)k;
-        n -= k;
+    if (n >= NM_PIM_CHUNK_SIZE) {
+        uintptr_t lo = NM_ALIGN_UP((uintptr_t)d->mram + off, 4096u), hi = ((uintptr_t)d->mram + off + n) & ~(uintptr_t)4095;
+        if (hi > lo)
+            (void)madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE); /* best effort: faults do the rest */
     }
+    memcpy(d->mram + off, src, n);
     return 0;
 }
 
 void nm_pim__mram_free(nm_pim_dpu *d)
 {
-    if (!d->mram)
-        return;
-    for (uint32_t c = 0; c < NM_PIM_NR_CHUNKS; c++) {
-        free(d->mram[c]);
-        d->mram[c] = NULL;
-    }
+    if (d->mram)
+        munmap(d->mram, NM_PIM_MRAM_SIZE);
+    d->mram = NULL;
+    memset(d->written, 0, sizeof(d->written));
     d->mram_resident = 0;
 }
 
@@ -268,7 +303,10 @@ static void tasklet_entry(void *arg)
 {
     (void)arg;
     worker *w = t_worker;
-    w->d->prog->main_fn();
+    if (w->inst)
+        w->inst->info.main_fn();
+    else
+        w->d->prog->main_fn();
     post(w, OP_EXIT);
     __builtin_trap(); /* never resumed after OP_EXIT */
 }
@@ -410,6 +448,93 @@ static void do_op(worker *w, tasklet *t)
         t->st = T_READY;
         break;
     }
+    case OP_SDK_BARRIER: {
+        /* The SDK's algorithm on its barrier_t {wait_queue, count,
+         * initial_count, lock}: count down; the last arrival resets the count
+         * and resumes the others. A count that never reaches 0 deadlocks. */
+        uint8_t *b = t->op_obj;
+        b[1] = (uint8_t)(b[1] - 1);
+        if (b[1] == 0) {
+            b[1] = b[2];
+            for (uint32_t i = 0; i < w->n; i++) {
+                tasklet *x = &w->t[i];
+                if (x->st == T_BLOCKED && x->op == OP_SDK_BARRIER && x->op_obj == b)
+                    make_ready(w, x, &x->out->sync_wait_cycles);
+            }
+            t->st = T_READY;
+        } else {
+            t->st = T_BLOCKED;
+            t->wait_start = w->T;
+        }
+        break;
+    }
+    case OP_SDK_SEM_TAKE: {
+        uint8_t *s = t->op_obj;
+        int8_t c = (int8_t)(s[1] - 1);
+        s[1] = (uint8_t)c;
+        if (c < 0) {
+            t->st = T_BLOCKED;
+            t->seq = ++w->seq;
+            t->wait_start = w->T;
+        } else {
+            t->st = T_READY;
+        }
+        break;
+    }
+    case OP_SDK_SEM_GIVE: {
+        uint8_t *s = t->op_obj;
+        int8_t old = (int8_t)s[1];
+        s[1] = (uint8_t)(old + 1);
+        if (old < 0) {
+            tasklet *next = NULL;
+            for (uint32_t i = 0; i < w->n; i++) {
+                tasklet *x = &w->t[i];
+                if (x->st == T_BLOCKED && x->op == OP_SDK_SEM_TAKE && x->op_obj == s && (!next || x->seq < next->seq))
+                    next = x;
+            }
+            if (next)
+                make_ready(w, next, &next->out->sync_wait_cycles);
+        }
+        t->st = T_READY;
+        break;
+    }
+    case OP_HS_NOTIFY: {
+        uint32_t me_id = t->id;
+        if (w->hs_waiter[me_id]) {
+            tasklet *x = &w->t[w->hs_waiter[me_id] - 1];
+            w->hs_waiter[me_id] = 0;
+            x->op_int = 0;
+            make_ready(w, x, &x->out->sync_wait_cycles);
+            t->st = T_READY;
+        } else {
+            w->hs_notifying[me_id] = true;
+            t->st = T_BLOCKED;
+            t->wait_start = w->T;
+        }
+        break;
+    }
+    case OP_HS_WAIT: {
+        uint32_t n = t->op_bytes;
+        if (n >= w->n) {
+            set_fault(w, NM_PIM_FAULT_KERNEL, t->id, 0, n, "handshake_wait_for(%u): no tasklet %u (%u running)", n, n,
+                      w->n);
+            return;
+        }
+        t->op_int = 0;
+        if (w->hs_waiter[n]) {
+            t->op_int = 114; /* EALREADY: another tasklet already waits for n */
+            t->st = T_READY;
+        } else if (w->hs_notifying[n]) {
+            w->hs_notifying[n] = false;
+            make_ready(w, &w->t[n], &w->t[n].out->sync_wait_cycles);
+            t->st = T_READY;
+        } else {
+            w->hs_waiter[n] = (uint8_t)(t->id + 1);
+            t->st = T_BLOCKED;
+            t->wait_start = w->T;
+        }
+        break;
+    }
     }
 }
 
@@ -496,26 +621,44 @@ static void scheduler(worker *w)
     }
 }
 
+static bool add_range(worker *w, const void *lo, size_t n)
+{
+    if (w->nr_ranges == w->cap_ranges) {
+        uint32_t cap = w->cap_ranges ? 2 * w->cap_ranges : 16;
+        struct wram_range *r = realloc(w->ranges, cap * sizeof(*r));
+        if (!r)
+            return false;
+        w->ranges = r;
+        w->cap_ranges = cap;
+    }
+    w->ranges[w->nr_ranges].lo = (uintptr_t)lo;
+    w->ranges[w->nr_ranges].hi = (uintptr_t)lo + n;
+    w->nr_ranges++;
+    return true;
+}
+
 static bool swap_globals(worker *w, nm_pim_dpu *d, bool in, bool boot)
 {
     if (in)
         w->nr_ranges = 0;
+    if (w->inst) {
+        /* A program file: its mutable WRAM globals are one block, swapped
+         * whole; its constants are shared (nobody writes them). */
+        const nm_dpu_info *i = &w->inst->info;
+        if (in) {
+            memcpy(i->wram_data, d->wram_image, i->wram_data_size);
+            return add_range(w, i->wram_data, i->wram_data_size) && add_range(w, i->wram_rodata, i->wram_rodata_size);
+        }
+        memcpy(d->wram_image, i->wram_data, i->wram_data_size);
+        return true;
+    }
     for (const nm_pim_symbol *s = d->prog->symbols; s; s = s->next) {
         if (!s->tls_addr)
             continue;
         void *tls = s->tls_addr();
         if (in) {
-            if (w->nr_ranges == w->cap_ranges) {
-                uint32_t cap = w->cap_ranges ? 2 * w->cap_ranges : 16;
-                struct wram_range *r = realloc(w->ranges, cap * sizeof(*r));
-                if (!r)
-                    return false;
-                w->ranges = r;
-                w->cap_ranges = cap;
-            }
-            w->ranges[w->nr_ranges].lo = (uintptr_t)tls;
-            w->ranges[w->nr_ranges].hi = (uintptr_t)tls + s->size;
-            w->nr_ranges++;
+            if (!add_range(w, tls, s->size))
+                return false;
             /* Synchronisation state is reset at boot; WRAM data persists. */
             const void *src = (boot && s->kind != NM_PIM_SYM_WRAM) ? s->initial : d->wram_image + s->offset;
             memcpy(tls, src, s->size);
@@ -535,7 +678,8 @@ void nm_pim__run_dpu(nm_pim_dpu *d)
     memset(&d->stats, 0, sizeof(d->stats));
     d->stats.launches = launches;
     d->stats.nr_tasklets = d->nr_tasklets;
-    uint64_t stat_wram = (uint64_t)p->wram_globals_bytes + (uint64_t)d->nr_tasklets * p->stack_size;
+    uint64_t stat_wram = (uint64_t)p->wram_globals_bytes + p->wram_rodata_bytes +
+                         (uint64_t)d->nr_tasklets * p->stack_size;
     d->stats.wram_static_bytes = (uint32_t)NM_MIN(stat_wram, (uint64_t)UINT32_MAX);
     d->stats.wram_high_water = d->stats.wram_static_bytes;
 
@@ -552,8 +696,9 @@ void nm_pim__run_dpu(nm_pim_dpu *d)
         f->code = NM_PIM_FAULT_WRAM_OVERFLOW;
         f->size = stat_wram;
         snprintf(f->message, sizeof(f->message),
-                 "globals %u B + %u stacks x %u B = %llu B exceed the %u B of WRAM", p->wram_globals_bytes,
-                 d->nr_tasklets, p->stack_size, (unsigned long long)stat_wram, NM_PIM_WRAM_SIZE);
+                 "globals %u B + constants %u B + %u stacks x %u B = %llu B exceed the %u B of WRAM",
+                 p->wram_globals_bytes, p->wram_rodata_bytes, d->nr_tasklets, p->stack_size,
+                 (unsigned long long)stat_wram, NM_PIM_WRAM_SIZE);
         return;
     }
     if (!w || !ensure_stacks(w, d->nr_tasklets)) {
@@ -572,6 +717,12 @@ void nm_pim__run_dpu(nm_pim_dpu *d)
     w->heap_limit = NM_PIM_WRAM_SIZE - (uint32_t)stat_wram;
     w->faulted = false;
     w->cur = NULL;
+    w->inst = p->file ? &p->file->inst[d->index % d->sys->nr_threads] : NULL;
+    memset(w->atomic, 0, sizeof(w->atomic));
+    memset(w->hs_waiter, 0, sizeof(w->hs_waiter));
+    memset(w->hs_notifying, 0, sizeof(w->hs_notifying));
+    d->log_len = 0;
+    d->log_dropped = 0;
     d->pc_mode = COUNT_CYCLES;
     d->pc_base = 0.0;
     for (uint32_t i = 0; i < w->n; i++) {
@@ -587,6 +738,7 @@ void nm_pim__run_dpu(nm_pim_dpu *d)
         f->code = NM_PIM_FAULT_KERNEL;
         snprintf(f->message, sizeof(f->message), "host out of memory");
         w->d = NULL;
+        w->inst = NULL;
         return;
     }
     scheduler(w);
@@ -613,8 +765,12 @@ void nm_pim__run_dpu(nm_pim_dpu *d)
         s->lock_wait_cycles += ts->lock_wait_cycles;
         s->sync_wait_cycles += ts->sync_wait_cycles;
         s->hw_unit_ops += ts->hw_unit_ops;
+        s->warn_dma_unaligned += ts->warn_dma_unaligned;
+        s->warn_dma_size += ts->warn_dma_size;
     }
+    s->log_bytes = d->log_len + d->log_dropped;
     w->d = NULL;
+    w->inst = NULL;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -644,75 +800,214 @@ mram_addr_t nm_pim_mram_heap_pointer(void)
     return NM_PIM_MRAM_BASE + w->d->prog->mram_vars_bytes;
 }
 
-/* Is [p, p + n) WRAM of the running DPU: the mem_alloc heap, the calling
- * tasklet's stack, or one of the program's globals? Catches kernels that
- * hand a host buffer to mram_read/mram_write. */
-static bool in_wram(worker *w, const void *p, uint32_t n)
+/* End of the WRAM object of the running DPU that holds address p (the
+ * mem_alloc heap, the calling tasklet's stack, one of the program's globals
+ * or its globals block), or 0 when p is not WRAM. Catches kernels that hand
+ * a host buffer to mram_read/mram_write. */
+static uintptr_t wram_end(worker *w, uintptr_t a)
 {
-    uintptr_t a = (uintptr_t)p, e = a + n;
-    if (a >= (uintptr_t)w->heap && e <= (uintptr_t)w->heap + NM_PIM_WRAM_SIZE)
-        return true;
+    if (a >= (uintptr_t)w->heap && a < (uintptr_t)w->heap + NM_PIM_WRAM_SIZE)
+        return (uintptr_t)w->heap + NM_PIM_WRAM_SIZE;
     const void *lo, *hi;
     nm_coro_stack_bounds(&w->cur->coro, &lo, &hi);
-    if (a >= (uintptr_t)lo && e <= (uintptr_t)hi)
-        return true;
+    if (a >= (uintptr_t)lo && a < (uintptr_t)hi)
+        return (uintptr_t)hi;
     for (uint32_t i = 0; i < w->nr_ranges; i++)
-        if (a >= w->ranges[i].lo && e <= w->ranges[i].hi)
-            return true;
+        if (a >= w->ranges[i].lo && a < w->ranges[i].hi)
+            return w->ranges[i].hi;
 #if defined(__SANITIZE_ADDRESS__)
     /* ASan may move stack locals to its fake stack. */
-    if (__asan_addr_is_in_fake_stack(__asan_get_current_fake_stack(), (void *)p, NULL, NULL))
-        return true;
+    void *beg = NULL, *end = NULL;
+    if (__asan_addr_is_in_fake_stack(__asan_get_current_fake_stack(), (void *)a, &beg, &end))
+        return (uintptr_t)end;
 #endif
-    return false;
+    return 0;
 }
 
-static void dma_check(worker *w, uint64_t mram, const void *wram, uint32_t n, const char *fn)
+static bool in_wram(worker *w, const void *p, uint32_t n)
 {
-    if (n < NM_PIM_DMA_MIN || n > NM_PIM_DMA_MAX || n % NM_PIM_DMA_ALIGN)
-        TFAULT(w, NM_PIM_FAULT_DMA_SIZE, mram, n, "%s of %u bytes: size must be 8..2048 and a multiple of 8", fn,
-               n);
-    if (mram % NM_PIM_DMA_ALIGN)
-        TFAULT(w, NM_PIM_FAULT_DMA_ALIGN, mram, n, "%s: MRAM address 0x%llx is not 8-byte aligned", fn,
-               (unsigned long long)mram);
-    if ((uintptr_t)wram % NM_PIM_DMA_ALIGN)
-        TFAULT(w, NM_PIM_FAULT_DMA_ALIGN, (uint64_t)(uintptr_t)wram, n,
-               "%s: WRAM buffer %p is not 8-byte aligned", fn, wram);
-    if (!in_wram(w, wram, n))
-        TFAULT(w, NM_PIM_FAULT_WRAM_BOUNDS, (uint64_t)(uintptr_t)wram, n,
-               "%s: buffer %p (+%u) is not in WRAM (globals, tasklet stack or mem_alloc heap)", fn, wram, n);
+    uintptr_t e = wram_end(w, (uintptr_t)p);
+    return e && (uintptr_t)p + n <= e;
+}
+
+static void mram_bounds(worker *w, uint64_t mram, uint64_t n, const char *fn)
+{
     if (mram < NM_PIM_MRAM_BASE || mram + n > (uint64_t)NM_PIM_MRAM_BASE + NM_PIM_MRAM_SIZE)
-        TFAULT(w, NM_PIM_FAULT_MRAM_BOUNDS, mram, n,
-               "%s: [0x%llx, +%u) is outside MRAM [0x%x, 0x%x)", fn, (unsigned long long)mram, n,
-               NM_PIM_MRAM_BASE, NM_PIM_MRAM_BASE + NM_PIM_MRAM_SIZE);
+        TFAULT(w, NM_PIM_FAULT_MRAM_BOUNDS, mram, n, "%s: [0x%llx, +%llu) is outside MRAM [0x%x, 0x%x)", fn,
+               (unsigned long long)mram, (unsigned long long)n, NM_PIM_MRAM_BASE, NM_PIM_MRAM_BASE + NM_PIM_MRAM_SIZE);
 }
 
-void nm_pim_mram_read(uint64_t from, void *to, uint32_t n)
+/* The DMA length the DPU actually uses for a request of n bytes: the
+ * compiler encodes n/8 - 1 in an 8-bit field (docs: "Hardware semantics"),
+ * so 0..7 bytes move 2048, 12 moves 8, 4096 moves 2048. */
+static uint32_t dma_hw_size(uint32_t n) { return ((((n >> 3) - 1u) & 0xffu) + 1u) * 8u; }
+
+/* One mram_read/mram_write as the DPU executes it: low 3 bits of both
+ * addresses ignored, the length as the hardware decodes it; each deviation
+ * from the SDK's rules counts as a warning. Reads that would write past the
+ * bytes the kernel asked for stop the DPU instead (that WRAM may be the
+ * host's stack here); writes that read past the WRAM object send zeros for
+ * the bytes beyond it. */
+static void dma(worker *w, bool rd, uint64_t mram, void *wram, uint32_t n, const char *fn)
 {
-    worker *w = cur_worker("mram_read");
-    dma_check(w, from, to, n, "mram_read");
     tasklet *t = w->cur;
+    uint32_t eff = n;
+    if (n < NM_PIM_DMA_MIN || n > NM_PIM_DMA_MAX || n % NM_PIM_DMA_ALIGN) {
+        eff = dma_hw_size(n);
+        t->out->warn_dma_size++;
+        if (rd && eff > n)
+            TFAULT(w, NM_PIM_FAULT_DMA_SIZE, mram, n,
+                   "%s of %u bytes: the DMA length field (size/8 - 1, 8 bits) makes it %u bytes, "
+                   "overwriting WRAM past the buffer",
+                   fn, n, eff);
+    }
+    uint64_t ma = mram & ~(uint64_t)7;
+    uintptr_t wa = (uintptr_t)wram & ~(uintptr_t)7;
+    if (ma != mram || wa != (uintptr_t)wram)
+        t->out->warn_dma_unaligned++;
+    uintptr_t wend = wram_end(w, wa);
+    if (!wend || (rd && wa + eff > wend))
+        TFAULT(w, NM_PIM_FAULT_WRAM_BOUNDS, (uint64_t)(uintptr_t)wram, n,
+               "%s: buffer %p (+%u) is not in WRAM (globals, tasklet stack or mem_alloc heap)", fn, wram, eff);
+    mram_bounds(w, ma, eff, fn);
     t->pending += w->cost->instr_dma;
-    t->op_bytes = n;
-    post(w, OP_DMA_READ);
+    t->op_bytes = eff;
+    post(w, rd ? OP_DMA_READ : OP_DMA_WRITE);
     /* The data lands when the transfer completes, which is now. */
-    nm_pim__mram_read_host(w->d, (uint32_t)(from - NM_PIM_MRAM_BASE), to, n);
-    t->out->dma_reads++;
-    t->out->dma_read_bytes += n;
+    uint32_t off = (uint32_t)(ma - NM_PIM_MRAM_BASE);
+    if (rd) {
+        nm_pim__mram_read_host(w->d, off, (void *)wa, eff);
+        t->out->dma_reads++;
+        t->out->dma_read_bytes += eff;
+    } else {
+        uint32_t in = (uint32_t)NM_MIN((uint64_t)eff, (uint64_t)(wend - wa));
+        static const uint8_t zeros[NM_PIM_DMA_MAX];
+        if (nm_pim__mram_write_host(w->d, off, (const void *)wa, in) != 0 ||
+            (in < eff && nm_pim__mram_write_host(w->d, off + in, zeros, eff - in) != 0))
+            TFAULT(w, NM_PIM_FAULT_KERNEL, ma, eff, "host out of memory backing MRAM");
+        t->out->dma_writes++;
+        t->out->dma_write_bytes += eff;
+    }
 }
+
+void nm_pim_mram_read(uint64_t from, void *to, uint32_t n) { dma(cur_worker("mram_read"), true, from, to, n, "mram_read"); }
 
 void nm_pim_mram_write(const void *from, uint64_t to, uint32_t n)
 {
-    worker *w = cur_worker("mram_write");
-    dma_check(w, to, from, n, "mram_write");
+    dma(cur_worker("mram_write"), false, to, (void *)(uintptr_t)from, n, "mram_write");
+}
+
+/* ------------------------------------------------------------------------ */
+/* MRAM accesses that are not mram_read/mram_write: direct __mram_ptr loads  */
+/* and stores, memcpy/memset on MRAM, the SDK's unaligned helpers. They cost */
+/* the aligned DMAs the DPU compiler emits for them: reads of the 8-byte-    */
+/* aligned range, and for writes that do not cover whole 8-byte words a      */
+/* read of those words first (read-modify-write), all in <= 2048-byte DMAs. */
+
+static void dma_cost(worker *w, bool rd, uint64_t a, uint64_t n)
+{
     tasklet *t = w->cur;
-    t->pending += w->cost->instr_dma;
-    t->op_bytes = n;
-    post(w, OP_DMA_WRITE);
-    if (nm_pim__mram_write_host(w->d, (uint32_t)(to - NM_PIM_MRAM_BASE), from, n) != 0)
-        TFAULT(w, NM_PIM_FAULT_KERNEL, to, n, "host out of memory backing MRAM");
-    t->out->dma_writes++;
-    t->out->dma_write_bytes += n;
+    while (n) {
+        uint32_t k = (uint32_t)NM_MIN(n, (uint64_t)NM_PIM_DMA_MAX);
+        t->pending += w->cost->instr_dma;
+        t->op_bytes = k;
+        post(w, rd ? OP_DMA_READ : OP_DMA_WRITE);
+        if (rd) {
+            t->out->dma_reads++;
+            t->out->dma_read_bytes += k;
+        } else {
+            t->out->dma_writes++;
+            t->out->dma_write_bytes += k;
+        }
+        a += k;
+        n -= k;
+    }
+}
+
+static void mram_span(uint64_t a, uint64_t n, uint64_t *lo, uint64_t *len)
+{
+    *lo = a & ~(uint64_t)7;
+    *len = ((a + n + 7) & ~(uint64_t)7) - *lo;
+}
+
+static void rt_mram_load(uint32_t mram, void *dst, uint64_t n)
+{
+    worker *w = cur_worker("MRAM load");
+    if (!n)
+        return;
+    uint64_t lo, len;
+    mram_span(mram, n, &lo, &len);
+    mram_bounds(w, mram, n, "MRAM read");
+    dma_cost(w, true, lo, len);
+    nm_pim__mram_read_host(w->d, mram - NM_PIM_MRAM_BASE, dst, n);
+}
+
+static void rt_mram_store(uint32_t mram, const void *src, uint64_t n)
+{
+    worker *w = cur_worker("MRAM store");
+    if (!n)
+        return;
+    uint64_t lo, len;
+    mram_span(mram, n, &lo, &len);
+    mram_bounds(w, mram, n, "MRAM write");
+    if (lo != mram || len != n) /* partial words: read them first */
+        dma_cost(w, true, lo, len);
+    dma_cost(w, false, lo, len);
+    if (nm_pim__mram_write_host(w->d, mram - NM_PIM_MRAM_BASE, src, n) != 0)
+        TFAULT(w, NM_PIM_FAULT_KERNEL, mram, n, "host out of memory backing MRAM");
+}
+
+static void rt_mram_copy(uint32_t dst, uint32_t src, uint64_t n)
+{
+    worker *w = cur_worker("MRAM copy");
+    uint8_t buf[NM_PIM_DMA_MAX];
+    mram_bounds(w, src, n, "memcpy from MRAM");
+    mram_bounds(w, dst, n, "memcpy to MRAM");
+    bool up = dst > src && dst < src + n; /* overlapping: copy from the end (memmove) */
+    for (uint64_t done = 0; done < n;) {
+        uint32_t k = (uint32_t)NM_MIN(n - done, (uint64_t)NM_PIM_DMA_MAX);
+        uint64_t at = up ? n - done - k : done;
+        rt_mram_load(src + (uint32_t)at, buf, k);
+        rt_mram_store(dst + (uint32_t)at, buf, k);
+        done += k;
+    }
+}
+
+static void rt_mram_set(uint32_t dst, int v, uint64_t n)
+{
+    worker *w = cur_worker("MRAM memset");
+    uint8_t buf[NM_PIM_DMA_MAX];
+    memset(buf, v, sizeof(buf));
+    mram_bounds(w, dst, n, "memset on MRAM");
+    for (uint64_t done = 0; done < n;) {
+        uint32_t k = (uint32_t)NM_MIN(n - done, (uint64_t)NM_PIM_DMA_MAX);
+        rt_mram_store(dst + (uint32_t)done, buf, k);
+        done += k;
+    }
+}
+
+/* mram_read_unaligned (SDK mram_unaligned.h): reads the aligned range that
+ * holds [mram, mram + n) into the buffer, through mram_read. */
+static void rt_dma_read_unaligned(uint32_t mram, void *wram, uint32_t n)
+{
+    worker *w = cur_worker("mram_read_unaligned");
+    uint32_t lo = mram & ~7u, len = ((mram + n + 7u) & ~7u) - lo;
+    dma(w, true, lo, wram, len, "mram_read_unaligned");
+}
+
+/* mram_write_unaligned: the SDK reads the partial first and last words,
+ * patches them and writes the aligned range. */
+static void rt_dma_write_unaligned(const void *wram, uint32_t mram, uint32_t n)
+{
+    worker *w = cur_worker("mram_write_unaligned");
+    if (n > NM_PIM_DMA_MAX)
+        w->cur->out->warn_dma_size++;
+    if (((uintptr_t)wram & 7u) != (mram & 7u))
+        w->cur->out->warn_dma_unaligned++;
+    if (!in_wram(w, wram, n))
+        TFAULT(w, NM_PIM_FAULT_WRAM_BOUNDS, (uint64_t)(uintptr_t)wram, n,
+               "mram_write_unaligned: buffer %p (+%u) is not in WRAM", wram, n);
+    rt_mram_store(mram, wram, n);
 }
 
 void *nm_pim_mem_alloc(size_t size)
@@ -834,4 +1129,166 @@ void nm_pim_hw_refuse(const nm_pim_hw_unit *unit, const char *why)
 {
     worker *w = cur_worker("nm_pim_hw_refuse");
     TFAULT(w, NM_PIM_FAULT_HW_UNIT, 0, 0, "%s: %s", unit && unit->name ? unit->name : "unit", why ? why : "refused");
+}
+
+/* ------------------------------------------------------------------------ */
+/* The service table of program files (nm_dpu_rt, src/pim/dpurt)           */
+
+static void *rt_mem_alloc(uint32_t size) { return nm_pim_mem_alloc(size); }
+
+static void *rt_mem_reset(void)
+{
+    worker *w = cur_worker("mem_reset");
+    nm_pim_mem_reset();
+    return w->heap;
+}
+
+static nm_pim_mutex *atomic_bit(worker *w, uint32_t bit) { return &w->atomic[bit & 0xffu]; }
+static void rt_mutex_lock(uint32_t bit)
+{
+    worker *w = cur_worker("mutex_lock");
+    nm_pim_mutex_lock(atomic_bit(w, bit));
+}
+static bool rt_mutex_trylock(uint32_t bit)
+{
+    worker *w = cur_worker("mutex_trylock");
+    return nm_pim_mutex_trylock(atomic_bit(w, bit));
+}
+static void rt_mutex_unlock(uint32_t bit)
+{
+    worker *w = cur_worker("mutex_unlock");
+    nm_pim_mutex_unlock(atomic_bit(w, bit));
+}
+static void rt_barrier_wait(void *b) { sync_op("barrier_wait", offsetof(nm_pim_cost, instr_barrier), b, OP_SDK_BARRIER); }
+static void rt_sem_take(void *s) { sync_op("sem_take", offsetof(nm_pim_cost, instr_sem), s, OP_SDK_SEM_TAKE); }
+static void rt_sem_give(void *s) { sync_op("sem_give", offsetof(nm_pim_cost, instr_sem), s, OP_SDK_SEM_GIVE); }
+static void rt_handshake_notify(void)
+{
+    sync_op("handshake_notify", offsetof(nm_pim_cost, instr_sem), NULL, OP_HS_NOTIFY);
+}
+static int rt_handshake_wait_for(uint32_t notifier)
+{
+    worker *w = cur_worker("handshake_wait_for");
+    w->cur->op_bytes = notifier;
+    return sync_op("handshake_wait_for", offsetof(nm_pim_cost, instr_sem), NULL, OP_HS_WAIT)->cur->op_int;
+}
+static uint64_t rt_perfcounter_config(uint32_t config, bool reset)
+{
+    return nm_pim_perfcounter_config((perfcounter_config_t)config, reset);
+}
+
+/* DPU printf: text appended to the running DPU's log, up to the program's
+ * stdout buffer size; the rest is counted as dropped (dpu_log_read reports
+ * it). Not costed: a debugging aid. */
+static void log_append(nm_pim_dpu *d, const char *s, size_t n)
+{
+    uint32_t room = d->log_limit > d->log_len ? d->log_limit - d->log_len : 0;
+    size_t k = NM_MIN(n, (size_t)room);
+    if (d->log_len + k > d->log_cap) {
+        uint32_t cap = d->log_cap ? d->log_cap : 4096;
+        while (cap < d->log_len + k)
+            cap *= 2;
+        char *nl = realloc(d->log, cap);
+        if (!nl)
+            k = d->log_cap - d->log_len;
+        else {
+            d->log = nl;
+            d->log_cap = cap;
+        }
+    }
+    memcpy(d->log + d->log_len, s, k);
+    d->log_len += (uint32_t)k;
+    d->log_dropped += n - k;
+}
+
+static void rt_log_vprintf(const char *fmt, va_list ap)
+{
+    worker *w = cur_worker("printf");
+    char small[512];
+    va_list ap2;
+    va_copy(ap2, ap);
+    int len = vsnprintf(small, sizeof(small), fmt, ap);
+    if (len < 0) {
+        va_end(ap2);
+        return;
+    }
+    if ((size_t)len < sizeof(small)) {
+        log_append(w->d, small, (size_t)len);
+    } else {
+        char *big = malloc((size_t)len + 1);
+        if (big) {
+            vsnprintf(big, (size_t)len + 1, fmt, ap2);
+            log_append(w->d, big, (size_t)len);
+            free(big);
+        } else {
+            w->d->log_dropped += (uint64_t)len;
+        }
+    }
+    va_end(ap2);
+}
+
+static void rt_log_write(const char *s, uint32_t n) { log_append(cur_worker("puts")->d, s, n); }
+
+static uint32_t rt_me(void) { return nm_pim_me(); }
+static void rt_dma_read(uint32_t mram, void *wram, uint32_t n) { nm_pim_mram_read(mram, wram, n); }
+static void rt_dma_write(const void *wram, uint32_t mram, uint32_t n) { nm_pim_mram_write(wram, mram, n); }
+static void *rt_hw_state(const void *u) { return nm_pim_hw_state(u); }
+static void rt_hw_exec(const void *u, uint32_t extra) { nm_pim_hw_exec(u, extra); }
+__attribute__((noreturn)) static void rt_hw_refuse(const void *u, const char *why) { nm_pim_hw_refuse(u, why); }
+
+const nm_dpu_rt nm_pim__rt = {
+    .version = NM_DPU_ABI_VERSION,
+    .size = sizeof(nm_dpu_rt),
+    .me = rt_me,
+    .dma_read = rt_dma_read,
+    .dma_write = rt_dma_write,
+    .mram_load = rt_mram_load,
+    .mram_store = rt_mram_store,
+    .mram_copy = rt_mram_copy,
+    .mram_set = rt_mram_set,
+    .dma_read_unaligned = rt_dma_read_unaligned,
+    .dma_write_unaligned = rt_dma_write_unaligned,
+    .mem_alloc = rt_mem_alloc,
+    .mem_reset = rt_mem_reset,
+    .mutex_lock = rt_mutex_lock,
+    .mutex_trylock = rt_mutex_trylock,
+    .mutex_unlock = rt_mutex_unlock,
+    .barrier_wait = rt_barrier_wait,
+    .sem_take = rt_sem_take,
+    .sem_give = rt_sem_give,
+    .handshake_notify = rt_handshake_notify,
+    .handshake_wait_for = rt_handshake_wait_for,
+    .perfcounter_config = rt_perfcounter_config,
+    .perfcounter_get = nm_pim_perfcounter_get,
+    .log_vprintf = rt_log_vprintf,
+    .log_write = rt_log_write,
+    .fault = nm_pim_fault,
+    .charge = nm_pim_charge,
+    .cycle = nm_pim_cycle,
+    .hw_state = rt_hw_state,
+    .hw_exec = rt_hw_exec,
+    .hw_refuse = rt_hw_refuse,
+};
+
+int nm_pim__mram_fill_host(nm_pim_dpu *d, uint32_t off, const void *src, size_t n)
+{
+    if (src)
+        return nm_pim__mram_write_host(d, off, src, n);
+    /* Zeros: chunks never written already read as zeros; whole written
+     * chunks are given back to the kernel, partial ones cleared. */
+    while (n) {
+        uint32_t c = off >> NM_PIM_CHUNK_SHIFT, in = off & (NM_PIM_CHUNK_SIZE - 1);
+        size_t k = NM_MIN(n, (size_t)(NM_PIM_CHUNK_SIZE - in));
+        if (chunk_written(d, c)) {
+            if (k == NM_PIM_CHUNK_SIZE && madvise(d->mram + off, k, MADV_DONTNEED) == 0) {
+                d->written[c >> 6] &= ~(1ull << (c & 63));
+                d->mram_resident -= NM_PIM_CHUNK_SIZE;
+            } else {
+                memset(d->mram + off, 0, k);
+            }
+        }
+        off += (uint32_t)k;
+        n -= k;
+    }
+    return 0;
 }

@@ -18,46 +18,76 @@ int nm_pimc_reader_open(nm_pimc_reader *r, const nm_pimc_mram_io *io, uint32_t d
     io->read(io->ctx, desc_off, raw, NM_PIMC_DESC_SIZE);
     memcpy(&r->d, raw, sizeof r->d);
     uint32_t bs = r->d.block_size;
-    if (r->d.magic != NM_PIMC_DESC_MAGIC || r->d.mode > 1 || bs < 64 || bs > 4096 || (bs & (bs - 1)) != 0)
+    if (r->d.magic != NM_PIMC_DESC_MAGIC || r->d.mode > NM_PIMC_MODE_CHUNKS || bs < 64 || bs > 4096 ||
+        (bs & (bs - 1)) != 0)
         return -1;
-    if (r->d.nblocks != (uint32_t)((r->d.length + bs - 1) / bs)) return -1;
+    if (r->d.mode != NM_PIMC_MODE_CHUNKS && r->d.nblocks != (uint32_t)((r->d.length + bs - 1) / bs)) return -1;
+    if (r->d.mode == NM_PIMC_MODE_CHUNKS && (r->d.nblocks > r->d.length || (r->d.length && !r->d.nblocks)))
+        return -1;
     r->io = io;
     r->desc_off = desc_off;
     r->next = first;
     r->stride = stride ? stride : 1;
     r->cache_base = 0;
     r->cache_n = 0;
+    r->pos = 0;
     return 0;
+}
+
+/* CDC: entry i is (address, logical start); the chunk ends where entry i + 1 starts, so
+ * the window always holds i and i + 1 (a reader in order fetches 16 entries at a time, a
+ * striding one only the two it needs). */
+static uint32_t chunk_at(nm_pimc_reader *r, uint32_t i, uint32_t *addr)
+{
+    uint32_t last = i + 1 < r->d.nblocks ? i + 1 : i;
+    if (i < r->cache_base || last >= r->cache_base + r->cache_n) {
+        uint32_t n = r->stride == 1 ? NM_PIMC_READER_OFFS / 2 : 2;
+        if (n > r->d.nblocks - i) n = r->d.nblocks - i;
+        r->io->read(r->io->ctx, r->desc_off + NM_PIMC_DESC_SIZE + i * 8u, r->offs, n * 8u);
+        r->cache_base = i;
+        r->cache_n = n;
+    }
+    const uint32_t *e = r->offs + 2 * (i - r->cache_base);
+    *addr = e[0];
+    r->pos = e[1];
+    uint64_t end = i + 1 < r->d.nblocks ? e[3] : r->d.length;
+    return (uint32_t)(end - e[1]);
 }
 
 uint32_t nm_pimc_reader_next(nm_pimc_reader *r, void *wram, uint32_t *index)
 {
     if (r->next >= r->d.nblocks) return 0;
-    uint32_t i = r->next, bs = r->d.block_size;
+    uint32_t i = r->next, bs = r->d.block_size, n = bs;
     r->next += r->stride;
     uint32_t addr;
-    if (r->d.mode == 1) {
+    if (r->d.mode == NM_PIMC_MODE_FLAT) {
         addr = r->d.data_off + i * bs;
+    } else if (r->d.mode == NM_PIMC_MODE_CHUNKS) {
+        n = chunk_at(r, i, &addr);
+        if (n > bs) n = bs; /* a corrupt list must not overrun the kernel's buffer */
     } else {
         if (i < r->cache_base || i >= r->cache_base + r->cache_n) {
             /* Refill on an aligned group so the MRAM read starts on 8 bytes; the host pads
              * the list to 8 bytes, so rounding the length up stays inside it. */
             uint32_t base = i & ~(NM_PIMC_READER_OFFS - 1u);
-            uint32_t n = r->d.nblocks - base;
-            if (n > NM_PIMC_READER_OFFS) n = NM_PIMC_READER_OFFS;
-            uint32_t bytes = (n * 4u + 7u) & ~7u;
+            uint32_t cnt = r->d.nblocks - base;
+            if (cnt > NM_PIMC_READER_OFFS) cnt = NM_PIMC_READER_OFFS;
+            uint32_t bytes = (cnt * 4u + 7u) & ~7u;
             r->io->read(r->io->ctx, r->desc_off + NM_PIMC_DESC_SIZE + base * 4u, r->offs, bytes);
             r->cache_base = base;
-            r->cache_n = n;
+            r->cache_n = cnt;
         }
         addr = r->offs[i - r->cache_base];
     }
-    for (uint32_t done = 0; done < bs; done += NM_PIMC_DMA_MAX) {
-        uint32_t n = bs - done < NM_PIMC_DMA_MAX ? bs - done : NM_PIMC_DMA_MAX;
-        r->io->read(r->io->ctx, addr + done, (uint8_t *)wram + done, n);
+    uint32_t dma = r->d.mode == NM_PIMC_MODE_CHUNKS ? (n + 7u) & ~7u : bs;
+    for (uint32_t done = 0; done < dma; done += NM_PIMC_DMA_MAX) {
+        uint32_t k = dma - done < NM_PIMC_DMA_MAX ? dma - done : NM_PIMC_DMA_MAX;
+        r->io->read(r->io->ctx, addr + done, (uint8_t *)wram + done, k);
     }
     charge(r->io, NM_PIMC_INSN_READER_BLOCK);
     if (index) *index = i;
+    if (r->d.mode == NM_PIMC_MODE_CHUNKS) return n;
+    r->pos = (uint64_t)i * bs;
     uint64_t left = r->d.length - (uint64_t)i * bs;
     return left < bs ? (uint32_t)left : bs;
 }
@@ -168,5 +198,22 @@ uint64_t nm_pimc_checksum_block(const void *blk, uint32_t n, uint64_t first_word
         memcpy(&v, p + at, n - at >= 8 ? 8 : n - at);
         s += v * (2 * (first_word + w) + 1);
     }
+    return s;
+}
+
+uint64_t nm_pimc_checksum_at(const void *p, uint32_t n, uint64_t at)
+{
+    /* Byte j of the logical buffer contributes b_j << 8 (j mod 8) times (2 floor(j / 8) + 1):
+     * the word sum of nm_pimc_checksum_block split by bytes, so any cut gives the same total. */
+    const uint8_t *b = p;
+    uint64_t s = 0;
+    uint32_t k = 0;
+    for (; k < n && ((at + k) & 7u); k++) s += ((uint64_t)b[k] << (8 * ((at + k) & 7u))) * (2 * ((at + k) / 8) + 1);
+    uint32_t words = (n - k) / 8;
+    if (words) {
+        s += nm_pimc_checksum_block(b + k, words * 8, (at + k) / 8);
+        k += words * 8;
+    }
+    for (; k < n; k++) s += ((uint64_t)b[k] << (8 * ((at + k) & 7u))) * (2 * ((at + k) / 8) + 1);
     return s;
 }

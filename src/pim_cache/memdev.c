@@ -94,6 +94,20 @@ static nm_err md_push_to(void *ctx, uint64_t off, const void *const *srcs, size_
     return NM_OK;
 }
 
+static nm_err md_push_range(void *ctx, unsigned d0, unsigned d1, uint64_t off, const void *const *srcs, size_t len)
+{
+    nm_pimc_memdev *m = ctx;
+    nm_err e = fault(m);
+    if (!e && (d0 >= d1 || d1 > m->nr_dpus)) e = nm_fail(NM_EINVAL, "memdev: DPUs [%u, %u) of %u", d0, d1, m->nr_dpus);
+    for (unsigned d = d0; !e && d < d1; d++) e = check(m, d, off, len);
+    if (e) return e;
+    for (unsigned d = d0; d < d1; d++)
+        if (len) memcpy(m->mram[d] + off, srcs[d], len);
+    m->st.push_calls++;
+    m->st.push_bytes += (uint64_t)len * (d1 - d0);
+    return NM_OK;
+}
+
 static nm_err md_copy_from(void *ctx, unsigned dpu, uint64_t off, void *dst, size_t len)
 {
     nm_pimc_memdev *m = ctx;
@@ -171,6 +185,9 @@ nm_pimc_transport nm_pimc_memdev_transport(nm_pimc_memdev *m)
         .copy_from = md_copy_from,
         .svb_decode = md_svb_decode,
         .modeled_ns = NULL,
+        .dpus_per_rank = 0,
+        .push_range = md_push_range,
+        .push_gbps = 0,
     };
     return t;
 }

@@ -745,7 +745,7 @@ nm_err nm_pimm_create(nm_pimm **out, const nm_pimm_config *cfg_in, const nm_pimm
     *out = NULL;
     nm_err e = check_config(cfg_in, env);
     if (e) return e;
-    nm_pimm *h = calloc(1, sizeof *h);
+    nm_pimm *h = PIMM_CALLOC(1, sizeof *h);
     if (!h) return nm_fail(NM_ENOMEM, "pim_malloc: host allocation");
     h->cfg = *cfg_in;
     h->env = *env;
@@ -755,7 +755,7 @@ nm_err nm_pimm_create(nm_pimm **out, const nm_pimm_config *cfg_in, const nm_pimm
     if (!meta || (uint64_t)c->meta_base + meta > UINT32_MAX ||
         (c->meta_base < c->heap_base + c->heap_size && c->meta_base + meta > c->heap_base)) {
         uint32_t mb = c->meta_base;
-        free(h);
+        PIMM_FREE(h);
         return nm_fail(NM_ERANGE, "pim_malloc: metadata at 0x%x overlaps the heap or the address space", mb);
     }
     nm_pimm_variant v = c->variant;
@@ -783,23 +783,23 @@ nm_err nm_pimm_create(nm_pimm **out, const nm_pimm_config *cfg_in, const nm_pimm
         e = nm_sizeclass_init_custom(&h->sc, sizes, c->nclasses);
     }
     if (e) {
-        free(h);
+        PIMM_FREE(h);
         return e;
     }
     for (unsigned i = 0; i < h->sc.count; i++) h->slots[i] = NM_PIMM_BLOCK / (uint32_t)h->sc.size[i];
 
     h->sb_words = c->swbuf_bytes / 4;
-    h->sb = calloc(h->sb_words, 4);
+    h->sb = PIMM_CALLOC(h->sb_words, 4);
     h->bc_n = c->bc_entries;
-    h->bc = calloc(h->bc_n, sizeof *h->bc);
+    h->bc = PIMM_CALLOC(h->bc_n, sizeof *h->bc);
     if (h->meta_kind == META_PINNED) {
         uint32_t pw = c->pin_budget / 4;
         pw = pw ? (uint32_t)1 << nm_log2_floor(pw) : 0;
         h->pin_words = NM_MIN(pw, h->tree_words);
-        h->pin = calloc(h->pin_words ? h->pin_words : 1, 4);
+        h->pin = PIMM_CALLOC(h->pin_words ? h->pin_words : 1, 4);
     }
-    h->tc = calloc(c->tasklets, sizeof *h->tc);
-    h->ts = calloc(NM_PIMM_MAX_TASKLETS, sizeof *h->ts);
+    h->tc = PIMM_CALLOC(c->tasklets, sizeof *h->tc);
+    h->ts = PIMM_CALLOC_STATS(NM_PIMM_MAX_TASKLETS, sizeof *h->ts);
     if (!h->sb || !h->bc || (h->meta_kind == META_PINNED && !h->pin) || !h->tc || !h->ts) {
         nm_pimm_destroy(h);
         return nm_fail(NM_ENOMEM, "pim_malloc: host allocation");
@@ -839,12 +839,12 @@ nm_err nm_pimm_create(nm_pimm **out, const nm_pimm_config *cfg_in, const nm_pimm
 void nm_pimm_destroy(nm_pimm *h)
 {
     if (!h) return;
-    free(h->sb);
-    free(h->bc);
-    free(h->pin);
-    free(h->tc);
-    free(h->ts);
-    free(h);
+    PIMM_FREE(h->sb);
+    PIMM_FREE(h->bc);
+    PIMM_FREE(h->pin);
+    PIMM_FREE(h->tc);
+    PIMM_FREE(h->ts);
+    PIMM_FREE(h);
 }
 
 const nm_pimm_config *nm_pimm_get_config(const nm_pimm *h) { return &h->cfg; }

@@ -16,6 +16,24 @@ enum { ND_FREE = 0, ND_PART = 1, ND_FULL = 2, ND_ALLOC = 3 };
 
 enum { META_SWBUF = 0, META_BCACHE, META_PINNED };
 
+/* Where the allocator's own state lives: host memory for the host stand-in,
+ * WRAM on the DPU (a kernel built with nearmem-dpu-cc: dpu/pim_malloc_dpu.c
+ * reserves an arena of NM_PIMM_DPU_WRAM_BYTES among its globals, counted in
+ * the DPU's 64 KiB; the per-tasklet statistics, which a production build
+ * would not keep, sit in a separate array). */
+#ifdef __NEARMEM_DPU__
+#include <stdbool.h>
+#include <stddef.h>
+void *nm_pimm__wram_calloc(size_t n, size_t size, bool stats);
+#define PIMM_CALLOC(n, sz) nm_pimm__wram_calloc((n), (sz), false)
+#define PIMM_CALLOC_STATS(n, sz) nm_pimm__wram_calloc((n), (sz), true)
+#define PIMM_FREE(p) ((void)(p)) /* the arena is reset as a whole */
+#else
+#define PIMM_CALLOC(n, sz) calloc((n), (sz))
+#define PIMM_CALLOC_STATS(n, sz) calloc((n), (sz))
+#define PIMM_FREE(p) free(p)
+#endif
+
 /* Block-table record in MRAM, one per 4 KiB heap block (thread-cache state of
  * blocks that are not some tasklet's active block), 8-aligned. The first 48
  * bytes belong to the owner tasklet (lock-free). The rest is touched only

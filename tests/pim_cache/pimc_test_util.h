@@ -70,7 +70,9 @@ static inline void check_read_back(nm_pimc *c, unsigned slot, unsigned dpu, cons
 {
     uint8_t *got = malloc(len ? len : 1);
     assert_non_null(got);
-    assert_int_equal(nm_pimc_read_back(c, slot, dpu, got, len), NM_OK);
+    nm_err rbe = nm_pimc_read_back(c, slot, dpu, got, len);
+    if (rbe) fprintf(stderr, "read back: %s\n", nm_last_errmsg());
+    assert_int_equal(rbe, NM_OK);
     if (len) assert_memory_equal(got, want, len);
     free(got);
 }

@@ -406,7 +406,7 @@ static void test_errors(void **state)
     o.brb_share = 1.0;
     assert_int_equal(nm_pimc_create(&t, &o, &c), NM_EINVAL);
     nm_pimc_options_default(&o);
-    o.threads = 0;
+    o.threads = 5000;
     assert_int_equal(nm_pimc_create(&t, &o, &c), NM_EINVAL);
     nm_pimc_options_default(&o);
     o.block_size = 4096;

@@ -1,5 +1,7 @@
 /* DRM host threads partition the DPUs: many DPUs, several threads, repeated and fresh
  * data; run under ThreadSanitizer by `make tsan`. */
+#include <pthread.h>
+
 #include "pimc_test_util.h"
 
 static void test_threads(void **state)
@@ -46,8 +48,81 @@ static void test_threads(void **state)
     nm_pimc_memdev_destroy(m);
 }
 
+/* Write tracking with threads: a writer thread writes into a registered buffer between
+ * copies (and its first writes fault into the handler on its own thread), while the
+ * cache's host threads plan in parallel mode; every copy reads back right. */
+typedef struct writer {
+    uint8_t *data;
+    size_t len;
+    pthread_barrier_t *bar;
+    int rounds;
+    uint64_t seed;
+} writer;
+
+static void *write_rounds(void *arg)
+{
+    writer *w = arg;
+    nm_rng r;
+    nm_rng_seed(&r, w->seed);
+    for (int i = 0; i < w->rounds; i++) {
+        for (int k = 0; k < 20; k++) w->data[nm_rng_below(&r, w->len)] ^= (uint8_t)(1 + k);
+        pthread_barrier_wait(w->bar); /* written: copy now */
+        pthread_barrier_wait(w->bar); /* copied */
+    }
+    return NULL;
+}
+
+static void test_threads_tracking(void **state)
+{
+    (void)state;
+    const unsigned nd = 16;
+    const size_t per = 64 * 1024;
+    nm_pimc_memdev *m;
+    assert_int_equal(nm_pimc_memdev_create(nd, 512 * 1024, &m), NM_OK);
+    for (int ch = 0; ch < 2; ch++) {
+        nm_pimc_transport t = nm_pimc_memdev_transport(m);
+        t.dpus_per_rank = 4;
+        nm_pimc_options o;
+        nm_pimc_options_default(&o);
+        o.threads = 4;
+        o.parallel = true;
+        o.chunking = (nm_pimc_chunking)ch;
+        o.track_granule = 4096;
+        nm_pimc *c;
+        assert_int_equal(nm_pimc_create(&t, &o, &c), NM_OK);
+        uint8_t *data = malloc(per * nd);
+        nm_rng r;
+        nm_rng_seed(&r, nm_test_seed(22));
+        fill_blocks(&r, data, per * nd, 1024, 0, NULL, 0);
+        nm_pimc_reg *reg;
+        assert_int_equal(nm_pimc_register(c, data, per * nd, &reg), NM_OK);
+        const void *bufs[16];
+        size_t lens[16];
+        for (unsigned d = 0; d < nd; d++) {
+            bufs[d] = data + d * per;
+            lens[d] = per;
+        }
+        pthread_barrier_t bar;
+        pthread_barrier_init(&bar, NULL, 2);
+        writer w = {data, per * nd, &bar, 6, nm_test_seed(23)};
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, write_rounds, &w), 0);
+        for (int i = 0; i < 6; i++) {
+            pthread_barrier_wait(&bar);
+            assert_int_equal(nm_pimc_copy(c, 0, bufs, lens), NM_OK);
+            for (unsigned d = 0; d < nd; d++) check_read_back(c, 0, d, bufs[d], lens[d]);
+            pthread_barrier_wait(&bar);
+        }
+        pthread_join(th, NULL);
+        pthread_barrier_destroy(&bar);
+        nm_pimc_destroy(c);
+        free(data);
+    }
+    nm_pimc_memdev_destroy(m);
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_threads)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_threads), cmocka_unit_test(test_threads_tracking)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

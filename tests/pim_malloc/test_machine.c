@@ -6,150 +6,13 @@
  * everything (checking the stamps) and the heap must be empty again. */
 #include <string.h>
 
-#include "nearmem/common/prng.h"
 #include "nearmem/pim/host.h"
-#include "nearmem/pim_malloc_dpu.h"
+#include "nearmem/pim_malloc.h"
 #include "nm_test.h"
-#include "nearmem/pim_malloc_host.h"
+#include "stress_common.h"
 
-#define SLOTS 40
 #define NDPUS 12
-#define TASKLETS 16
-
-DPU_PROGRAM(pimm_stress);
-NM_PIMM_DPU_ALLOCATOR();
-DPU_HOST(uint32_t, k_mode); /* 0 init, 1 random ops, 2 free all + release + check, 3 teardown, 4 paper API */
-DPU_HOST(nm_pimm_config, k_cfg);
-DPU_HOST(uint64_t, k_seed);
-DPU_HOST(uint32_t, k_ops);
-DPU_HOST(uint32_t, k_addr, [NM_PIM_MAX_TASKLETS * SLOTS]);
-DPU_HOST(uint32_t, k_size, [NM_PIM_MAX_TASKLETS * SLOTS]);
-DPU_HOST(uint32_t, k_bad, [NM_PIM_MAX_TASKLETS]); /* reference-model violations seen on the DPU */
-DPU_HOST(uint32_t, k_oom, [NM_PIM_MAX_TASKLETS]);
-DPU_HOST(uint32_t, k_err);
-DPU_HOST(uint64_t, k_free_bytes);
-DPU_HOST(uint32_t, k_heap_base);
-DPU_HOST(uint32_t, k_check);
-DPU_HOST(nm_pimm_stats, k_stats);
-DPU_WRAM(nm_rng, k_rng, [NM_PIM_MAX_TASKLETS]);
-/* Cross-tasklet frees: tasklet t publishes a block in k_hand[t] (addr, size);
- * tasklet t+1 takes and frees it. Tasklets are coroutines switched only at
- * DMA, mutex and barrier calls, so read-and-clear below is atomic. */
-DPU_HOST(uint32_t, k_hand, [NM_PIM_MAX_TASKLETS * 2]);
-DPU_HOST(uint32_t, k_nt);
-BARRIER_INIT(k_bar, TASKLETS);
-
-static uint64_t stamp(uint32_t a, uint32_t size) { return ((uint64_t)a << 32) ^ size ^ 0x5a5a5a5a00000000ull; }
-
-static void put(uint32_t a, uint32_t size)
-{
-    uint64_t v __dma_aligned = stamp(a, size);
-    mram_write(&v, a, 8);
-    mram_write(&v, a + ((size + 7) & ~7u) - 8, 8);
-}
-
-static int ok(uint32_t a, uint32_t size)
-{
-    uint64_t v __dma_aligned, w __dma_aligned;
-    mram_read(a, &v, 8);
-    mram_read(a + ((size + 7) & ~7u) - 8, &w, 8);
-    return v == stamp(a, size) && w == stamp(a, size);
-}
-
-int DPU_MAIN(void)
-{
-    unsigned t = me();
-    if (k_mode == 0) {
-        if (t == 0) {
-            k_err = nm_pimm_dpu_init(&k_cfg);
-            if (!k_err) k_heap_base = nm_pimm_get_config(nm_pimm_dpu_heap())->heap_base;
-        }
-        nm_rng_seed_stream(&k_rng[t], k_seed, t);
-        return 0;
-    }
-    if (k_mode == 4) { /* the paper's API (Table II) with custom size classes */
-        static const uint32_t classes[] = {24, 200, 0};
-        if (t == 0) {
-            initAllocator(1u << 20, classes);
-            mram_addr_t a = pimMalloc(20), b = pimMalloc(20), c = pimMalloc(150), big = pimMalloc(5000);
-            if (!a || b != a + 24 || !c || c % 8 || !big || big % 4096) k_bad[0]++;
-            if (pimMalloc(0) || pimMalloc(2u << 20)) k_bad[0]++;
-            pimFree(a);
-            pimFree(a); /* double free: counted, not fatal */
-            pimFree(b + 4);
-            pimFree(b);
-            pimFree(c);
-            pimFree(big);
-            nm_pimm_get_stats(nm_pimm_dpu_heap(), &k_stats);
-            nm_pimm_dpu_teardown();
-        }
-        return 0;
-    }
-    if (k_mode == 3) {
-        if (t == 0) {
-            nm_pimm_get_stats(nm_pimm_dpu_heap(), &k_stats);
-            k_check = nm_pimm_check(nm_pimm_dpu_heap(), &k_free_bytes);
-            nm_pimm_dpu_teardown();
-        }
-        return 0;
-    }
-    uint32_t *addr = &k_addr[t * SLOTS], *size = &k_size[t * SLOTS];
-    if (k_mode == 2) {
-        unsigned from = (t + 1) % k_nt;
-        if (k_hand[2 * from]) { /* the last handoffs (published in mode 1) */
-            if (!ok(k_hand[2 * from], k_hand[2 * from + 1])) k_bad[t]++;
-            if (nm_pimm_free(nm_pimm_dpu_heap(), k_hand[2 * from]) != NM_OK) k_bad[t]++;
-            k_hand[2 * from] = 0;
-        }
-        barrier_wait(&k_bar); /* every cross-tasklet free is queued before caches are released */
-        for (int i = 0; i < SLOTS; i++)
-            if (addr[i]) {
-                if (!ok(addr[i], size[i])) k_bad[t]++;
-                if (nm_pimm_free(nm_pimm_dpu_heap(), addr[i]) != NM_OK) k_bad[t]++;
-                addr[i] = 0;
-            }
-        nm_pimm_release_cache(nm_pimm_dpu_heap());
-        return 0;
-    }
-    nm_rng *r = &k_rng[t];
-    unsigned from = (t + 1) % k_nt;
-    for (uint32_t op = 0; op < k_ops; op++) {
-        if (op % 8 == 0 && k_hand[2 * from]) {
-            uint32_t a = k_hand[2 * from], sz = k_hand[2 * from + 1];
-            k_hand[2 * from] = 0;
-            if (!ok(a, sz)) k_bad[t]++;
-            if (nm_pimm_free(nm_pimm_dpu_heap(), a) != NM_OK) k_bad[t]++;
-        }
-        if (op % 8 == 4 && !k_hand[2 * t]) {
-            uint32_t sz = (uint32_t)nm_rng_range(r, 1, 600), a = pimMalloc(sz);
-            if (a) {
-                put(a, sz);
-                k_hand[2 * t + 1] = sz;
-                k_hand[2 * t] = a;
-            }
-        }
-        unsigned i = (unsigned)nm_rng_below(r, SLOTS);
-        nm_pim_charge(20);
-        if (addr[i]) {
-            if (!ok(addr[i], size[i])) k_bad[t]++;
-            pimFree(addr[i]);
-            addr[i] = 0;
-        } else {
-            uint64_t k = nm_rng_below(r, 100);
-            uint32_t sz = (uint32_t)(k < 75 ? nm_rng_range(r, 1, 300) : k < 95 ? nm_rng_range(r, 301, 2048)
-                                                                               : nm_rng_range(r, 2049, 20000));
-            uint32_t a = pimMalloc(sz);
-            if (!a) {
-                k_oom[t]++;
-                continue;
-            }
-            addr[i] = a;
-            size[i] = sz;
-            put(a, sz);
-        }
-    }
-    return 0;
-}
+#define PROG(name) PIMM_DPU_DIR "/" name
 
 static int cmp_pair(const void *a, const void *b)
 {
@@ -157,10 +20,11 @@ static int cmp_pair(const void *a, const void *b)
     return x[0] < y[0] ? -1 : x[0] > y[0];
 }
 
-static void launch(struct dpu_set_t set, uint32_t mode, uint32_t tasklets)
+/* Every launch runs the program's TASKLETS tasklets; modes that need fewer
+ * leave the others idle. */
+static void launch(struct dpu_set_t set, uint32_t mode)
 {
     assert_int_equal(dpu_broadcast_to(set, "k_mode", 0, &mode, 4, DPU_XFER_DEFAULT), DPU_OK);
-    assert_int_equal(nm_pim_set_tasklets(set, tasklets), DPU_OK);
     dpu_error_t e = dpu_launch(set, DPU_SYNCHRONOUS);
     if (e == DPU_ERR_DPU_FAULT) {
         struct dpu_set_t dpu;
@@ -177,9 +41,8 @@ static void launch(struct dpu_set_t set, uint32_t mode, uint32_t tasklets)
 static void check_live(struct dpu_set_t set, const nm_pimm_config *cfg)
 {
     struct dpu_set_t dpu;
-    static uint32_t addr[NM_PIM_MAX_TASKLETS * SLOTS], size[NM_PIM_MAX_TASKLETS * SLOTS],
-        pairs[NM_PIM_MAX_TASKLETS * (SLOTS + 1)][2];
-    uint32_t bad[NM_PIM_MAX_TASKLETS];
+    static uint32_t addr[TASKLETS * SLOTS], size[TASKLETS * SLOTS], pairs[TASKLETS * (SLOTS + 1)][2];
+    uint32_t bad[TASKLETS];
     DPU_FOREACH(set, dpu)
     {
         assert_int_equal(dpu_copy_from(dpu, "k_addr", 0, addr, sizeof addr), DPU_OK);
@@ -196,7 +59,7 @@ static void check_live(struct dpu_set_t set, const nm_pimm_config *cfg)
                 pairs[n][0] = addr[i];
                 pairs[n++][1] = size[i];
             }
-        uint32_t hand[NM_PIM_MAX_TASKLETS * 2];
+        uint32_t hand[TASKLETS * 2];
         assert_int_equal(dpu_copy_from(dpu, "k_hand", 0, hand, sizeof hand), DPU_OK);
         for (int t = 0; t < TASKLETS; t++)
             if (hand[2 * t]) {
@@ -213,7 +76,7 @@ static void run_variant(nm_pimm_variant v, uint64_t seed)
     struct dpu_set_t set, dpu;
     uint32_t i;
     assert_int_equal(dpu_alloc(NDPUS, NULL, &set), DPU_OK);
-    assert_int_equal(dpu_load(set, "pimm_stress", NULL), DPU_OK);
+    assert_int_equal(dpu_load(set, PROG("pimm_stress"), NULL), DPU_OK);
     nm_pimm_config cfg;
     nm_pimm_config_default(&cfg, v, 0);
     cfg.heap_size = 1u << 20; /* small: the workload also meets out-of-memory */
@@ -221,7 +84,7 @@ static void run_variant(nm_pimm_variant v, uint64_t seed)
     uint32_t ops = 300;
     assert_int_equal(dpu_broadcast_to(set, "k_cfg", 0, &cfg, sizeof cfg, DPU_XFER_DEFAULT), DPU_OK);
     assert_int_equal(dpu_broadcast_to(set, "k_ops", 0, &ops, 4, DPU_XFER_DEFAULT), DPU_OK);
-    uint32_t nt = TASKLETS, hz[NM_PIM_MAX_TASKLETS * 2] = {0};
+    uint32_t nt = TASKLETS, hz[TASKLETS * 2] = {0};
     assert_int_equal(dpu_broadcast_to(set, "k_nt", 0, &nt, 4, DPU_XFER_DEFAULT), DPU_OK);
     assert_int_equal(dpu_broadcast_to(set, "k_hand", 0, hz, sizeof hz, DPU_XFER_DEFAULT), DPU_OK);
     DPU_FOREACH(set, dpu, i)
@@ -229,7 +92,7 @@ static void run_variant(nm_pimm_variant v, uint64_t seed)
         uint64_t s = seed * 1000003u + i;
         assert_int_equal(dpu_copy_to(dpu, "k_seed", 0, &s, 8), DPU_OK);
     }
-    launch(set, 0, TASKLETS);
+    launch(set, 0);
     DPU_FOREACH(set, dpu)
     {
         uint32_t err = 1;
@@ -237,12 +100,12 @@ static void run_variant(nm_pimm_variant v, uint64_t seed)
         assert_int_equal(err, 0);
     }
     for (int ph = 0; ph < 4; ph++) {
-        launch(set, 1, TASKLETS);
+        launch(set, 1);
         check_live(set, &cfg);
     }
-    launch(set, 2, TASKLETS);
+    launch(set, 2);
     check_live(set, &cfg);
-    launch(set, 3, 1);
+    launch(set, 3);
     uint64_t mallocs = 0;
     DPU_FOREACH(set, dpu)
     {
@@ -263,23 +126,26 @@ static void run_variant(nm_pimm_variant v, uint64_t seed)
     assert_int_equal(dpu_free(set), DPU_OK);
 }
 
-/* A configuration that needs more WRAM than the kernel reserved is refused. */
+/* A configuration that needs more WRAM than the kernel reserved is refused
+ * (the allocator's state is in the DPU's WRAM). */
 static void test_wram_budget(void **st)
 {
     (void)st;
-    nm_pimm_host *hd;
-    nm_pimm_env env;
-    nm_pimm *h = NULL;
     nm_pimm_config c;
-    nm_pimm_config_default(&c, NM_PIMM_PINNED, 4096);
+    nm_pimm_config_default(&c, NM_PIMM_PINNED, 0);
     c.tasklets = 24; /* 32 MiB heap: the whole 4 KiB tree pinned + 24 thread caches */
-    assert_int_equal(nm_pimm_host_create(&hd, 4096 + c.heap_size + nm_pimm_mram_meta_bytes(&c)), NM_OK);
-    nm_pimm_host_env(hd, &env);
-    assert_int_equal(nm_pimm_create_checked(&h, &c, &env, 8192), NM_ENOMEM);
-    assert_null(h);
-    assert_int_equal(nm_pimm_create_checked(&h, &c, &env, NM_PIMM_DPU_WRAM_BYTES), NM_OK);
-    nm_pimm_destroy(h);
-    nm_pimm_host_destroy(hd);
+    static const char *const progs[] = {PROG("pimm_stress_small"), PROG("pimm_stress")};
+    for (int k = 0; k < 2; k++) {
+        struct dpu_set_t set;
+        assert_int_equal(dpu_alloc(1, NULL, &set), DPU_OK);
+        assert_int_equal(dpu_load(set, progs[k], NULL), DPU_OK);
+        assert_int_equal(dpu_broadcast_to(set, "k_cfg", 0, &c, sizeof c, DPU_XFER_DEFAULT), DPU_OK);
+        launch(set, 0);
+        uint32_t err = 0;
+        assert_int_equal(dpu_copy_from(set, "k_err", 0, &err, 4), DPU_OK);
+        assert_int_equal(err, k == 0 ? NM_ENOMEM : NM_OK); /* 8 KiB reserved, then the default 12 KiB */
+        assert_int_equal(dpu_free(set), DPU_OK);
+    }
 }
 
 static void test_machine_paper_api(void **st)
@@ -287,12 +153,12 @@ static void test_machine_paper_api(void **st)
     (void)st;
     struct dpu_set_t set;
     assert_int_equal(dpu_alloc(2, NULL, &set), DPU_OK);
-    assert_int_equal(dpu_load(set, "pimm_stress", NULL), DPU_OK);
-    launch(set, 4, 4);
+    assert_int_equal(dpu_load(set, PROG("pimm_stress"), NULL), DPU_OK);
+    launch(set, 4);
     struct dpu_set_t dpu;
     DPU_FOREACH(set, dpu)
     {
-        uint32_t bad[NM_PIM_MAX_TASKLETS];
+        uint32_t bad[TASKLETS];
         nm_pimm_stats st;
         assert_int_equal(dpu_copy_from(dpu, "k_bad", 0, bad, sizeof bad), DPU_OK);
         assert_int_equal(bad[0], 0);

@@ -31,19 +31,23 @@ typedef struct nm_pim_run_report {
 } nm_pim_run_report;
 
 /* c[i] = a[i] + b[i] for n int32 elements over every DPU of `set` with
- * `tasklets` tasklets (loads "nm_va"). Elements are split evenly; every DPU
+ * `tasklets` tasklets (1, 2, 4, 8, 11, 12, 16 or 20: the builds of the
+ * kernel src/pim/examples/dpu/va.c, plain UPMEM C; another count is
+ * DPU_ERR_INVALID_THREAD_ID). Elements are split evenly; every DPU
  * gets the same padded length (a multiple of 2 elements, 8 bytes). Returns a
  * dpu_error_t; on DPU_ERR_DPU_FAULT the set's DPUs tell which fault. */
 dpu_error_t nm_pim_va_run(struct dpu_set_t set, uint32_t tasklets, const int32_t *a, const int32_t *b, int32_t *c,
                           uint64_t n, nm_pim_run_report *rep);
 
-/* *sum = sum of n uint64 values (loads "nm_red"): each tasklet sums its
+/* *sum = sum of n uint64 values (kernel dpu/red.c, built for 1, 2, 4, 8,
+ * 11, 12, 16, 20 and 24 tasklets): each tasklet sums its
  * blocks, tasklet 0 adds the partial sums after a barrier, the host adds the
  * DPUs' results. */
 dpu_error_t nm_pim_red_run(struct dpu_set_t set, uint32_t tasklets, const uint64_t *v, uint64_t n, uint64_t *sum,
                            nm_pim_run_report *rep);
 
-/* A DMA streaming kernel for the MRAM bandwidth figure ("nm_mram_stream"):
+/* A DMA streaming kernel for the MRAM bandwidth figure (dpu/stream.c, 1 or
+ * 16 tasklets):
  * each tasklet reads `bytes_per_tasklet` of MRAM in `block`-byte DMAs.
  * Returns the modeled read bandwidth in MB/s (1e6 B/s) through *mbps. */
 dpu_error_t nm_pim_mram_stream_run(struct dpu_set_t set, uint32_t tasklets, uint32_t block,

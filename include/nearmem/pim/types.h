@@ -103,6 +103,10 @@ typedef struct nm_pim_tasklet_stats {
     uint64_t sync_wait_cycles;  /* stopped at a barrier or semaphore */
     uint64_t wram_alloc_bytes;  /* bytes this tasklet obtained from mem_alloc */
     uint64_t hw_unit_ops;       /* operations on modeled hardware units */
+    /* Warnings: DMA the hardware accepts but the SDK's rules forbid, done
+     * the way the hardware does it (docs: "Hardware semantics"). */
+    uint64_t warn_dma_unaligned; /* MRAM or WRAM address not 8-byte aligned: low 3 bits ignored */
+    uint64_t warn_dma_size;      /* size not 8..2048 or not a multiple of 8: length field n/8 - 1 used */
 } nm_pim_tasklet_stats;
 
 typedef struct nm_pim_dpu_stats {
@@ -118,6 +122,9 @@ typedef struct nm_pim_dpu_stats {
     uint32_t nr_tasklets;
     uint64_t hw_unit_ops;
     uint64_t launches;          /* launches since dpu_load */
+    uint64_t warn_dma_unaligned; /* sums of the tasklets' warnings (see nm_pim_tasklet_stats) */
+    uint64_t warn_dma_size;
+    uint64_t log_bytes;          /* bytes of DPU printf output in this launch (kept or dropped) */
 } nm_pim_dpu_stats;
 
 typedef enum nm_pim_xfer_kind {
@@ -166,7 +173,8 @@ typedef enum nm_pim_sym_kind {
     NM_PIM_SYM_WRAM = 0, /* a WRAM global (host transfers: 4-byte granularity) */
     NM_PIM_SYM_MRAM,     /* an MRAM variable (host transfers: 8-byte granularity) */
     NM_PIM_SYM_MUTEX,    /* MUTEX_INIT: WRAM, not host-visible by design */
-    NM_PIM_SYM_SYNC      /* BARRIER_INIT / SEMAPHORE_INIT state */
+    NM_PIM_SYM_SYNC,     /* BARRIER_INIT / SEMAPHORE_INIT state */
+    NM_PIM_SYM_RODATA    /* a constant WRAM global of a program file (host reads only) */
 } nm_pim_sym_kind;
 
 typedef struct nm_pim_symbol {
@@ -194,6 +202,9 @@ typedef struct nm_pim_program_def {
     uint32_t nr_mutexes;
     bool sealed;                   /* layout fixed (first load) */
     struct nm_pim_program_def *next;
+    /* Program files (dpu_load of a path): */
+    const struct nm_pim_loaded *file; /* NULL for registered programs */
+    uint32_t wram_rodata_bytes;       /* constant WRAM data (not swapped) */
 } nm_pim_program_def;
 
 void nm_pim__register_program(nm_pim_program_def *p);

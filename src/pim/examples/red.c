@@ -1,49 +1,15 @@
-/* A reduction (PrIM RED's shape, simplified): every tasklet sums its blocks
- * of uint64 values into a per-tasklet partial sum in WRAM, a barrier, then
- * tasklet 0 adds the partial sums; the host adds the DPUs' results. */
+/* A reduction (PrIM RED's shape, simplified): the host driver. The kernel,
+ * dpu/red.c (plain UPMEM C), sums each DPU's values; the host adds the DPUs'
+ * results. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "nearmem/common/timer.h"
 #include "nearmem/common/util.h"
-#include "nearmem/pim/dpu.h"
 #include "nearmem/pim/examples.h"
+#include "common.h"
+#include "programs.h"
 #include "report.h"
-
-/* ---- DPU side ---------------------------------------------------------- */
-DPU_PROGRAM(nm_red);
-
-DPU_HOST(uint32_t, red_size); /* bytes of values on this DPU */
-DPU_HOST(uint64_t, red_result);
-DPU_WRAM(uint64_t, red_partial, [NM_PIM_MAX_TASKLETS]);
-BARRIER_INIT(red_barrier, NR_TASKLETS);
-
-int DPU_MAIN(void)
-{
-    const uint32_t tid = me();
-    const uint32_t base = (uint32_t)(uintptr_t)DPU_MRAM_HEAP_POINTER;
-    uint64_t *cache = mem_alloc(NM_PIM_EXAMPLE_BLOCK);
-    uint64_t sum = 0;
-    nm_pim_charge(8);
-    for (uint32_t off = tid * NM_PIM_EXAMPLE_BLOCK; off < red_size; off += NM_PIM_EXAMPLE_BLOCK * NR_TASKLETS) {
-        uint32_t len = NM_MIN(NM_PIM_EXAMPLE_BLOCK, red_size - off);
-        mram_read(base + off, cache, len);
-        for (uint32_t i = 0; i < len / 8; i++)
-            sum += cache[i];
-        nm_pim_charge(NM_PIM_RED_INSTR_PER_ELEM * (len / 8) + 6);
-    }
-    red_partial[tid] = sum;
-    nm_pim_charge(2);
-    barrier_wait(&red_barrier);
-    if (tid == 0) {
-        uint64_t total = 0;
-        for (uint32_t t = 0; t < NR_TASKLETS; t++)
-            total += red_partial[t];
-        nm_pim_charge(NM_PIM_RED_INSTR_PER_ELEM * NR_TASKLETS + 2);
-        red_result = total;
-    }
-    return 0;
-}
 
 /* ---- Host side --------------------------------------------------------- */
 dpu_error_t nm_pim_red_run(struct dpu_set_t set, uint32_t tasklets, const uint64_t *v, uint64_t n, uint64_t *sum,
@@ -67,8 +33,7 @@ dpu_error_t nm_pim_red_run(struct dpu_set_t set, uint32_t tasklets, const uint64
     nm_pim_totals tot0;
     struct dpu_set_t dpu;
     uint32_t i;
-    if ((e = dpu_load(set, "nm_red", NULL)) != DPU_OK || (e = nm_pim_set_tasklets(set, tasklets)) != DPU_OK ||
-        (e = nm_pim_reset_totals(set)) != DPU_OK)
+    if ((e = nm_pim__load_example(set, NM_PIM_EX_RED, tasklets)) != DPU_OK || (e = nm_pim_reset_totals(set)) != DPU_OK)
         goto out;
     DPU_FOREACH(set, dpu, i)
     {

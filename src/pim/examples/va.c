@@ -1,46 +1,15 @@
-/* PrIM's vector addition (VA) on the emulated machine. The kernel follows
- * PrIM's dpu/task.c shape: DPU_INPUT_ARGUMENTS as a __host struct, A and B
- * at DPU_MRAM_HEAP_POINTER, each tasklet streams BLOCK-byte blocks with
- * mram_read, adds, and writes the result over B. */
+/* PrIM's vector addition (VA) on the emulated machine: the host driver. The
+ * kernel, dpu/va.c, is plain UPMEM C built by nearmem-dpu-cc for each tasklet
+ * count the benchmarks use, and embedded in this library (programs.h). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "nearmem/common/timer.h"
 #include "nearmem/common/util.h"
-#include "nearmem/pim/dpu.h"
 #include "nearmem/pim/examples.h"
+#include "common.h"
+#include "programs.h"
 #include "report.h"
-
-/* ---- DPU side ---------------------------------------------------------- */
-DPU_PROGRAM(nm_va);
-
-typedef struct va_args {
-    uint32_t size;          /* bytes of A (and of B) on this DPU */
-    uint32_t transfer_size; /* bytes transferred (padded) */
-} va_args;
-
-DPU_HOST(va_args, DPU_INPUT_ARGUMENTS);
-
-int DPU_MAIN(void)
-{
-    const uint32_t tid = me();
-    const uint32_t size = DPU_INPUT_ARGUMENTS.size;
-    const uint32_t a_base = (uint32_t)(uintptr_t)DPU_MRAM_HEAP_POINTER;
-    const uint32_t b_base = a_base + DPU_INPUT_ARGUMENTS.transfer_size;
-    int32_t *cache_a = mem_alloc(NM_PIM_EXAMPLE_BLOCK);
-    int32_t *cache_b = mem_alloc(NM_PIM_EXAMPLE_BLOCK);
-    nm_pim_charge(12); /* argument loads, base addresses, loop setup */
-    for (uint32_t off = tid * NM_PIM_EXAMPLE_BLOCK; off < size; off += NM_PIM_EXAMPLE_BLOCK * NR_TASKLETS) {
-        uint32_t len = NM_MIN(NM_PIM_EXAMPLE_BLOCK, size - off);
-        mram_read(a_base + off, cache_a, len);
-        mram_read(b_base + off, cache_b, len);
-        for (uint32_t i = 0; i < len / 4; i++)
-            cache_b[i] += cache_a[i];
-        nm_pim_charge(NM_PIM_VA_INSTR_PER_ELEM * (len / 4) + 6); /* loop body + block bookkeeping */
-        mram_write(cache_b, b_base + off, len);
-    }
-    return 0;
-}
 
 /* ---- Host side --------------------------------------------------------- */
 dpu_error_t nm_pim_va_run(struct dpu_set_t set, uint32_t tasklets, const int32_t *a, const int32_t *b, int32_t *c,
@@ -75,8 +44,7 @@ dpu_error_t nm_pim_va_run(struct dpu_set_t set, uint32_t tasklets, const int32_t
     nm_pim_totals tot0;
     struct dpu_set_t dpu;
     uint32_t i;
-    if ((e = dpu_load(set, "nm_va", NULL)) != DPU_OK || (e = nm_pim_set_tasklets(set, tasklets)) != DPU_OK ||
-        (e = nm_pim_reset_totals(set)) != DPU_OK)
+    if ((e = nm_pim__load_example(set, NM_PIM_EX_VA, tasklets)) != DPU_OK || (e = nm_pim_reset_totals(set)) != DPU_OK)
         goto out;
     uint32_t bytes = (uint32_t)(per * 4);
     DPU_FOREACH(set, dpu, i)

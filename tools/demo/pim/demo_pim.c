@@ -1,6 +1,7 @@
 /* Demo step: the emulated UPMEM machine. 64 DPUs (one rank), PrIM's vector
- * addition with 16 tasklets: copy in, launch, copy back, check, and print
- * the modeled times beside the host's wall time. */
+ * addition with 16 tasklets, its kernel in plain UPMEM C (built by
+ * nearmem-dpu-cc like dpu-upmem-dpurte-clang builds it): copy in, launch,
+ * copy back, check, and print the modeled times beside the host's wall time. */
 #include <stdlib.h>
 
 #include "nearmem/common.h"
@@ -48,6 +49,9 @@ int nm_demo_pim(nm_demo *d)
             rc = nm_fail(NM_ECORRUPT, "c[%llu] = %d, expected %d", (unsigned long long)i, c[i], a[i] + b[i]);
             goto out_free;
         }
+    nm_demo_say(d, "kernel: src/pim/examples/dpu/va.c, plain UPMEM C (int main, __host args, mram_read/write),");
+    nm_demo_say(d, "        built by nearmem-dpu-cc -O2 -DNR_TASKLETS=%u into a program file, loaded with dpu_load_from_incbin",
+                TASKLETS);
     nm_demo_say(d, "vector add of %llu int32 (%u per DPU, %u tasklets): all results correct",
                 (unsigned long long)n, PER_DPU, TASKLETS);
     nm_demo_say(d, "modeled: copy in %.3f ms, kernel %.3f ms (%llu cycles, %.2f instr/cycle), copy back %.3f ms",

@@ -6,69 +6,13 @@
 
 #include "nearmem/demo.h"
 #include "nearmem/pim/host.h"
-#include "nearmem/pim_malloc_dpu.h"
+#include "nearmem/pim_malloc.h"
 
 #define NODES 200
 
-DPU_PROGRAM(pimm_demo_lists);
-NM_PIMM_DPU_ALLOCATOR();
-DPU_HOST(nm_pimm_config, d_cfg);
-DPU_HOST(uint32_t, d_mode);
-DPU_HOST(uint32_t, d_bad);
-DPU_HOST(uint64_t, d_alloc_cycles, [NM_PIM_MAX_TASKLETS]);
-DPU_HOST(nm_pimm_stats, d_stats);
-
-typedef struct node {
-    uint32_t next, value;
-    uint32_t pad[6]; /* 32-byte nodes */
-} node;
-
-int DPU_MAIN(void)
-{
-    unsigned t = me();
-    if (d_mode == 0) {
-        if (t == 0 && nm_pimm_dpu_init(&d_cfg)) d_bad++;
-        return 0;
-    }
-    if (d_mode == 2) {
-        if (t == 0) {
-            nm_pimm_get_stats(nm_pimm_dpu_heap(), &d_stats);
-            nm_pimm_dpu_teardown();
-        }
-        return 0;
-    }
-    /* build: push front, so the list reads NODES-1 .. 0 */
-    node n __dma_aligned;
-    memset(&n, 0, sizeof n);
-    mram_addr_t head = 0;
-    uint64_t cyc = 0;
-    for (uint32_t i = 0; i < NODES; i++) {
-        uint64_t c0 = nm_pim_cycle();
-        mram_addr_t p = pimMalloc(sizeof(node));
-        cyc += nm_pim_cycle() - c0;
-        if (!p) {
-            d_bad++;
-            return 0;
-        }
-        n.next = head;
-        n.value = t * 1000 + i;
-        mram_write(&n, p, sizeof n);
-        head = p;
-        nm_pim_charge(6);
-    }
-    d_alloc_cycles[t] = cyc;
-    /* walk and free */
-    uint32_t expect = NODES;
-    while (head) {
-        mram_read(head, &n, sizeof n);
-        if (n.value != t * 1000 + --expect) d_bad++;
-        pimFree(head);
-        head = n.next;
-        nm_pim_charge(6);
-    }
-    if (expect != 0) d_bad++;
-    return 0;
-}
+/* The kernel, dpu_lists.c (plain UPMEM C, 16 tasklets; init and teardown use
+ * tasklet 0 only). */
+extern struct dpu_incbin_t nm_dpu_incbin_pimm_demo_lists;
 
 static int run(nm_demo *d, struct dpu_set_t set, nm_pimm_variant v, double *cyc_per_malloc, nm_pimm_stats *st0)
 {
@@ -81,7 +25,7 @@ static int run(nm_demo *d, struct dpu_set_t set, nm_pimm_variant v, double *cyc_
         return NM_EIO;
     for (mode = 0; mode < 3; mode++) {
         if (dpu_broadcast_to(set, "d_mode", 0, &mode, 4, DPU_XFER_DEFAULT) ||
-            nm_pim_set_tasklets(set, mode == 1 ? 16 : 1) || dpu_launch(set, DPU_SYNCHRONOUS))
+            dpu_launch(set, DPU_SYNCHRONOUS))
             return nm_fail(NM_EFAULT, "pim_malloc demo: launch %u failed", mode);
     }
     uint64_t bad = 0, cyc = 0, mallocs = 0;
@@ -109,7 +53,7 @@ int nm_demo_pim_malloc(nm_demo *d)
 {
     struct dpu_set_t set;
     if (dpu_alloc(64, NULL, &set) != DPU_OK) return nm_fail(NM_EIO, "dpu_alloc(64)");
-    int e = dpu_load(set, "pimm_demo_lists", NULL) == DPU_OK ? NM_OK : NM_EIO;
+    int e = dpu_load_from_incbin(set, &nm_dpu_incbin_pimm_demo_lists, NULL) == DPU_OK ? NM_OK : NM_EIO;
     double straw = 0, sw = 0;
     nm_pimm_stats s0, s1;
     if (!e) e = run(d, set, NM_PIMM_STRAWMAN, &straw, &s0);

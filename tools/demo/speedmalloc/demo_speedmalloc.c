@@ -61,13 +61,15 @@ int nm_demo_speedmalloc(nm_demo *d)
     uint64_t mallocs = s.fast_mallocs + s.ring_mallocs;
     nm_demo_say(d, "2 threads, 600k malloc/free with cross-thread frees in %.0f ms, every block's contents intact: %s",
                 ms, bad ? "NO" : "yes");
-    nm_demo_say(d, "support-core server thread: %s; it alone owns %llu pages in %llu segments",
+    nm_demo_say(d, "support-core server thread: %s; the metadata (%llu pages in %llu segments) has one owner at a time",
                 s.server_running ? "running" : "inline fallback", (unsigned long long)s.pages_in_use,
                 (unsigned long long)s.segments);
-    nm_demo_say(d, "mallocs from the thread's own magazine %.1f%%, from the prefetched ready ring %.1f%%, waited for the server %llu times",
+    nm_demo_say(d, "mallocs from the thread's own magazine %.1f%%, from the ready ring %.1f%%; ring empty %llu times, "
+                   "a thread ran the server's code itself %llu times (it never waits for a server that is not running)",
                 100.0 * (double)s.fast_mallocs / (double)(mallocs ? mallocs : 1),
-                100.0 * (double)s.ring_mallocs / (double)(mallocs ? mallocs : 1), (unsigned long long)s.client_misses);
-    nm_demo_say(d, "server: %llu blocks prefetched into ready rings, %llu frees taken back in batches, %llu refills",
+                100.0 * (double)s.ring_mallocs / (double)(mallocs ? mallocs : 1), (unsigned long long)s.client_misses,
+                (unsigned long long)s.inline_serves);
+    nm_demo_say(d, "metadata owner: %llu blocks refilled into ready rings, %llu frees taken back in batches, %llu refills",
                 (unsigned long long)s.refill_blocks, (unsigned long long)s.frees_received,
                 (unsigned long long)s.refill_rounds);
     uint64_t c0 = s.server_cpu_ns, w0 = nm_now_ns();

@@ -1,30 +1,35 @@
-/* The DPU program "pim_cache": the Stream VByte decoder (Sec. 4.2 "Compression") and two
- * kernels that read logical buffers through the offset lists (Sec. 4.2 "Data reconstruction
- * on DPUs"): vector add (the paper's Sec. 6.6 workload) and a checksum used by tests.
- * Compiled with NR_TASKLETS=16, the paper's tasklet count (Sec. 6.4). */
+/* The DPU program "pim_cache", in plain UPMEM C: the Stream VByte decoder (Sec. 4.2
+ * "Compression") and two kernels that read logical buffers through the offset lists (Sec. 4.2
+ * "Data reconstruction on DPUs"): vector add (the paper's Sec. 6.6 workload) and a checksum
+ * used by tests. Built by nearmem-dpu-cc with dpu_side.c (the reader and the decoder, as DPU
+ * code) and NR_TASKLETS=16, the paper's tasklet count (Sec. 6.4); embedded in
+ * nearmem_pim_cache_machine and loaded by name (program.c). */
+#include <alloc.h>
+#include <barrier.h>
+#include <defs.h>
+#include <mram.h>
+#include <nearmem_pim.h>
 #include <string.h>
 
-#include "nearmem/pim/dpu.h"
-#include "nearmem/pim_cache_dpu.h"
 #include "nearmem/pim_cache_dpu.h"
 
-DPU_PROGRAM(pim_cache);
-DPU_HOST(nm_pimc_kargs, pimc_args);
-DPU_HOST(uint64_t, pimc_total);
-DPU_WRAM(uint32_t, pimc_part, [NM_PIM_MAX_TASKLETS]);
-DPU_WRAM(uint64_t, pimc_sums, [NM_PIM_MAX_TASKLETS]);
+#define NM_PIM_MAX_TASKLETS 24
+__host nm_pimc_kargs pimc_args;
+__host uint64_t pimc_total;
+uint32_t pimc_part[NM_PIM_MAX_TASKLETS];
+uint64_t pimc_sums[NM_PIM_MAX_TASKLETS];
 BARRIER_INIT(pimc_bar, NR_TASKLETS);
 
 static void k_read(void *ctx, uint32_t off, void *wram, uint32_t n)
 {
     (void)ctx;
-    mram_read((uintptr_t)off, wram, n);
+    mram_read((__mram_ptr const void *)(uintptr_t)off, wram, n);
 }
 
 static void k_write(void *ctx, const void *wram, uint32_t off, uint32_t n)
 {
     (void)ctx;
-    mram_write(wram, (uintptr_t)off, n);
+    mram_write(wram, (__mram_ptr void *)(uintptr_t)off, n);
 }
 
 static void k_charge(void *ctx, uint64_t n)
@@ -41,11 +46,11 @@ static void write_out(uint32_t at, const void *wram, uint32_t n)
 {
     n = (n + 7u) & ~7u;
     for (uint32_t done = 0; done < n; done += NM_PIMC_DMA_MAX)
-        mram_write((const uint8_t *)wram + done, (uintptr_t)(at + done),
+        mram_write((const uint8_t *)wram + done, (__mram_ptr void *)(uintptr_t)(at + done),
                    n - done < NM_PIMC_DMA_MAX ? n - done : NM_PIMC_DMA_MAX);
 }
 
-int DPU_MAIN(void)
+int main(void)
 {
     nm_pimc_mram_io io = {NULL, k_read, k_write, k_charge};
     const unsigned t = me(), nt = NR_TASKLETS;
@@ -62,8 +67,9 @@ int DPU_MAIN(void)
         nm_pimc_reader ra, rb;
         if (nm_pimc_reader_open(&ra, &io, pimc_args.desc_a, t, nt) || nm_pimc_reader_open(&rb, &io, pimc_args.desc_b, t, nt))
             nm_pim_fault("pim_cache vadd: bad descriptor");
-        if (ra.d.block_size != rb.d.block_size || ra.d.length != rb.d.length)
-            nm_pim_fault("pim_cache vadd: operands differ in shape");
+        if (ra.d.block_size != rb.d.block_size || ra.d.length != rb.d.length ||
+            ra.d.mode == NM_PIMC_MODE_CHUNKS || rb.d.mode == NM_PIMC_MODE_CHUNKS)
+            nm_pim_fault("pim_cache vadd: operands differ in shape (or are content-defined chunks)");
         uint32_t bs = ra.d.block_size;
         uint32_t *x = mem_alloc(bs), *y = mem_alloc(bs);
         uint32_t i, j, n;
@@ -83,7 +89,7 @@ int DPU_MAIN(void)
         uint32_t i, n;
         uint64_t s = 0;
         while ((n = nm_pimc_reader_next(&ra, x, &i)) != 0) {
-            s += nm_pimc_checksum_block(x, n, (uint64_t)i * bs / 8);
+            s += nm_pimc_checksum_at(x, n, ra.pos);
             nm_pim_charge(((n + 7) / 8) * NM_PIMC_INSN_SUM_WORD);
         }
         pimc_sums[t] = s;
@@ -99,6 +105,3 @@ int DPU_MAIN(void)
     }
     return 0;
 }
-
-/* Referenced by the transport so that a static link keeps this file (and its program). */
-int nm_pimc__kernel_anchor;

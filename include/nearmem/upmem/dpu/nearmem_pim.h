@@ -1,0 +1,33 @@
+/* nearmem's own additions for DPU programs built by nearmem-dpu-cc: not part
+ * of the UPMEM SDK. A portable kernel guards their use with
+ *     #ifdef __NEARMEM_DPU__ ... #endif
+ * so the same file builds with UPMEM's compiler.
+ *
+ *   nm_pim_charge(n)    charge n DPU instructions of compute to the calling
+ *                       tasklet (until the compiler costs compute itself)
+ *   nm_pim_cycle()      the DPU's current modeled cycle
+ *   nm_pim_fault(why)   stop the DPU with a fault that says why
+ *   hardware units      modeled ISA extensions (docs: "Modeled hardware units") */
+#ifndef NEARMEM_UPMEM_DPU_NEARMEM_PIM_H
+#define NEARMEM_UPMEM_DPU_NEARMEM_PIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "_nearmem_rt.h"
+
+void nm_pim_charge(uint32_t instructions);
+uint64_t nm_pim_cycle(void);
+__attribute__((noreturn)) void nm_pim_fault(const char *why);
+
+/* Same layout as the host's nm_pim_hw_unit (nearmem/pim/types.h). */
+typedef struct nm_pim_hw_unit {
+    const char *name;
+    size_t state_size;
+    void (*reset)(void *state);
+} nm_pim_hw_unit;
+void *nm_pim_hw_state(const nm_pim_hw_unit *unit);
+void nm_pim_hw_exec(const nm_pim_hw_unit *unit, uint32_t extra_cycles);
+__attribute__((noreturn)) void nm_pim_hw_refuse(const nm_pim_hw_unit *unit, const char *why);
+
+#endif

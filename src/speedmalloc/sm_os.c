@@ -1,0 +1,100 @@
+/* SpeedMalloc: helpers that never allocate (futex, clocks, mmap, write(2)),
+ * the bootstrap arena and the once-per-kind error reports.
+ * (see sm_types.h for the data model, sm_internal.h for what the files share). */
+#include "sm_internal.h"
+
+#ifdef NEARMEM_TSAN
+unsigned long sm_tsan_fence_word;
+#endif
+
+/* ---- helpers without libc allocation ----------------------------------- */
+long sm_futex(uint32_t *addr, int op, uint32_t val, const struct timespec *ts)
+{
+    return syscall(SYS_futex, addr, op, val, ts, NULL, 0);
+}
+void sm_futex_wait(uint32_t *addr, uint32_t val, uint64_t timeout_ns)
+{
+    struct timespec ts = {(time_t)(timeout_ns / 1000000000ull), (long)(timeout_ns % 1000000000ull)};
+    sm_futex(addr, FUTEX_WAIT_PRIVATE, val, timeout_ns ? &ts : NULL);
+}
+void sm_futex_wake(uint32_t *addr) { sm_futex(addr, FUTEX_WAKE_PRIVATE, INT_MAX, NULL); }
+uint64_t sm_mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+void *sm_os_map(size_t len)
+{
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+/* Small text output for reports and statistics: write(2), never stdio. */
+size_t sm_fmt_u64(char *out, uint64_t v)
+{
+    char tmp[24];
+    size_t n = 0;
+    do { tmp[n++] = (char)('0' + v % 10); v /= 10; } while (v);
+    for (size_t i = 0; i < n; i++) out[i] = tmp[n - 1 - i];
+    return n;
+}
+void sm_write_all(int fd, const char *s, size_t n)
+{
+    while (n) {
+        ssize_t w = write(fd, s, n);
+        if (w <= 0) { if (w < 0 && errno == EINTR) continue; return; }
+        s += w; n -= (size_t)w;
+    }
+}
+void sm_write_str(int fd, const char *s) { sm_write_all(fd, s, strlen(s)); }
+void sm_write_hex(int fd, uintptr_t v)
+{
+    char b[20] = "0x";
+    int n = 2;
+    for (int sh = 60; sh >= 0; sh -= 4) {
+        unsigned d = (unsigned)(v >> sh) & 15u;
+        if (n == 2 && d == 0 && sh) continue;
+        b[n++] = (char)(d < 10 ? '0' + d : 'a' + d - 10);
+    }
+    sm_write_all(fd, b, (size_t)n);
+}
+
+/* ---- bootstrap arena: allocations made while this thread is initializing --- */
+static _Alignas(64) unsigned char sm_boot_arena[256 << 10];
+size_t sm_boot_used;
+bool sm_in_boot(const void *p)
+{
+    return (const unsigned char *)p >= sm_boot_arena && (const unsigned char *)p < sm_boot_arena + sizeof sm_boot_arena;
+}
+void *sm_boot_alloc(size_t size, size_t align)
+{
+    if (align < 16) align = 16;
+    size_t used = LOAD_RLX(&sm_boot_used), at;
+    do { /* a compare-and-swap on the bootstrap arena only, never on allocator metadata */
+        at = (used + 16 + align - 1) & ~(align - 1);
+        if (size > sizeof sm_boot_arena || at + size > sizeof sm_boot_arena) { errno = ENOMEM; return NULL; }
+    } while (!__atomic_compare_exchange_n(&sm_boot_used, &used, at + size, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    ((size_t *)(sm_boot_arena + at))[-1] = size;
+    return sm_boot_arena + at;
+}
+size_t sm_boot_size(const void *p) { return ((const size_t *)p)[-1]; }
+
+/* ---- error reports: once per kind, never corrupt, never abort ------------- */
+void sm_report(uint32_t *once, const char *what, const void *p)
+{
+    if (__atomic_exchange_n(once, 1, __ATOMIC_RELAXED)) return;
+    int e = errno;
+    sm_write_str(2, "speedmalloc: ");
+    sm_write_str(2, what);
+    sm_write_str(2, " ");
+    sm_write_hex(2, (uintptr_t)p);
+    sm_write_str(2, " ignored (reported once; see nm_speedmalloc_get_stats)\n");
+    errno = e;
+}
+uint64_t sm_thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
