@@ -375,6 +375,7 @@ struct pm_heap {
     char clock_pad[56];
     pthread_mutex_t ckpt_lock;
     pthread_mutex_t old_lock; /* GC: one old-block free at a time (its checksum word, then its bit; morph.c) */
+    struct pm_ckset *ckset;   /* a checkpoint's lines and slabs (hash sets kept between checkpoints; redo.c) */
     uint64_t gw;       /* the checkpoint bound: operations <= it are settled (under ckpt_lock) */
     uint64_t c_ckpts;  /* checkpoints (atomic) */
 
@@ -757,6 +758,7 @@ size_t pm_numa_live_blocks(pm_heap *h, uint64_t **out); /* open: blocks named by
 /* open: the blocks (| PM_DLOG_EXTENT for extents) of the remote frees after
  * the bound: their deallocation-log entries may be torn (redo.c) */
 nm_err pm_redo_remote_frees(pm_heap *h, uint64_t **out, size_t *n);
+void pm_ckset_free(pm_heap *h);
 
 /* nearmem pmalloc dump (inspect.c): each structure printed, with its checks,
  * by the file that owns it; read-only, from h->base, h->size and h->sb only. */

@@ -782,6 +782,7 @@ static void heap_free(pm_heap *h)
     pm_ctr_free(h);
     pthread_mutex_destroy(&h->ckpt_lock);
     pthread_mutex_destroy(&h->old_lock);
+    pm_ckset_free(h);
     free(h);
 }
 

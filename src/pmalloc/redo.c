@@ -198,26 +198,80 @@ void pm_redo_done(pm_heap *h, pm_tcache *tc, uint64_t seq, uint64_t *bitw, uint6
 
 /* ---- checkpoint ---- */
 
-static int cmp_ptr(const void *a, const void *b)
+/* A checkpoint's lines to write back and slabs whose checksum it toggles:
+ * two open-addressing hash sets (a sort of every touched line cost a fifth of
+ * a LOG operation), kept in the heap between checkpoints (under ckpt_lock) and
+ * emptied through their key lists. */
+typedef struct ck_ent {
+    uintptr_t key; /* 0 = empty */
+    uint64_t val;
+} ck_ent;
+typedef struct ck_set {
+    ck_ent *t;
+    size_t cap; /* a power of two */
+    uintptr_t *keys;
+    size_t n, kcap;
+} ck_set;
+struct pm_ckset {
+    ck_set lines, slabs;
+};
+
+static bool ck_reserve(ck_set *s, size_t want)
 {
-    uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
-    return x < y ? -1 : x > y;
+    if (want * 2 > s->cap) {
+        size_t cap = s->cap ? s->cap : 1024;
+        while (want * 2 > cap) cap *= 2;
+        ck_ent *t = calloc(cap, sizeof *t);
+        if (!t) return false;
+        free(s->t);
+        s->t = t;
+        s->cap = cap;
+    }
+    if (want > s->kcap) {
+        uintptr_t *k = realloc(s->keys, want * sizeof *k);
+        if (!k) return false;
+        s->keys = k;
+        s->kcap = want;
+    }
+    return true;
+}
+static ck_ent *ck_get(ck_set *s, uintptr_t key)
+{
+    size_t mask = s->cap - 1, i = (size_t)(((uint64_t)key * 0x9e3779b97f4a7c15ull) >> 17) & mask;
+    while (s->t[i].key && s->t[i].key != key) i = (i + 1) & mask;
+    if (!s->t[i].key) {
+        s->t[i].key = key;
+        s->t[i].val = 0;
+        s->keys[s->n++] = key;
+    }
+    return &s->t[i];
+}
+static void ck_clear(ck_set *s)
+{
+    size_t mask = s->cap - 1;
+    for (size_t k = 0; k < s->n; k++) { /* only the slots used (probing from each key's home finds it) */
+        size_t i = (size_t)(((uint64_t)s->keys[k] * 0x9e3779b97f4a7c15ull) >> 17) & mask;
+        while (s->t[i].key != s->keys[k]) i = (i + 1) & mask;
+        s->t[i].key = 0;
+    }
+    s->n = 0;
+}
+
+void pm_ckset_free(pm_heap *h)
+{
+    if (!h->ckset) return;
+    free(h->ckset->lines.t);
+    free(h->ckset->lines.keys);
+    free(h->ckset->slabs.t);
+    free(h->ckset->slabs.keys);
+    free(h->ckset);
+    h->ckset = NULL;
 }
 
 typedef struct ck_tc {
     pm_tcache *tc;
     uint64_t upto;
 } ck_tc;
-
-typedef struct ck_slab {
-    pm_vslab *s;
-    uint64_t bh;
-} ck_slab;
-static int cmp_ckslab(const void *a, const void *b)
-{
-    uintptr_t x = (uintptr_t)((const ck_slab *)a)->s, y = (uintptr_t)((const ck_slab *)b)->s;
-    return x < y ? -1 : x > y;
-}
 
 nm_err pm_checkpoint(pm_heap *h, unsigned flags)
 {
@@ -238,47 +292,38 @@ nm_err pm_checkpoint(pm_heap *h, unsigned flags)
     }
     /* the lines their effects touched; a thread cache leaves the list only
      * after a checkpoint of its own (pm_tc_destroy), which waits for ours */
-    size_t cap = 256, n = 0, ntc = 0, capt = 8, ns = 0, caps = 0;
-    ck_slab *slabs = NULL;
-    uintptr_t *lines = malloc(cap * sizeof *lines);
-    ck_tc *tcs = malloc(capt * sizeof *tcs);
     nm_err err = NM_OK;
-    if (!lines || !tcs) err = nm_fail(NM_ENOMEM, "pmalloc: no host memory for a checkpoint");
+    if (!h->ckset && !(h->ckset = calloc(1, sizeof *h->ckset))) err = nm_fail(NM_ENOMEM, "pmalloc: no host memory for a checkpoint");
+    ck_set *ls = err ? NULL : &h->ckset->lines, *ss = err ? NULL : &h->ckset->slabs;
+    size_t ntc = 0, pending = 0;
+    ck_tc *tcs = NULL;
     pthread_mutex_lock(&h->tc_lock);
+    for (pm_tcache *t = h->tcaches; t; t = t->next) ntc++;
+    if (!err && !(tcs = malloc((ntc ? ntc : 1) * sizeof *tcs))) err = nm_fail(NM_ENOMEM, "pmalloc: no host memory for a checkpoint");
+    /* each cache's published records now: every operation <= B is among them
+     * (they finished above); what is published later is > B */
+    ntc = 0;
     for (pm_tcache *t = h->tcaches; t && !err; t = t->next) {
-        uint64_t pos = __atomic_load_n(&t->settled, __ATOMIC_RELAXED), end = __atomic_load_n(&t->pub, __ATOMIC_ACQUIRE);
+        tcs[ntc] = (ck_tc){t, __atomic_load_n(&t->pub, __ATOMIC_ACQUIRE)};
+        pending += tcs[ntc++].upto - __atomic_load_n(&t->settled, __ATOMIC_RELAXED);
+    }
+    if (!err && (!ck_reserve(ls, 2 * pending + 2) || !ck_reserve(ss, pending + 1)))
+        err = nm_fail(NM_ENOMEM, "pmalloc: no host memory for a checkpoint");
+    for (size_t k = 0; k < ntc && !err; k++) {
+        pm_tcache *t = tcs[k].tc;
+        uint64_t pos = __atomic_load_n(&t->settled, __ATOMIC_RELAXED), end = tcs[k].upto;
         for (; pos < end; pos++) {
             const pm_side *sd = &t->side[pos % t->nrec];
             if (__atomic_load_n(&sd->seq, __ATOMIC_RELAXED) > B) break;
-            if (n + 2 > cap) {
-                uintptr_t *l = realloc(lines, (cap *= 2) * sizeof *l);
-                if (!l) { err = nm_fail(NM_ENOMEM, "pmalloc: no host memory for a checkpoint"); break; }
-                lines = l;
-            }
-            /* bit 0 of an entry: the line holds a user pointer word (counted as a user flush) */
-            if (sd->bitw) lines[n++] = (uintptr_t)sd->bitw & ~(uintptr_t)(PM_LINE - 1);
-            if (sd->loc) lines[n++] = ((uintptr_t)sd->loc & ~(uintptr_t)(PM_LINE - 1)) | 1u;
-            if (sd->s) { /* the toggle of its slab's checksum */
-                if (ns == caps) {
-                    ck_slab *x = realloc(slabs, (caps = caps ? caps * 2 : 64) * sizeof *x);
-                    if (!x) { err = nm_fail(NM_ENOMEM, "pmalloc: no host memory for a checkpoint"); break; }
-                    slabs = x;
-                }
-                slabs[ns++] = (ck_slab){sd->s, sd->bh};
-            }
+            if (sd->bitw) ck_get(ls, (uintptr_t)sd->bitw & ~(uintptr_t)(PM_LINE - 1));
+            if (sd->loc) ck_get(ls, (uintptr_t)sd->loc & ~(uintptr_t)(PM_LINE - 1))->val = 1; /* a user pointer word: a user flush */
+            if (sd->s) ck_get(ss, (uintptr_t)sd->s)->val ^= sd->bh;                           /* its slab's checksum toggle */
         }
-        if (ntc == capt) {
-            ck_tc *x = realloc(tcs, (capt *= 2) * sizeof *x);
-            if (!x) { err = nm_fail(NM_ENOMEM, "pmalloc: no host memory for a checkpoint"); break; }
-            tcs = x;
-        }
-        tcs[ntc++] = (ck_tc){t, pos};
+        tcs[k].upto = pos;
     }
     pthread_mutex_unlock(&h->tc_lock);
     if (err) {
-        free(lines);
         free(tcs);
-        free(slabs);
         pthread_mutex_unlock(&h->ckpt_lock);
         return err;
     }
@@ -286,19 +331,10 @@ nm_err pm_checkpoint(pm_heap *h, unsigned flags)
      * toggles of exactly these operations (one atomic XOR per slab), so a
      * header's checksum is always that of its bits as of a checkpoint bound
      * (pm_redo_verify), whatever later operations did in memory */
-    qsort(slabs, ns, sizeof *slabs, cmp_ckslab);
-    for (size_t i = 0; i < ns;) {
-        uint64_t d = 0;
-        size_t j = i;
-        for (; j < ns && slabs[j].s == slabs[i].s; j++) d ^= slabs[j].bh;
-        pm_slab_digest_toggle(h, slabs[i].s, d);
-        i = j;
-    }
-    qsort(lines, n, sizeof *lines, cmp_ptr);
-    for (size_t i = 0; i < n; i++) {
-        uintptr_t l = lines[i] & ~(uintptr_t)1;
-        if (i == 0 || l != (lines[i - 1] & ~(uintptr_t)1)) pm_flush(h, (const void *)l, PM_LINE, lines[i] & 1 ? PM_USER : PM_META);
-    }
+    for (size_t i = 0; i < ss->n; i++) pm_slab_digest_toggle(h, (pm_vslab *)ss->keys[i], ck_get(ss, ss->keys[i])->val);
+    for (size_t i = 0; i < ls->n; i++) pm_flush(h, (const void *)ls->keys[i], PM_LINE, ck_get(ls, ls->keys[i])->val ? PM_USER : PM_META);
+    ck_clear(ls);
+    ck_clear(ss);
     /* the bookkeeping log: every append so far (those of operations <= B
      * included: appends are made inside an operation) durable, then counted */
     uint64_t *counts = malloc((size_t)h->nchunks * sizeof *counts);
@@ -317,9 +353,7 @@ nm_err pm_checkpoint(pm_heap *h, unsigned flags)
         for (size_t i = 0; i < ntc; i++) __atomic_store_n(&tcs[i].tc->settled, tcs[i].upto, __ATOMIC_RELEASE);
         pm_count(&h->c_ckpts, 1);
     }
-    free(lines);
     free(tcs);
-    free(slabs);
     pthread_mutex_unlock(&h->ckpt_lock);
     return err;
 }
