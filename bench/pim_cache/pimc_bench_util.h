@@ -102,6 +102,9 @@ typedef struct pb_cac {
     bool plain;
     double total_crit_s, host_crit_s;
     double dup_pct; /* 1 - new bytes / logical: the redundancy found, lockstep padding left out */
+    /* write tracking: faults of the interval before the copy and their cost (the
+     * application's, measured per fault on this host), bytes new and sent */
+    double write_faults, fault_cost_s, new_bytes, sent_bytes;
 } pb_cac;
 
 static inline pb_cac pb_cac_of(const nm_pimc *c)
@@ -118,7 +121,11 @@ static inline pb_cac pb_cac_of(const nm_pimc *c)
                 st.last_mode == NM_PIMC_MODE_PLAIN,
                 st.last_total_crit_ns * 1e-9,
                 (double)st.last_host_crit_ns * 1e-9,
-                st.last_logical_bytes ? 100.0 * (1.0 - (double)st.last_new_bytes / (double)st.last_logical_bytes) : 0.0};
+                st.last_logical_bytes ? 100.0 * (1.0 - (double)st.last_new_bytes / (double)st.last_logical_bytes) : 0.0,
+                (double)st.last_write_faults,
+                st.last_fault_cost_ns * 1e-9,
+                (double)st.last_new_bytes,
+                (double)st.last_sent_bytes};
     return r;
 }
 

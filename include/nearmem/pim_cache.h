@@ -121,10 +121,23 @@ typedef struct nm_pimc_options {
      * 8 <= min < avg < max <= 4096. Kernels allocate max bytes of WRAM per read. */
     nm_pimc_chunking chunking;
     uint32_t cdc_min, cdc_avg, cdc_max;
-    /* Write tracking of registered buffers: granule (bytes, rounded up to whole pages;
-     * 0 = 64 KiB) marked written by the first write after a copy. */
+    /* Write tracking of registered buffers (docs/pim-cache.md, "Write tracking"):
+     * track_mode NM_PIMC_TRACK_AUTO (default) uses the kernel's asynchronous userfaultfd
+     * write-protection with PAGEMAP_SCAN (Linux >= 6.7; page granular, a write fault costs
+     * about 1 us here and is handled in the kernel) where available, mprotect + SIGSEGV
+     * otherwise; _UFFD and _MPROTECT force one (registration fails with NM_ENOTSUP when the
+     * kernel lacks it). track_granule: the mprotect backend's granule (bytes, rounded up to
+     * whole pages; 0 = 64 KiB), marked written by its first write after a copy; the uffd
+     * backend tracks pages. */
     size_t track_granule;
+    int track_mode; /* nm_pimc_track_mode */
 } nm_pimc_options;
+
+typedef enum nm_pimc_track_mode {
+    NM_PIMC_TRACK_AUTO = 0,
+    NM_PIMC_TRACK_UFFD = 1,
+    NM_PIMC_TRACK_MPROTECT = 2,
+} nm_pimc_track_mode;
 
 void nm_pimc_options_default(nm_pimc_options *o);
 
@@ -202,6 +215,18 @@ typedef struct nm_pimc_stats {
     uint64_t table_bytes;      /* host bytes of the tables now (slots * 12) */
     uint64_t shadow_bytes;     /* verify mode: host bytes of the BRB shadows */
     uint64_t write_faults;     /* write tracking: first writes caught, all caches of the process */
+    /* Write tracking, last copy: the write faults the application took on the registered
+     * buffers this copy read since their previous copy (first writes to protected pages),
+     * and their estimated cost (faults x the cost of one fault, measured on this host when
+     * the backend was first used; thread CPU time). This cost falls on the application's
+     * writes, not on the copy: benchmarks add it to the copy's host time, labelled. */
+    uint64_t last_write_faults;
+    double last_fault_cost_ns;
+    double fault_ns;           /* cost of one write fault (ns) of the backend the cache's registrations use (0: none yet) */
+    uint64_t last_track_ns;    /* host critical-path ns of write tracking in the last copy (scan, protect) */
+    int last_track_backend;    /* 0 none, 1 uffd, 2 mprotect (the last registration the copy read) */
+    uint64_t pool_sync_ns;     /* critical path: wall ns a parallel step adds beyond CPU time (wake-up and
+                                * completion of the host threads, least of 16 at create) */
 } nm_pimc_stats;
 
 void nm_pimc_get_stats(const nm_pimc *c, nm_pimc_stats *out);
@@ -220,9 +245,15 @@ uint64_t nm_pimc_max_len(const nm_pimc *c);
  * DPU's BRB and cost nothing on the host or the link. Buffers must be mapped, readable,
  * not overlap another registration (NM_EEXIST) and stay mapped while registered: a copy
  * from a buffer freed or unmapped while registered fails with NM_ESTATE and reads nothing.
- * A system call that writes into a protected page (read(2) into the buffer) fails with
- * EFAULT: declare such writes first with nm_pimc_reg_touch. Partial first and last pages
- * are never protected (they may hold other data) and are read at every copy. */
+ * With the mprotect backend a system call that writes into a protected page (read(2) into
+ * the buffer) fails with EFAULT: declare such writes first with nm_pimc_reg_touch (the uffd
+ * backend catches them; declaring them is harmless). Discarding pages (madvise
+ * MADV_DONTNEED) changes them without a write: declare it too. Partial first and last
+ * pages are never protected (they may hold other data) and are read at every copy. The
+ * buffer must not be written while a copy from it is in progress (as with dpu_push_xfer:
+ * what such a copy sends is undefined, and the next copy may miss the write). Tracking
+ * turns itself off when its write faults cost more than it saves, and samples the write
+ * rate on a 64th of the buffer until it pays again. */
 typedef struct nm_pimc_reg nm_pimc_reg;
 nm_err nm_pimc_register(nm_pimc *c, const void *buf, size_t len, nm_pimc_reg **out);
 /* Unprotects the pages and forgets the records (also done by nm_pimc_destroy). */

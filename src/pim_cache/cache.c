@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <streamvbyte.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -44,8 +45,8 @@ uint32_t pimc_table_get(const table *t, uint64_t fp)
 
 static int table_grow(table *t)
 {
-    atomic_fetch_add_explicit(&pimc_grows, 1, memory_order_relaxed);
     uint32_t ncap = t->cap ? t->cap * 2 : 64;
+    atomic_fetch_add_explicit(&pimc_grown_bytes, (uint64_t)(ncap - t->cap) * 12u, memory_order_relaxed);
     uint64_t *nfp = malloc((size_t)ncap * sizeof *nfp);
     uint32_t *noff = calloc(ncap, sizeof *noff);
     if (!nfp || !noff) {
@@ -235,6 +236,17 @@ static void calibrate(nm_pimc *c, unsigned threads)
         memcpy(buf + i, &v, 8);
     }
     memset(dst, 0, n);
+    /* A copy that needs more scratch than it had touches fresh memory: page faults and
+     * zeroing, per byte, beyond a copy's own cost (fresh mappings, best of three). */
+    uint64_t touch = UINT64_MAX;
+    for (int rep = 0; rep < 3; rep++) {
+        uint8_t *f = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (f == MAP_FAILED) break;
+        uint64_t t0 = nm_thread_cpu_ns();
+        memset(f, 1, n);
+        touch = NM_MIN(touch, nm_thread_cpu_ns() - t0);
+        munmap(f, n);
+    }
     /* best of three (a one-shot measurement on a shared machine can be far off) */
     uint64_t acc = 0, hash_ns = UINT64_MAX, copy_ns = UINT64_MAX, ins_ns = UINT64_MAX;
     table t = {0};
@@ -274,6 +286,7 @@ static void calibrate(nm_pimc *c, unsigned threads)
     c->hash_ns = (double)(hash_ns + (acc & 1)) / (double)n;
     c->copy_ns = (double)copy_ns / (double)n;
     c->insert_ns = (double)ins_ns / nins;
+    c->touch_ns = touch == UINT64_MAX ? 0.0 : NM_MAX(0.0, (double)touch / (double)n - c->copy_ns);
     c->drm_corr = 1.2; /* lookups and bookkeeping, until copies measure it */
     c->drm_threads = threads;
     /* a CDC sample cuts from an arbitrary point to the next cut, then the chunk after it */
@@ -442,6 +455,10 @@ void nm_pimc_get_stats(const nm_pimc *c, nm_pimc_stats *out)
         out->shadow_bytes += s->shadow_cap;
     }
     out->write_faults = track_faults_total();
+    out->pool_sync_ns = c->pool.sync_ns;
+    if (out->fault_ns <= 0)
+        for (const nm_pimc_reg *r = c->regs; r; r = r->next)
+            if (r->fault_ns > 0) out->fault_ns = r->fault_ns;
 }
 
 void pimc_invalidate(nm_pimc *c, unsigned dpu)
@@ -460,14 +477,14 @@ void nm_pimc_invalidate_all(nm_pimc *c)
 
 /* ------------------------------------------------------------------ buffers */
 
-_Atomic uint64_t pimc_grows;
+_Atomic uint64_t pimc_grown_bytes;
 
 int pimc_reserve(void **p, size_t *cap, size_t need)
 {
     if (need <= *cap) return 0;
-    atomic_fetch_add_explicit(&pimc_grows, 1, memory_order_relaxed);
     size_t n = *cap ? *cap : 256;
     while (n < need) n *= 2;
+    atomic_fetch_add_explicit(&pimc_grown_bytes, n - *cap, memory_order_relaxed);
     void *q = realloc(*p, n);
     if (!q) return -1;
     *p = q;
@@ -579,7 +596,8 @@ static uint32_t lookup(nm_pimc *c, dpu_state *s, uint64_t fp, const uint8_t *p, 
 
 /* Fixed blocks of one buffer (Sec. 4.2 steps 1-3). With write tracking, a block whose bytes
  * were not written since the last copy of this buffer to this DPU keeps its BRB address
- * without being read; a written block whose fingerprint did not change keeps it too. */
+ * without being read (runs of such blocks are taken in bulk); a written block whose
+ * fingerprint did not change keeps it too. */
 static int plan_fixed(nm_pimc *c, unsigned d, unsigned k, const uint8_t *buf, size_t len, uint32_t *list,
                       uint64_t *pos, bool *same)
 {
@@ -591,14 +609,13 @@ static int plan_fixed(nm_pimc *c, unsigned d, unsigned k, const uint8_t *buf, si
     uint32_t nb = pimc_nblocks(c, len);
     /* same: the list comes out as the record's (so a slot holding it needs nothing) */
     *same = sg && tv->seg_valid && !sg->plain;
-    /* A plain record has no fingerprints: its unwritten blocks are fingerprinted once now
-     * and recorded (so later writes cost only the blocks that changed); the decision counted
-     * these bytes (push.c). They are not inserted into the table, which would cost about as
-     * much again: other buffers do not find them. */
-    bool adopt = sg && tv->seg_valid && sg->plain && !c->o.verify;
     if (sg) {
         if (tv->seg_valid && sg->plain) {
-            /* make the implicit addresses of a plain record explicit before mixing */
+            /* A plain record (the data went by plain push) has no fingerprints: its
+             * addresses are made explicit, its unwritten blocks keep them unread, and its
+             * written blocks are fingerprinted and recorded now (they are read anyway).
+             * Fingerprinting the unwritten ones too (an earlier version did) would cost a
+             * whole DRM pass for what only later writes might use. */
             if (seg_reserve(sg, nb, true)) return -1;
             for (uint32_t i = 0; i < nb; i++) sg->loc[i] = sg->data_off + i * bs;
             memset(sg->fp_ok, 0, (nb + 63) / 64 * sizeof *sg->fp_ok);
@@ -611,23 +628,21 @@ static int plan_fixed(nm_pimc *c, unsigned d, unsigned k, const uint8_t *buf, si
     uint64_t last_fp = 0;
     uint32_t last_off = 0;
     bool have_last = false;
+    const uintptr_t b0 = (uintptr_t)buf, bend = b0 + len;
     for (uint32_t i = 0; i < nb; i++) {
         size_t at = (size_t)i * bs;
-        uint32_t n = (uint32_t)NM_MIN((size_t)bs, len - at);
-        if (tv->seg_valid && track_clean(tv->reg, (uintptr_t)buf + at, (uintptr_t)buf + at + n)) {
-            list[i] = sg->loc[i];
-            s->hits++;
-            if (adopt) {
-                const uint8_t *p = block_at(c, buf, len, i, tmp);
-                uint64_t fp = nm_pimc_fingerprint(c->o.hash, p, bs);
-                s->hashed_bytes += bs;
-                sg->fp[i] = fp;
-                bit_set(sg->fp_ok, i); /* recorded, not indexed: inserting costs as much again */
-            } else {
-                s->clean_bytes += n;
+        if (tv->seg_valid) {
+            /* the run of unwritten blocks from here, in one step */
+            uintptr_t dz = track_next_dirty(tv->reg, b0 + at, bend);
+            uint32_t j = dz == bend ? nb : (uint32_t)((dz - b0) / bs);
+            if (j > i) {
+                memcpy(list + i, sg->loc + i, (size_t)(j - i) * sizeof *list);
+                s->hits += j - i;
+                s->clean_bytes += (j == nb ? len : (size_t)j * bs) - at;
+                have_last = false;
+                i = j - 1;
+                continue;
             }
-            have_last = false;
-            continue;
         }
         const uint8_t *p = block_at(c, buf, len, i, tmp);
         uint64_t fp = nm_pimc_fingerprint(c->o.hash, p, bs);
@@ -685,12 +700,31 @@ static int plan_cdc(nm_pimc *c, unsigned d, unsigned k, const uint8_t *buf, size
     dpu_state *s = &c->d[d];
     track_view *tv = &s->tv[k];
     const seg *old = tv->seg_valid && !tv->sg->plain ? tv->sg : NULL;
+    /* A record of a plain copy (contiguous at data_off, 8-byte aligned) has no chunk list:
+     * its unwritten bytes are taken as pieces of cdc_max bytes at cdc_max multiples (8-byte
+     * aligned in the BRB, as chunks must be); written stretches are chunked, the chunk
+     * before an unwritten piece cut at its boundary. */
+    const seg *flat = tv->seg_valid && tv->sg->plain ? tv->sg : NULL;
+    const size_t piece = c->o.cdc_max;
     uint32_t oi = 0; /* cursor in the old list */
     uint32_t nent = 0;
     uint64_t last_fp = 0;
     uint32_t last_off = 0;
     bool have_last = false;
     for (size_t at = 0; at < len;) {
+        if (flat && at % piece == 0) {
+            size_t end = NM_MIN(len, at + piece);
+            if (track_clean(tv->reg, (uintptr_t)buf + at, (uintptr_t)buf + end)) {
+                list[2 * nent] = (uint32_t)(flat->data_off + at);
+                list[2 * nent + 1] = (uint32_t)at;
+                nent++;
+                s->hits++;
+                s->clean_bytes += end - at;
+                have_last = false;
+                at = end;
+                continue;
+            }
+        }
         if (old) {
             while (oi < old->nb && old->loc[2 * oi + 1] < at) oi++;
             if (oi < old->nb && old->loc[2 * oi + 1] == at) {
@@ -708,6 +742,21 @@ static int plan_cdc(nm_pimc *c, unsigned d, unsigned k, const uint8_t *buf, size
             }
         }
         uint32_t n = (uint32_t)cdc_cut(&c->cdc, buf + at, len - at);
+        if (flat) {
+            /* stop at the next piece boundary when the piece there is unwritten */
+            size_t nb_ = NM_ALIGN_UP(at + 1, piece);
+            if (nb_ < at + n && track_clean(tv->reg, (uintptr_t)buf + nb_, (uintptr_t)buf + NM_MIN(len, nb_ + piece)))
+                n = (uint32_t)(nb_ - at);
+        } else if (old) {
+            /* the same at the next chunk of the last list when it is unwritten (it can be
+             * taken as it was; a full re-chunk could cut elsewhere, e.g. after pieces) */
+            uint32_t j = oi;
+            while (j < old->nb && old->loc[2 * j + 1] <= at) j++;
+            if (j < old->nb && old->loc[2 * j + 1] < at + n) {
+                size_t st = old->loc[2 * j + 1], end = j + 1 < old->nb ? old->loc[2 * j + 3] : len;
+                if (track_clean(tv->reg, (uintptr_t)buf + st, (uintptr_t)buf + end)) n = (uint32_t)(st - at);
+            }
+        }
         const uint8_t *p = buf + at;
         uint64_t fp = nm_pimc_fingerprint(c->o.hash, p, n);
         s->hashed_bytes += n;
@@ -1317,16 +1366,8 @@ static uint64_t prepare_tracking(nm_pimc *c, const batch *b, uint64_t *total)
     return clean;
 }
 
-static nm_err copy_batch(nm_pimc *c, const batch *b)
+static nm_err copy_inner(nm_pimc *c, const batch *b, hclk t0)
 {
-    nm_err e = validate(c, b);
-    if (e) return e;
-    hclk t0 = hclk_now(c);
-    c->copy_no++;
-    c->cur_batch = b;
-    e = track_begin_copy(c);
-    c->cur_batch = NULL;
-    if (e) return e;
     uint64_t total;
     uint64_t clean = prepare_tracking(c, b, &total);
     c->st.last_drm_ns = 0;
@@ -1353,9 +1394,35 @@ static nm_err copy_batch(nm_pimc *c, const batch *b)
     bool cac = c->mode == NM_PIMC_MODE_CAC ||
                (total && clean > 0 && (double)clean / (double)total >= NM_MAX(c->o.fallback_threshold, 1e-9));
     if (!cac) return pimc_copy_plain(c, b, t0);
-    e = copy_cac(c, b, t0);
+    nm_err e = copy_cac(c, b, t0);
     if (!e && c->st.last_logical_bytes && c->mode == NM_PIMC_MODE_CAC) record_dedup(c, c->st.last_dedup_pct / 100.0);
     return e;
+}
+
+static nm_err copy_batch(nm_pimc *c, const batch *b)
+{
+    nm_err e = validate(c, b);
+    if (e) return e;
+    hclk t0 = hclk_now(c);
+    c->copy_no++;
+    c->cur_batch = b;
+    e = track_begin_copy(c);
+    c->cur_batch = NULL;
+    if (e) return e;
+    e = copy_inner(c, b, t0);
+    if (e || !c->regs) return e;
+    /* Protection put in place after the transfers were issued (first protection of a
+     * buffer, probe runs): host work that overlaps them, as a rank's DRM overlaps another
+     * rank's push: total = max(schedule so far, host so far + this). */
+    hclk arm = track_end_copy(c, b);
+    if (arm.wall || arm.crit) {
+        c->st.last_total_ns = NM_MAX(c->st.last_total_ns, (double)(c->st.last_host_ns + arm.wall));
+        c->st.last_total_crit_ns = NM_MAX(c->st.last_total_crit_ns, (double)(c->st.last_host_crit_ns + arm.crit));
+        c->st.last_host_ns += arm.wall;
+        c->st.last_host_cpu_ns += arm.cpu;
+        c->st.last_host_crit_ns += arm.crit;
+    }
+    return NM_OK;
 }
 
 nm_err nm_pimc_copy_multi(nm_pimc *c, unsigned nslots, const unsigned *slots, const void *const *bufs,

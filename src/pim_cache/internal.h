@@ -35,7 +35,11 @@ typedef struct pool {
     pool_fn fn;
     void *arg;
     _Atomic uint64_t cpu_ns, max_ns;
+    _Atomic uint64_t last_start, last_end; /* wall clock: latest worker start and end of a run */
     uint64_t extra_cpu_ns, extra_crit_ns; /* see hclk_now */
+    /* Wall ns a run costs the caller beyond its threads' CPU: waking the workers and being
+     * woken by the last (the least of 16 empty runs at init: what a dedicated machine takes). */
+    uint64_t sync_ns;
 } pool;
 int pool_init(pool *p, unsigned threads);
 void pool_destroy(pool *p);
@@ -47,9 +51,11 @@ uint64_t pool_run_work(pool *p, pool_fn fn, void *arg, uint64_t work_bytes);
 
 /* Host clocks of a copy, read by the calling thread: wall time; the CPU time of every host
  * thread; and the critical path, i.e. the time the host work would take with each of its
- * threads on a core of its own (the calling thread's CPU time, plus for each parallel run
- * the part of its longest thread beyond the caller's share). On a quiet machine crit is
- * about wall; on a shared one wall also holds the time other programs had the cores. */
+ * threads on a core of its own: the calling thread's CPU time, plus for each parallel run
+ * the part of its longest thread (with the run's wake-up and completion latency, sync_ns)
+ * beyond the caller's share. On a quiet machine crit is about wall; on a shared one wall
+ * also holds the time other programs had the cores (docs/pim-cache.md, "How totals are
+ * formed"). */
 typedef struct hclk {
     uint64_t wall, cpu, crit;
 } hclk;
@@ -80,6 +86,7 @@ typedef struct fpset {
 
 /* ------------------------------------------------------------------ write tracking (track.c) */
 typedef struct seg seg;
+struct batch;
 /* What the copy of one DPU's buffer knows from write tracking. */
 typedef struct track_view {
     struct nm_pimc_reg *reg; /* NULL: the buffer is not (usably) registered */
@@ -108,33 +115,51 @@ struct seg {
     bool used;        /* hash map slot in use */
 };
 
+/* Tracking state of a registration (track.c). */
+enum { TRK_NEW = 0, TRK_FULL, TRK_OFF, TRK_PROBE };
+/* Protection to put in place after the copy (overlapping its transfers). */
+enum { ARM_NONE = 0, ARM_FULL, ARM_OFF, ARM_PROBE };
+
 struct nm_pimc_reg {
     nm_pimc *c;
     uintptr_t base;
     size_t len;
-    int id;               /* index in the process-wide registry, -1 when not tracked */
+    int backend;          /* 1 uffd (page granule), 2 mprotect */
+    int pid;              /* process that registered it (a fork child must register again) */
+    int id;               /* mprotect: index in the process-wide handler table, -1 when not tracked */
     uintptr_t lo, hi;     /* tracked whole pages inside [base, base + len) */
     size_t granule;
     uint32_t ngran;
-    uint64_t *cur;        /* dirty granules for the copy in progress (1 = written) */
+    uint64_t *cur;        /* dirty granules for the copy in progress (1 = written or unknown) */
+    uint64_t *touched;    /* uffd: granules declared written (nm_pimc_reg_touch) since the last copy */
     uint64_t cur_epoch;   /* copy number cur belongs to */
-    bool protected_;      /* pages are write-protected now */
-    unsigned heavy, off_left; /* adaptive: copies that found most pages written; copies left unprotected */
+    int state;            /* TRK_NEW (never protected), TRK_FULL (every page), TRK_OFF (none, waiting),
+                           * TRK_PROBE (sample runs protected, measuring the write rate) */
+    int arm;              /* ARM_* to do after this copy */
+    bool protected_;      /* mprotect: some pages may be protected now */
+    uint32_t probe_phase; /* first run of the probe sample */
+    uint32_t wait, backoff; /* probe copies before full protection may come back, and the next such wait */
+    uint64_t last_faults; /* write faults in the interval before this copy */
+    double fault_ns;      /* backend's cost of one fault */
     seg **segs;       /* map (offset, DPU) -> record */
     uint32_t segs_cap, segs_n;
-    uint64_t faults_seen;
     struct nm_pimc_reg *next;
 };
 
 /* Before a copy: for each registration the batch reads, work out which granules were
- * written since its last copy (and re-protect them). NM_ESTATE with a message when a
- * registered buffer is no longer mapped. */
+ * written since its last copy (re-protecting them where tracking pays). NM_ESTATE with a
+ * message when a registered buffer is no longer mapped. Returns the critical-path ns spent. */
 nm_err track_begin_copy(nm_pimc *c);
+/* After a successful copy (transfers issued): protection scheduled by track_begin_copy
+ * (first protection, probe runs). Returns its host time, which overlaps the transfers. */
+hclk track_end_copy(nm_pimc *c, const struct batch *b);
 /* The view of DPU d's buffer buf[0, len) for this copy. */
 void track_view_of(nm_pimc *c, const void *buf, size_t len, unsigned d, track_view *v);
 /* Byte range [a, b) of the registration unwritten since its last copy? (cur bitmap) */
 bool track_clean(const struct nm_pimc_reg *r, uintptr_t a, uintptr_t b);
 uint64_t track_clean_bytes(const struct nm_pimc_reg *r, uintptr_t a, uintptr_t b);
+/* First address in [a, b) that is not known unwritten (b if none). */
+uintptr_t track_next_dirty(const struct nm_pimc_reg *r, uintptr_t a, uintptr_t b);
 int seg_reserve(seg *s, uint32_t n, bool with_fp);
 void track_destroy_all(nm_pimc *c);
 uint64_t track_faults_total(void);
@@ -210,7 +235,7 @@ struct nm_pimc {
      * gathered + insert_ns x blocks inserted) / threads x drm_corr: the rates measured on
      * this host at create, the correction learned from every CAC copy (critical path over
      * prediction). */
-    double hash_ns, copy_ns, insert_ns, drm_corr;
+    double hash_ns, copy_ns, insert_ns, touch_ns, drm_corr;
     unsigned drm_threads;
     double sample_ns, sample_ns0; /* critical-path ns per sample: learned, and first estimate */
     /* write tracking */
@@ -236,8 +261,8 @@ uint64_t pimc_work_bytes(const nm_pimc *c, const batch *b, unsigned d0, unsigned
 uint32_t pimc_nblocks(const nm_pimc *c, size_t len);
 size_t pimc_list_cap(const nm_pimc *c, size_t len); /* descriptor + worst-case list, bytes */
 int pimc_reserve(void **p, size_t *cap, size_t need);
-/* Buffers and tables grown (any cache): a copy that grew them is not a typical one. */
-extern _Atomic uint64_t pimc_grows;
+/* Bytes of scratch buffers and tables grown (any cache): fresh memory a copy touched. */
+extern _Atomic uint64_t pimc_grown_bytes;
 void pimc_invalidate(nm_pimc *c, unsigned dpu);
 void pimc_poison(nm_pimc *c, const batch *b);
 void pimc_mark_written(nm_pimc *c, const batch *b);
@@ -256,5 +281,8 @@ uint32_t pimc_table_get(const table *t, uint64_t fp);
 
 /* push.c */
 nm_err pimc_copy_parallel(nm_pimc *c, const batch *b, hclk start);
+/* Predicted critical-path ns of the DRM fingerprinting `hashed` bytes, gathering and
+ * indexing `missed` bytes and touching `grown` bytes of fresh scratch (0 without rates). */
+double pimc_drm_predict(const nm_pimc *c, double hashed, double missed, double grown);
 
 #endif

@@ -83,7 +83,10 @@ static void sample_dpu(nm_pimc *c, unsigned d, sample_job *j)
         size_t len = b->lens[(size_t)k * nd + d];
         track_view *tv = &s->tv[k];
         if (!len || tv->all_clean) continue; /* known: nothing to sample */
-        bool buf_first = true;
+        /* A buffer with a valid record (registered, copied before) is compared with what
+         * the DPU holds: a written block that is not there is new, not the first copy of
+         * a repeat, so no sample is left out. */
+        bool buf_first = !tv->seg_valid;
         if (c->o.chunking == NM_PIMC_FIXED) {
             const uint32_t bs = c->bs;
             uint32_t nb = pimc_nblocks(c, len);
@@ -111,7 +114,11 @@ static void sample_dpu(nm_pimc *c, unsigned d, sample_job *j)
                 }
                 uint64_t fp = nm_pimc_fingerprint(c->o.hash, p, bs);
                 bytes += bs;
-                classify(s, pimc_table_get(&s->t, fp) != 0, fp, &now, &later, &firsts, &buf_first, &oom);
+                /* the record of this block (a registered buffer) holds it: written, but to the
+                 * same bytes */
+                const seg *sg = tv->seg_valid && !tv->sg->plain ? tv->sg : NULL;
+                bool rec = sg && sg->fp && i < sg->cap && (sg->fp_ok[i / 64] >> (i % 64) & 1) && sg->fp[i] == fp;
+                classify(s, rec || pimc_table_get(&s->t, fp) != 0, fp, &now, &later, &firsts, &buf_first, &oom);
             }
         } else {
             /* Chunks: from a sample point, the first cut re-synchronises with the chunking
@@ -125,9 +132,14 @@ static void sample_dpu(nm_pimc *c, unsigned d, sample_job *j)
                 bytes += first;
                 if (at + first >= len) break;
                 size_t n = cdc_cut(&c->cdc, buf + at + first, len - at - first);
+                samples++;
+                if (tv->seg_valid && track_clean(tv->reg, (uintptr_t)buf + at + first, (uintptr_t)buf + at + first + n)) {
+                    clean++; /* unwritten: reused (a chunk of the last list, or a piece of plain data) */
+                    now++;
+                    continue;
+                }
                 uint64_t fp = nm_pimc_fingerprint(c->o.hash, buf + at + first, n);
                 bytes += n;
-                samples++;
                 classify(s, pimc_table_get(&s->t, fp) != 0, fp, &now, &later, &firsts, &buf_first, &oom);
             }
         }
@@ -162,14 +174,16 @@ static void sample_work(void *arg, unsigned tid, unsigned nt)
 static double rank_ns(const nm_pimc *c, uint64_t bytes) { return c->t.push_gbps > 0 ? (double)bytes / c->t.push_gbps : 0.0; }
 
 /* Predicted critical-path ns of the DRM (cache.c, calibrate; learned correction): every
- * missing byte may be gathered and every missing block (or chunk) is inserted. */
-static double drm_predict(const nm_pimc *c, double hashed, double missed)
+ * missing byte may be gathered and every missing block (or chunk) is inserted; scratch
+ * that must grow is fresh memory (page faults, zeroing). */
+double pimc_drm_predict(const nm_pimc *c, double hashed, double missed, double grown)
 {
     unsigned t = c->drm_threads ? c->drm_threads : 1;
     double unit = c->o.chunking == NM_PIMC_CDC ? c->o.cdc_avg : c->bs;
-    return (c->hash_ns * hashed + c->copy_ns * missed + c->insert_ns * missed / unit) / t *
+    return (c->hash_ns * hashed + c->copy_ns * missed + c->insert_ns * missed / unit + c->touch_ns * grown) / t *
            (c->drm_corr > 0 ? c->drm_corr : 1.2);
 }
+#define drm_predict(c, h, m) pimc_drm_predict(c, h, m, 0)
 
 /* Step 1 and 2: returns true for CAC. */
 static bool decide(nm_pimc *c, const batch *b)
@@ -177,7 +191,7 @@ static bool decide(nm_pimc *c, const batch *b)
     const unsigned nd = c->t.nr_dpus;
     uint64_t t0 = nm_now_ns(); /* wall only: the CPU clock is a system call */
     /* Bytes per rank: all of them (plain), the unknown ones (CAC host work). */
-    double total = 0, known = 0, adopt = 0, plain_x = 0, list_x = 0;
+    double total = 0, known = 0, plain_x = 0, list_x = 0;
     for (unsigned r = 0; r < c->nranks; r++) {
         uint64_t rank_bytes = 0, rank_list = 0;
         for (unsigned d = r * c->dpr; d < NM_MIN(nd, (r + 1) * c->dpr); d++)
@@ -188,7 +202,6 @@ static bool decide(nm_pimc *c, const batch *b)
                 total += (double)len;
                 const track_view *tv = &c->d[d].tv[k];
                 if (tv->all_clean) known += (double)len;
-                else if (tv->seg_valid && tv->sg->plain && c->o.chunking == NM_PIMC_FIXED) adopt += (double)len;
             }
         plain_x = NM_MAX(plain_x, rank_ns(c, rank_bytes));
         list_x = NM_MAX(list_x, rank_ns(c, rank_list));
@@ -242,8 +255,7 @@ static bool decide(nm_pimc *c, const batch *b)
     double rate_now = samples > 0 ? now / samples : 0.0, rate_later = samples > 0 ? later / samples : 0.0;
     double all = (double)atomic_load(&j.samples), rate_clean = all > 0 ? clean / all : 0.0;
     double f_now = total > 0 ? (known + (total - known) * rate_now) / total : 1.0;
-    /* plain records partly written are fingerprinted whole once (cache.c, plan_fixed) */
-    double hash_bytes = NM_MAX((total - known) * (1.0 - rate_clean), adopt);
+    double hash_bytes = (total - known) * (1.0 - rate_clean);
     c->st.last_sample_pct = f_now * 100.0;
     c->st.last_drm_ns += sample_ns;
     if (atomic_load(&j.oom)) return false; /* no memory for a sample: the push needs none */
@@ -252,8 +264,29 @@ static bool decide(nm_pimc *c, const batch *b)
         /* The DRM's critical path (so the decision does not swing with the load of other
          * programs): fingerprint what is not known unwritten, gather what is missing. */
         double miss_bytes = (total - known) * (1.0 - f_now);
-        double t_cac = drm_predict(c, hash_bytes, miss_bytes) + plain_x * (1.0 - f_now) + list_x;
-        cac = t_cac < plain_x;
+        /* Gather buffers must hold each DPU's misses, padded to its rank's most (lockstep;
+         * the most taken as 1.5x the estimate) and grown by doubling: what they lack is
+         * fresh memory this copy touches (page faults). A copy that must grow them is a
+         * risky bet (a wrong one costs a multiple of the push, right ones pay off later),
+         * so it must win by a quarter. */
+        double grown = 0;
+        for (unsigned r = 0; r < c->nranks; r++) {
+            double need = 0;
+            for (unsigned d = r * c->dpr; d < NM_MIN(nd, (r + 1) * c->dpr); d++) {
+                double bytes = 0;
+                for (unsigned k = 0; k < b->n; k++)
+                    if (!c->d[d].tv[k].all_clean) bytes += (double)b->lens[(size_t)k * nd + d];
+                need = NM_MAX(need, 1.5 * bytes * (1.0 - f_now));
+            }
+            for (unsigned d = r * c->dpr; d < NM_MIN(nd, (r + 1) * c->dpr); d++) {
+                double cap = (double)c->d[d].bb_cap, n = cap > 0 ? cap : 256.0;
+                if (need <= cap) continue;
+                while (n < need) n *= 2;
+                grown += n - cap;
+            }
+        }
+        double t_cac = pimc_drm_predict(c, hash_bytes, miss_bytes, grown) + plain_x * (1.0 - f_now) + list_x;
+        cac = t_cac < (grown > 0 ? 0.75 : 1.0) * plain_x;
         /* A correction learned on a bad day would keep CAC away for good (only CAC copies
          * measure it): while plain copies are chosen near the break-even point, it drifts
          * back to its start value, so CAC is tried again. */
@@ -282,7 +315,7 @@ static nm_err cac_pipeline(nm_pimc *c, const batch *b, hclk host_pre)
         return nm_fail(NM_ENOMEM, "pim_cache: no memory");
     }
     c->seq++;
-    uint64_t grows0 = atomic_load_explicit(&pimc_grows, memory_order_relaxed);
+    uint64_t grown0 = atomic_load_explicit(&pimc_grown_bytes, memory_order_relaxed);
     double ready = (double)host_pre.wall, ready_c = (double)host_pre.crit, sched = 0, sched_c = 0, xsum = 0;
     bool modeled = c->t.modeled_ns != NULL;
     hclk drm = {0, 0, 0};
@@ -411,12 +444,12 @@ static nm_err cac_pipeline(nm_pimc *c, const batch *b, hclk host_pre)
     }
     pimc_mark_written(c, b);
     for (unsigned d = 0; d < nd; d++) pimc_commit_tracking(c, b, d, false, NULL);
-    double pred = drm_predict(c, (double)hashed, (double)newb);
-    bool grew = atomic_load_explicit(&pimc_grows, memory_order_relaxed) != grows0;
-    if (hashed >= ((uint64_t)1 << 20) && pred > 0 && c->hash_ns > 0 && !grew) {
-        /* Learn the correction: observed critical path over prediction. Copies that grew
-         * tables or buffers (page faults on fresh memory: the first ones) are skipped; one
-         * observation moves it at most 2x. */
+    /* Learn the correction: observed critical path over prediction, the fresh memory this
+     * copy touched (grown scratch and tables: page faults) included in the prediction; one
+     * observation moves it at most 2x. */
+    double grown = (double)(atomic_load_explicit(&pimc_grown_bytes, memory_order_relaxed) - grown0);
+    double pred = pimc_drm_predict(c, (double)hashed, (double)newb, grown);
+    if (hashed >= ((uint64_t)1 << 20) && pred > 0 && c->hash_ns > 0) {
         double f = (double)drm.crit / pred * c->drm_corr;
         f = NM_MIN(NM_MAX(f, c->drm_corr / 2), c->drm_corr * 2);
         c->drm_corr = 0.5 * c->drm_corr + 0.5 * f;

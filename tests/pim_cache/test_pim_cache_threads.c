@@ -79,7 +79,8 @@ static void test_threads_tracking(void **state)
     const size_t per = 64 * 1024;
     nm_pimc_memdev *m;
     assert_int_equal(nm_pimc_memdev_create(nd, 512 * 1024, &m), NM_OK);
-    for (int ch = 0; ch < 2; ch++) {
+    for (int v = 0; v < 4; v++) {
+        int ch = v & 1; /* fixed, CDC; write tracking by uffd (where available), mprotect */
         nm_pimc_transport t = nm_pimc_memdev_transport(m);
         t.dpus_per_rank = 4;
         nm_pimc_options o;
@@ -88,6 +89,7 @@ static void test_threads_tracking(void **state)
         o.parallel = true;
         o.chunking = (nm_pimc_chunking)ch;
         o.track_granule = 4096;
+        o.track_mode = v & 2 ? NM_PIMC_TRACK_MPROTECT : NM_PIMC_TRACK_AUTO;
         nm_pimc *c;
         assert_int_equal(nm_pimc_create(&t, &o, &c), NM_OK);
         uint8_t *data = malloc(per * nd);
