@@ -139,6 +139,11 @@ function(nearmem_add_demo_step)
   _nearmem_register(demo_step ${ARGN})
 endfunction()
 
+# A command of the nearmem tool (`nearmem NAME ARGS...`, see include/nearmem/tool.h).
+function(nearmem_add_tool_command)
+  _nearmem_register(tool_command ${ARGN})
+endfunction()
+
 # Writes a C registry table for one kind and returns the libraries to link.
 function(_nearmem_write_registry kind ctype out_file out_libs)
   get_property(_entries GLOBAL PROPERTY NEARMEM_${kind}_ENTRIES)
@@ -164,6 +169,7 @@ function(nearmem_generate_tools)
   set(_gen ${PROJECT_BINARY_DIR}/generated)
   _nearmem_write_registry(bench_suite nm_bench ${_gen}/bench_registry.c _bench_libs)
   _nearmem_write_registry(demo_step nm_demo ${_gen}/demo_registry.c _demo_libs)
+  _nearmem_write_registry(tool_command nm_tool ${_gen}/tool_registry.c _tool_libs)
 
   add_executable(nearmem-bench ${PROJECT_SOURCE_DIR}/bench/runner/runner.c
                                ${PROJECT_SOURCE_DIR}/bench/runner/bench_api.c
@@ -178,9 +184,10 @@ function(nearmem_generate_tools)
 
   add_executable(nearmem ${PROJECT_SOURCE_DIR}/tools/nearmem/main.c
                          ${PROJECT_SOURCE_DIR}/tools/nearmem/demo_api.c
-                         ${_gen}/demo_registry.c)
+                         ${_gen}/demo_registry.c
+                         ${_gen}/tool_registry.c)
   target_include_directories(nearmem PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/tools/nearmem)
-  target_link_libraries(nearmem PRIVATE ${_demo_libs} nearmem_common Threads::Threads m)
+  target_link_libraries(nearmem PRIVATE ${_demo_libs} ${_tool_libs} nearmem_common Threads::Threads m)
   target_compile_definitions(nearmem PRIVATE NEARMEM_VERSION="${PROJECT_VERSION}")
   install(TARGETS nearmem nearmem-bench RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
   install(FILES ${PROJECT_SOURCE_DIR}/bench/plot.py DESTINATION ${CMAKE_INSTALL_DATADIR}/nearmem)

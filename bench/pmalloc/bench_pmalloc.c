@@ -199,13 +199,15 @@ static int recovery_time(const char *dir, pmalloc_model m, unsigned n, double *c
 
 /* Crash campaigns of both kinds and both models (shared with pmalloc-crash). */
 void pm_bench_crash_campaign(nm_bench *b, const char *dir, unsigned points, uint64_t seed, bool add_rows,
-                           uint64_t *tried_power, uint64_t *tried_proc, uint64_t *failures, uint64_t *rec)
+                           uint64_t *tried_power, uint64_t *tried_proc, uint64_t *failures, uint64_t *rec, uint64_t *mt,
+                           uint64_t *create_close)
 {
     /* kind 0: power failure; 1 and 2: process crash with 1 and 2 workload threads (half the points each);
      * 3: power failure under extent churn on 3 short lists, which runs the log's fast and slow GCs;
      * 4, 5: power failure and process crash (2 threads) with slab morphing forced often (SU 100%,
-     * size classes shifting every 40 steps; half the flushes inside a morph are crash points) */
-    for (int kind = 0; kind < 6; kind++)
+     * size classes shifting every 40 steps; half the flushes inside a morph are crash points);
+     * 6: power failure with 2 workload threads and a timer thread crashing at random moments */
+    for (int kind = 0; kind < 7; kind++)
         for (int m = 0; m < 2; m++) {
             pmc_run r;
             pmc_run_defaults(&r, (pmalloc_model)m, dir);
@@ -215,6 +217,7 @@ void pm_bench_crash_campaign(nm_bench *b, const char *dir, unsigned points, uint
                 r.cfg.large_pct = 100;
                 r.cfg.large_max = 20000;
                 r.cfg.list_n = 3;
+                r.round_steps = 20000;
                 r.gap = 25;
             }
             if (kind >= 4) {
@@ -224,14 +227,18 @@ void pm_bench_crash_campaign(nm_bench *b, const char *dir, unsigned points, uint
                 r.cfg.size_phase = 40;
                 r.threads = kind == 5 ? 2 : 1;
             }
+            if (kind == 6) {
+                r.threads = 2;
+                r.crasher = true;
+            }
             r.seed = seed * 7 + (uint64_t)(kind * 2 + m);
             uint64_t t0 = nm_now_ns();
-            bool sim = kind == 0 || kind == 3 || kind == 4;
+            bool sim = kind == 0 || kind == 3 || kind == 4 || kind == 6;
             if (sim) pmc_run_sim(&r);
             else pmc_run_proc(&r);
             double s = (double)(nm_now_ns() - t0) / 1e9;
             static const char *const kns[] = {"power_failure", "process_crash", "process_crash_2threads", "power_failure_log_churn",
-                                              "power_failure_morphing", "process_crash_morphing_2threads"};
+                                              "power_failure_morphing", "process_crash_morphing_2threads", "power_failure_2threads"};
             const char *kn = kns[kind];
             uint64_t in_morph = r.morph_points[1] + r.morph_points[2] + r.morph_points[3];
             const char *mn = m == PMALLOC_LOG ? "LOG" : "GC";
@@ -248,6 +255,12 @@ void pm_bench_crash_campaign(nm_bench *b, const char *dir, unsigned points, uint
                 nm_bench_row_num(row, "log_gcs_under_crash", (double)r.log_gcs);
                 nm_bench_row_num(row, "morph_crash_points", (double)in_morph);
                 nm_bench_row_num(row, "morphs_under_crash", (double)r.morphs);
+                nm_bench_row_num(row, "crash_points_multithreaded", (double)r.mt_points);
+                nm_bench_row_num(row, "crash_points_random_moment", (double)r.timer_points);
+                nm_bench_row_num(row, "crash_points_workload_flush", (double)r.user_flush_points);
+                nm_bench_row_num(row, "crash_points_in_create", (double)r.create_points);
+                nm_bench_row_num(row, "crash_points_in_close", (double)(r.close_points + r.kills_in_close));
+                nm_bench_row_num(row, "kills_in_open", (double)r.kills_in_open);
                 nm_bench_row_num(row, "seconds", s);
                 if (r.first_failure[0]) nm_bench_row_str(row, "first_failure", r.first_failure);
             }
@@ -255,6 +268,8 @@ void pm_bench_crash_campaign(nm_bench *b, const char *dir, unsigned points, uint
             else *tried_proc += r.tried;
             *failures += r.failures;
             *rec += r.recovery_tried;
+            *mt += r.mt_points;
+            *create_close += r.create_points + r.close_points + r.kills_in_close;
         }
 }
 
@@ -330,7 +345,8 @@ int nm_suite_pmalloc_basic(nm_bench *b)
     }
     nm_bench_config_num(b, "recovery_objects", nrec);
     uint64_t tp = 0, tq = 0, fails = 0, rec = 0;
-    pm_bench_crash_campaign(b, dir, quick ? 50 : 250, nm_bench_seed(b), false, &tp, &tq, &fails, &rec);
+    uint64_t mt = 0, cc = 0;
+    pm_bench_crash_campaign(b, dir, quick ? 130 : 250, nm_bench_seed(b), false, &tp, &tq, &fails, &rec, &mt, &cc);
     nm_bench_summary_num(b, "crash_points_tested", (double)(tp + tq));
     nm_bench_summary_num(b, "crash_failures", (double)fails);
     return NM_OK;

@@ -10,7 +10,8 @@
 #include "pm_crashlib.h"
 
 void pm_bench_crash_campaign(nm_bench *b, const char *dir, unsigned points, uint64_t seed, bool add_rows,
-                             uint64_t *tried_power, uint64_t *tried_proc, uint64_t *failures, uint64_t *rec);
+                             uint64_t *tried_power, uint64_t *tried_proc, uint64_t *failures, uint64_t *rec, uint64_t *mt,
+                             uint64_t *create_close);
 
 int nm_suite_pmalloc_crash(nm_bench *b)
 {
@@ -19,7 +20,10 @@ int nm_suite_pmalloc_crash(nm_bench *b)
     unsigned points = (unsigned)nm_bench_param_num(b, "points", quick ? 150 : 1000);
     nm_bench_config_num(b, "points_per_kind_and_model", points);
     nm_bench_config_str(b, "heap", "4 MiB, 48 lists of up to 6 objects, 8% large (14-64 KiB)");
-    nm_bench_config_str(b, "power_failure", "persisted image updated only at flush+drain; flushed-undrained lines land at random");
+    nm_bench_config_str(b, "power_failure", "persisted image changed only by a thread's drain, with the content each line had when that "
+                                            "thread flushed it; flushed-undrained lines of every thread torn at 8-byte granularity; crash "
+                                            "points at allocator and workload flushes, inside create, close and recovery; kind "
+                                            "power_failure_2threads: 2 workload threads plus a timer thread crashing at random moments");
     nm_bench_config_str(b, "process_crash", "fork + SIGKILL after 0.3-6.3 ms; every third crash recovered by the next child; "
                                             "half the points with 2 workload threads in the child");
     nm_bench_config_str(b, "log_churn", "extra power-failure runs (half the points) on 3 short lists of extents: "
@@ -29,13 +33,16 @@ int nm_suite_pmalloc_crash(nm_bench *b)
                                        "a morph become power-failure crash points (row column morph_crash_points)");
     nm_bench_config_str(b, "evictions", "half the power-failure points also persist 10% of the stored-but-unflushed lines");
     nm_bench_plot_spec(b, "[{\"title\":\"crash points tested\",\"x\":\"kind\",\"y\":\"crash_points\",\"series\":\"model\",\"kind\":\"bar\"}]");
-    uint64_t tp = 0, tq = 0, fails = 0, rec = 0;
+    uint64_t tp = 0, tq = 0, fails = 0, rec = 0, mt = 0, cc = 0;
     bool apps_only = nm_bench_param_num(b, "apps_only", 0) != 0; /* only the applications' campaigns */
-    if (!apps_only) pm_bench_crash_campaign(b, dir, points, nm_bench_seed(b), true, &tp, &tq, &fails, &rec);
+    if (!apps_only)
+        pm_bench_crash_campaign(b, dir, points, nm_bench_seed(b), true, &tp, &tq, &fails, &rec, &mt, &cc);
     nm_bench_summary_num(b, "crash_points_tested", (double)(tp + tq));
     nm_bench_summary_num(b, "crash_points_power_failure", (double)tp);
     nm_bench_summary_num(b, "crash_points_process", (double)tq);
     nm_bench_summary_num(b, "crash_points_during_recovery", (double)rec);
+    nm_bench_summary_num(b, "crash_points_multithreaded", (double)mt);
+    nm_bench_summary_num(b, "crash_points_in_create_or_close", (double)cc);
     nm_bench_summary_num(b, "crash_failures", (double)fails);
     /* NUMA (Sec. 6): both kinds and models on heaps with virtual nodes whose workload threads hop
      * between nodes, so that frees are often two-phase remote frees (separate keys) */

@@ -11,8 +11,18 @@
  *     instructions, fences kept; libpmem reads it at load time, so those runs
  *     re-execute the helper nearmem-pmalloc-evalrun). flush_share_* =
  *     1 - time without flushes / time with them.
- *  3. Counting (native code path, under gdb: pm_fences.h): flush and fence
- *     instructions executed per allocator operation in the timed phase, and
+ *  3. Steady counts (PMAlloc): its own flush and fence counters over the
+ *     whole timed workload (mark mode, no debugger): flushes_per_op_log_<w>,
+ *     fences_per_op_log_<w> (and _gc_). The one-line commit writes metadata
+ *     back in checkpoints every half redo ring (thousands of operations): a
+ *     short window would count one checkpoint or none.
+ *  4. Counting (native code path, under gdb: pm_fences.h): flush and fence
+ *     instructions executed per allocator operation in a shorter window
+ *     (counted_flushes_per_op_<a>_<w>, counted_fences_per_op_<a>_<w>); PMDK's
+ *     flushes_per_op_pmdk_<w>, fences_per_op_pmdk_<w> come from here (it has
+ *     no counters; its per-operation cost does not amortise). PMAlloc's
+ *     counters are checked against the instruction counts in the same window
+ *     (count_vs_own_counters_max_rel_diff). And
  *     the fence-bound ceiling of the speedup, PMDK fences / LOG fences per op
  *     (speedup_ceiling_*), the same for flushed lines (speedup_ceiling_flush_*),
  *     and, with the timing, an additive check (no-flush time + lines x measured
@@ -336,7 +346,47 @@ int nm_suite_pmalloc_fences(nm_bench *b)
     }
     if (!have_helper) nm_bench_config_str(b, "pmdk_noflush", "skipped: helper nearmem-pmalloc-evalrun not found");
 
-    /* ---- 3. counting under gdb ---- */
+    /* ---- 3. steady counts: PMAlloc's own counters over the timed workload ---- */
+    double steady[16][2][2]; /* [workload][LOG, GC][flushes, fences] per op */
+    for (unsigned i = 0; i < NW; i++)
+        for (int k = 0; k < 2; k++) steady[i][k][0] = steady[i][k][1] = NAN;
+    nm_bench_config_str(b, "steady_counts", "PMAlloc's own flush/fence counters between the timed phase's markers of a full-size "
+                                            "run (every checkpoint inside): the flushes_per_op_log_*/gc_* keys");
+    for (unsigned i = 0; do_time && i < NW; i++) {
+        if (only && strcmp(only, ws[i].key)) continue;
+        for (int k = 0; k < 2; k++) {
+            pe_params p = {.work = ws[i].w, .kind = (pe_kind)k, .threads = T, .n = ws[i].n, .iters = ws[i].iters, .ops = ws[i].ops,
+                           .pool_size = ws[i].pool, .prefault = 1, .mark = 1, .seed = nm_bench_seed(b) * 1000003u};
+            snprintf(p.dir, sizeof p.dir, "%s/steady-%d", nm_bench_tmpdir(b), k);
+            pe_cleanup(p.dir);
+            pe_result r;
+            int rc = pe_run(&p, &r);
+            pe_cleanup(p.dir);
+            if (rc || r.ops <= 0) {
+                nm_bench_progress(b, "%s %s steady count: FAILED: %s", ws[i].name, pe_kind_name((pe_kind)k), r.msg);
+                return NM_EIO;
+            }
+            steady[i][k][0] = r.flushes / r.ops;
+            steady[i][k][1] = r.fences / r.ops;
+            char key[96];
+            snprintf(key, sizeof key, "flushes_per_op_%s_%s", pf_alloc_key[k], ws[i].key);
+            nm_bench_summary_num(b, key, steady[i][k][0]);
+            snprintf(key, sizeof key, "fences_per_op_%s_%s", pf_alloc_key[k], ws[i].key);
+            nm_bench_summary_num(b, key, steady[i][k][1]);
+            nm_bench_row *row = nm_bench_row_new(b);
+            nm_bench_row_str(row, "bench", ws[i].name);
+            nm_bench_row_str(row, "allocator", pe_kind_name((pe_kind)k));
+            nm_bench_row_str(row, "method", "own_counters");
+            nm_bench_row_num(row, "threads", T);
+            nm_bench_row_num(row, "ops", r.ops);
+            nm_bench_row_num(row, "flushes_per_op", steady[i][k][0]);
+            nm_bench_row_num(row, "fences_per_op", steady[i][k][1]);
+            nm_bench_progress(b, "%-12s %-12s own counters over %.0f ops: %.3f flushes/op, %.3f fences/op", ws[i].name,
+                              pe_kind_name((pe_kind)k), r.ops, steady[i][k][0], steady[i][k][1]);
+        }
+    }
+
+    /* ---- 4. counting under gdb ---- */
     const char *why = NULL;
     if (!do_count) why = "skipped: --set count=0";
     else if (!have_helper) why = "skipped: helper nearmem-pmalloc-evalrun not found";
@@ -402,10 +452,19 @@ int nm_suite_pmalloc_fences(nm_bench *b)
                 max_err = fmax(max_err, fmax(ef, el));
             }
             char key[96];
-            snprintf(key, sizeof key, "fences_per_op_%s_%s", pf_alloc_key[k], ws[i].key);
+            snprintf(key, sizeof key, "counted_fences_per_op_%s_%s", pf_alloc_key[k], ws[i].key);
             nm_bench_summary_num(b, key, fpo[k]);
-            snprintf(key, sizeof key, "flushes_per_op_%s_%s", pf_alloc_key[k], ws[i].key);
+            snprintf(key, sizeof key, "counted_flushes_per_op_%s_%s", pf_alloc_key[k], ws[i].key);
             nm_bench_summary_num(b, key, lpo[k]);
+            if (k == PE_PMDK) {
+                snprintf(key, sizeof key, "fences_per_op_%s_%s", pf_alloc_key[k], ws[i].key);
+                nm_bench_summary_num(b, key, fpo[k]);
+                snprintf(key, sizeof key, "flushes_per_op_%s_%s", pf_alloc_key[k], ws[i].key);
+                nm_bench_summary_num(b, key, lpo[k]);
+            } else if (!isnan(steady[i][k][0])) { /* the ceilings below use the steady PMAlloc counts */
+                fpo[k] = steady[i][k][1];
+                lpo[k] = steady[i][k][0];
+            }
             if (!isnan(ns_all[i][k][1]) && lpo[k] > 0) { /* what one counted line costs in this workload */
                 snprintf(key, sizeof key, "ns_per_flushed_line_%s_%s", pf_alloc_key[k], ws[i].key);
                 nm_bench_summary_num(b, key, (ns_all[i][k][0] - ns_all[i][k][1]) / lpo[k]);

@@ -36,9 +36,9 @@ static size_t pick_size(nm_rng *r, const pmc_config *cfg)
     return (size_t)nm_rng_range(r, sizeof(pmc_obj) + 8, 600);
 }
 
-/* Set while the workload persists its own object data: crash points are
- * moved past those flushes so that they land on allocator operations. */
-static int g_user_persist;
+/* Set while this thread persists its own object data (crash points there are
+ * counted apart: they are not allocator flushes). */
+static __thread int g_user_persist;
 
 /* Payload words are random 64-bit values: they never look like heap offsets. */
 static void fill(pmalloc_heap *h, pmc_obj *o, size_t size, uint64_t seed, pmalloc_ptr self)
@@ -263,6 +263,7 @@ out:
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -285,6 +286,11 @@ void pmc_run_defaults(pmc_run *r, pmalloc_model m, const char *tmpdir)
 
 static void fail_note(pmc_run *r, const char *fmt, const char *a, const char *b)
 {
+    if (getenv("PMC_STOP")) { /* debugging: stop at the first failure (PMC_KEEP holds its image) */
+        fprintf(stderr, fmt, a, b);
+        fprintf(stderr, "\n");
+        _exit(9);
+    }
     r->failures++;
     if (!r->first_failure[0]) snprintf(r->first_failure, sizeof r->first_failure, fmt, a, b);
 }
@@ -315,6 +321,12 @@ static void rm_heap(const char *dir)
 /* Open the heap in dir (recovering it), check, close cleanly. */
 static void verify_dir(pmc_run *r, const char *dir, bool full, const char *what)
 {
+    const char *keep = getenv("PMC_KEEP"); /* debugging: a copy of every image before it is recovered */
+    if (keep && *keep) {
+        char cmd[2048];
+        snprintf(cmd, sizeof cmd, "rm -rf %s; cp -r %s %s", keep, dir, keep);
+        if (system(cmd) != 0) fprintf(stderr, "PMC_KEEP: copy failed\n");
+    }
     pmalloc_options o = run_opts(r, PMALLOC_PERSIST_CPU, false);
     pmalloc_heap *h;
     nm_err e = pmalloc_open(dir, &o, &h);
@@ -331,16 +343,22 @@ static void verify_dir(pmc_run *r, const char *dir, bool full, const char *what)
 
 typedef struct sim_ctx {
     pmc_run *r;
-    nm_rng rng;
+    pthread_mutex_t mu; /* one crash point at a time (hooks of several threads, the crasher) */
+    nm_rng rng;         /* under mu */
     uint64_t next_point;
     char s1[512], s2[512];
     /* nested: crash during recovery */
     uint64_t rec_point;
     bool rec_fired;
-    uint64_t alloc_flushes;
-    bool ready; /* the live heap's create finished (a crash inside create leaves
-                 * a file without magic, refused with NM_EFORMAT: not a crash point) */
+    uint64_t flushes; /* flushes of the live heap this round (atomic) */
+    uint64_t alloc_flushes; /* ... of allocator metadata (under mu; every flush under a trylock that succeeded) */
+    int phase;        /* PH_*: what the live heap is doing (atomic) */
+    uint64_t create_point, close_mod;
+    unsigned running; /* workload threads running (atomic) */
+    bool stop;        /* workers and crasher stop (atomic) */
 } sim_ctx;
+
+enum { PH_CREATE, PH_RUN, PH_CLOSE, PH_DONE };
 
 static void rec_hook(void *arg, pmalloc_heap *h, uint64_t no)
 {
@@ -350,25 +368,50 @@ static void rec_hook(void *arg, pmalloc_heap *h, uint64_t no)
     if (pmalloc_sim_snapshot(h, c->s2, nm_rng_u64(&c->rng), c->r->evict_pct)) fail_note(c->r, "snapshot: %s%s", nm_last_errmsg(), "");
 }
 
-static void live_hook(void *arg, pmalloc_heap *h, uint64_t no)
+/* A crash image taken inside a create: no heap (the file never got its name),
+ * and a create after it works and gives an empty, consistent heap. */
+static void verify_create_image(pmc_run *r, const char *dir)
 {
-    sim_ctx *c = arg;
+    pmalloc_options o = run_opts(r, PMALLOC_PERSIST_CPU, false);
+    pmalloc_heap *h;
+    nm_err e = pmalloc_open(dir, &o, &h);
+    if (e == NM_OK) { /* committed just before the crash point: a whole heap */
+        pmc_result res;
+        if (!pmc_check(h, false, &res)) fail_note(r, "crash in create: %s%s", res.msg, "");
+        pmalloc_close(h);
+        return;
+    }
+    if (e != NM_ENOENT) { fail_note(r, "crash in create: open says %s%s", nm_last_errmsg(), ""); return; }
+    o.create = true;
+    if ((e = pmalloc_open(dir, &o, &h))) { fail_note(r, "crash in create: the next create failed: %s%s", nm_last_errmsg(), ""); return; }
+    pmalloc_stats st;
+    pmalloc_stats_get(h, &st);
+    pmc_result res;
+    if (st.objects_live != 0) fail_note(r, "crash in create: the new heap is not empty%s%s", "", "");
+    else if (!pmc_check(h, false, &res)) fail_note(r, "crash in create: %s%s", res.msg, "");
+    pmalloc_close(h);
+}
+
+/* Take a crash point of the live heap now (mu held). */
+static void crash_point(sim_ctx *c, pmalloc_heap *h, int phase)
+{
     pmc_run *r = c->r;
-    NM_UNUSED(no);
-    if (!c->ready || g_user_persist) return; /* only allocator flushes are crash points */
-    uint64_t k = ++c->alloc_flushes;
-    r->flush_points_seen = k;
-    /* a flush inside a slab morph may be taken as a crash point out of turn */
     unsigned ms = pmalloc_morph_step(h);
-    bool target = ms && r->morph_target_pct && nm_rng_below(&c->rng, 100) < r->morph_target_pct;
-    if ((k != c->next_point && !target) || r->tried >= r->points) return;
-    c->next_point = k + 1 + nm_rng_below(&c->rng, 2 * (uint64_t)r->gap);
     if (ms < 4) r->morph_points[ms]++;
     pmalloc_numa_stats ns;
     if (pmalloc_numa_stats_get(h, &ns) == NM_OK && (ns.pending || ns.pending_extents)) r->between_phases++;
+    if (__atomic_load_n(&c->running, __ATOMIC_RELAXED) > 1) r->mt_points++;
+    if (g_user_persist) r->user_flush_points++;
     /* half the points also let unflushed lines reach the image early (evictions) */
     unsigned evict = nm_rng_below(&c->rng, 2) ? r->evict_pct : 0;
     if (pmalloc_sim_snapshot(h, c->s1, nm_rng_u64(&c->rng), evict)) { fail_note(r, "snapshot: %s%s", nm_last_errmsg(), ""); return; }
+    r->tried++;
+    if (phase == PH_CREATE) {
+        r->create_points++;
+        verify_create_image(r, c->s1);
+        return;
+    }
+    if (phase == PH_CLOSE) r->close_points++;
     if (nm_rng_below(&c->rng, 100) < r->recovery_crash_pct) {
         /* recover the image under simulation and crash that recovery */
         pmalloc_options o = run_opts(r, PMALLOC_PERSIST_SIM, false);
@@ -378,7 +421,7 @@ static void live_hook(void *arg, pmalloc_heap *h, uint64_t no)
         o.sim_arg = c;
         pmalloc_heap *h2;
         nm_err e = pmalloc_open(c->s1, &o, &h2);
-        if (e) { fail_note(r, "recovery of a crash image failed: %s%s", nm_last_errmsg(), ""); r->tried++; return; }
+        if (e) { fail_note(r, "recovery of a crash image failed: %s%s", nm_last_errmsg(), ""); return; }
         pmalloc_abandon(h2);
         if (c->rec_fired) {
             verify_dir(r, c->s2, false, "crash during recovery");
@@ -386,8 +429,89 @@ static void live_hook(void *arg, pmalloc_heap *h, uint64_t no)
             r->tried++;
         }
     }
-    verify_dir(r, c->s1, r->tried % 8 == 0, "power failure");
-    r->tried++;
+    verify_dir(r, c->s1, r->tried % 8 == 0, phase == PH_CLOSE ? "power failure in close" : "power failure");
+}
+
+/* Crash points: chosen flushes of any thread (allocator or user flushes), a
+ * flush inside a slab morph out of turn, and flushes inside create and close. */
+static void live_hook(void *arg, pmalloc_heap *h, uint64_t no)
+{
+    sim_ctx *c = arg;
+    pmc_run *r = c->r;
+    NM_UNUSED(no);
+    uint64_t k = __atomic_add_fetch(&c->flushes, 1, __ATOMIC_RELAXED);
+    int phase = __atomic_load_n(&c->phase, __ATOMIC_ACQUIRE);
+    if (phase == PH_DONE || pthread_mutex_trylock(&c->mu) != 0) return; /* another thread is taking one */
+    if (r->tried < r->points || phase == PH_CREATE || phase == PH_CLOSE) { /* those two come on top */
+        bool take = false;
+        if (phase == PH_CREATE) take = k == c->create_point;
+        else if (phase == PH_CLOSE) take = c->close_mod && nm_rng_below(&c->rng, c->close_mod) == 0;
+        else if (g_user_persist) { /* the workload's own data: rarely, at most once per persist call */
+            take = g_user_persist == 1 && nm_rng_below(&c->rng, 2 * (uint64_t)r->gap) == 0;
+            g_user_persist = 2; /* one draw per persist call, at its first line */
+        } else {
+            unsigned ms = pmalloc_morph_step(h); /* a flush inside a slab morph may be taken out of turn */
+            uint64_t ka = ++c->alloc_flushes;
+            take = ka >= c->next_point || (ms && r->morph_target_pct && nm_rng_below(&c->rng, 100) < r->morph_target_pct);
+            if (take) c->next_point = ka + 1 + nm_rng_below(&c->rng, 2 * (uint64_t)r->gap);
+        }
+        if (take) {
+            if (phase == PH_CLOSE) c->close_mod = 0; /* one per close */
+            r->flush_points_seen = k;
+            crash_point(c, h, phase);
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+typedef struct sim_worker {
+    sim_ctx *c;
+    pmalloc_heap *h;
+    pmc_config cfg;
+    uint64_t seed;
+    unsigned steps;
+} sim_worker;
+
+static void *sim_worker_run(void *p)
+{
+    sim_worker *w = p;
+    nm_rng rng;
+    nm_rng_seed(&rng, w->seed);
+    pmc_run *r = w->c->r;
+    for (unsigned i = 0; i < w->steps && !__atomic_load_n(&w->c->stop, __ATOMIC_RELAXED); i++) {
+        if (__atomic_load_n(&r->tried, __ATOMIC_RELAXED) >= r->points) break;
+        int err = pmc_step(w->h, &rng, &w->cfg);
+        if (err) {
+            pthread_mutex_lock(&w->c->mu);
+            fail_note(r, "workload step failed: %s%s", nm_last_errmsg(), "");
+            pthread_mutex_unlock(&w->c->mu);
+            break;
+        }
+    }
+    __atomic_sub_fetch(&w->c->running, 1, __ATOMIC_RELAXED);
+    return NULL;
+}
+
+/* Crash points at arbitrary moments, not at a flush: every 0.05-2 ms. */
+typedef struct crasher_arg { sim_ctx *c; pmalloc_heap *h; } crasher_arg;
+static void *crasher_run(void *p)
+{
+    crasher_arg *a = p;
+    sim_ctx *c = a->c;
+    for (;;) {
+        pthread_mutex_lock(&c->mu);
+        useconds_t us = (useconds_t)(50 + nm_rng_below(&c->rng, 1950));
+        pthread_mutex_unlock(&c->mu);
+        usleep(us);
+        if (__atomic_load_n(&c->stop, __ATOMIC_RELAXED)) break;
+        pthread_mutex_lock(&c->mu);
+        if (c->r->tried < c->r->points && __atomic_load_n(&c->phase, __ATOMIC_ACQUIRE) == PH_RUN) {
+            c->r->timer_points++;
+            crash_point(c, a->h, PH_RUN);
+        }
+        pthread_mutex_unlock(&c->mu);
+    }
+    return NULL;
 }
 
 int pmc_run_sim(pmc_run *r)
@@ -395,6 +519,7 @@ int pmc_run_sim(pmc_run *r)
     sim_ctx c;
     memset(&c, 0, sizeof c);
     c.r = r;
+    pthread_mutex_init(&c.mu, NULL);
     r->cfg.vnodes = r->vnodes;
     nm_rng_seed(&c.rng, r->seed);
     char live[512];
@@ -406,30 +531,65 @@ int pmc_run_sim(pmc_run *r)
     mkdir(c.s2, 0700);
     rm_heap(live);
     uint64_t start = r->tried;
-    unsigned rounds = 0;
-    while (r->tried - start < r->points && rounds++ < 1000) {
+    unsigned rounds = 0, nt = r->threads ? NM_MIN(r->threads, 8u) : 1;
+    static pthread_mutex_t locks[PMC_NLISTS];
+    for (unsigned k = 0; k < PMC_NLISTS; k++) pthread_mutex_init(&locks[k], NULL);
+    while (r->tried - start < r->points && rounds++ < 5000) {
         pmalloc_options o = run_opts(r, PMALLOC_PERSIST_SIM, true);
+        o.narenas = nt;
         o.sim_hook = live_hook;
         o.sim_arg = &c;
+        c.flushes = 0;
         c.alloc_flushes = 0;
         c.next_point = 1 + nm_rng_below(&c.rng, 2 * (uint64_t)r->gap);
+        /* one round in four has a crash point inside the create */
+        c.create_point = rounds == 1 || nm_rng_below(&c.rng, 2) == 0 ? 1 + nm_rng_below(&c.rng, 12) : 0;
+        __atomic_store_n(&c.phase, PH_CREATE, __ATOMIC_RELEASE);
+        __atomic_store_n(&c.stop, false, __ATOMIC_RELAXED);
         pmalloc_heap *h;
         nm_err e = pmalloc_open(live, &o, &h);
         if (e) { fail_note(r, "create: %s%s", nm_last_errmsg(), ""); break; }
-        c.ready = true;
-        nm_rng w;
-        nm_rng_seed_stream(&w, r->seed, rounds);
-        for (unsigned i = 0; i < 20000 && r->tried - start < r->points; i++) {
-            int err = pmc_step(h, &w, &r->cfg);
-            if (err) { fail_note(r, "workload step failed: %s%s", nm_last_errmsg(), ""); break; }
+        c.flushes = 0;
+        __atomic_store_n(&c.phase, PH_RUN, __ATOMIC_RELEASE);
+        /* several threads: half the rounds share every list (per-list locks, so a
+         * block allocated by one thread is freed by another), half split them */
+        bool shared = nt > 1 && (rounds & 1);
+        sim_worker w[8];
+        pthread_t t[8];
+        c.running = nt;
+        for (unsigned k = 0; k < nt; k++) {
+            /* short rounds (unless asked otherwise): many creates and closes to crash */
+            unsigned steps = r->round_steps ? r->round_steps : 100 + (unsigned)nm_rng_below(&c.rng, 500);
+            w[k] = (sim_worker){&c, h, r->cfg, r->seed * 1000003u + rounds * 17u + k, steps};
+            if (nt > 1) {
+                w[k].cfg.list_lo = shared ? 0 : k * (PMC_NLISTS / nt);
+                w[k].cfg.list_n = shared ? 0 : PMC_NLISTS / nt;
+                w[k].cfg.locks = shared ? locks : NULL;
+            }
         }
+        pthread_t ct;
+        crasher_arg ca = {&c, h};
+        bool crasher = r->crasher && pthread_create(&ct, NULL, crasher_run, &ca) == 0;
+        for (unsigned k = 1; k < nt; k++) pthread_create(&t[k], NULL, sim_worker_run, &w[k]);
+        sim_worker_run(&w[0]);
+        for (unsigned k = 1; k < nt; k++) pthread_join(t[k], NULL);
+        __atomic_store_n(&c.stop, true, __ATOMIC_RELAXED);
+        if (crasher) pthread_join(ct, NULL);
         pmalloc_stats st;
         pmalloc_stats_get(h, &st);
         r->log_gcs += st.bklog_gcs + st.bklog_fast_gcs;
         r->morphs += st.morphs;
         if (getenv("PMC_DEBUG")) fprintf(stderr, "round %u: %llu log appends, %llu gcs, %llu flushes\n", rounds, (unsigned long long)st.bklog_appends, (unsigned long long)st.bklog_gcs, (unsigned long long)st.flushes);
-        pmalloc_abandon(h);
-        c.ready = false;
+        /* half the rounds end with a clean close that may itself be crashed */
+        if (rounds == 1 || nm_rng_below(&c.rng, 2)) {
+            c.close_mod = 16;
+            __atomic_store_n(&c.phase, PH_CLOSE, __ATOMIC_RELEASE);
+            if (pmalloc_close(h)) fail_note(r, "close: %s%s", nm_last_errmsg(), "");
+        } else {
+            __atomic_store_n(&c.phase, PH_DONE, __ATOMIC_RELEASE);
+            pmalloc_abandon(h);
+        }
+        __atomic_store_n(&c.phase, PH_DONE, __ATOMIC_RELEASE);
         rm_heap(live);
     }
     rm_heap(c.s1);
@@ -437,6 +597,7 @@ int pmc_run_sim(pmc_run *r)
     rmdir(live);
     rmdir(c.s1);
     rmdir(c.s2);
+    pthread_mutex_destroy(&c.mu);
     return r->failures ? 1 : 0;
 }
 
@@ -456,14 +617,36 @@ static void *child_thread(void *p)
     return NULL;
 }
 
+/* Shared with the children: what the child was doing when it was killed. */
+enum { CH_OPEN = 1, CH_RUN, CH_CLOSE };
+static volatile int *g_child_phase;
+
 static void child_run(const pmc_run *r, const char *dir, uint64_t seed)
 {
     pmalloc_options o = run_opts(r, PMALLOC_PERSIST_CPU, false);
     unsigned nt = r->threads ? r->threads : 1;
     o.narenas = nt;
     pmalloc_heap *h;
+    *g_child_phase = CH_OPEN;
     if (pmalloc_open(dir, &o, &h)) _exit(2);
     if (pmc_repair(h)) _exit(4);
+    *g_child_phase = CH_RUN;
+    if (nt == 1 && (seed & 2)) {
+        /* one child in two closes and reopens the heap every few hundred steps,
+         * so kills land inside a clean close and inside an open too */
+        nm_rng rng;
+        nm_rng_seed(&rng, seed);
+        pmc_config cfg = r->cfg;
+        for (;;) {
+            for (unsigned n = 100 + (unsigned)nm_rng_below(&rng, 400); n; n--)
+                if (pmc_step(h, &rng, &cfg)) _exit(3);
+            *g_child_phase = CH_CLOSE;
+            if (pmalloc_close(h)) _exit(6);
+            *g_child_phase = CH_OPEN;
+            if (pmalloc_open(dir, &o, &h)) _exit(7);
+            *g_child_phase = CH_RUN;
+        }
+    }
     child_worker w[8];
     pthread_t t[8];
     if (nt > 8) nt = 8;
@@ -497,7 +680,10 @@ int pmc_run_proc(pmc_run *r)
     pmalloc_close(h);
     nm_rng rng;
     nm_rng_seed(&rng, r->seed);
+    g_child_phase = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (g_child_phase == MAP_FAILED) { fail_note(r, "mmap failed%s%s", "", ""); return 1; }
     for (unsigned i = 0; i < r->points; i++) {
+        *g_child_phase = 0;
         fflush(NULL);
         pid_t pid = fork();
         if (pid < 0) { fail_note(r, "fork failed%s%s", "", ""); break; }
@@ -507,6 +693,10 @@ int pmc_run_proc(pmc_run *r)
         int status = 0;
         waitpid(pid, &status, 0);
         r->tried++;
+        int ph = *g_child_phase;
+        if (ph == CH_CLOSE) r->kills_in_close++;
+        if (ph == CH_OPEN) r->kills_in_open++;
+        if (r->threads > 1 && ph == CH_RUN) r->mt_points++;
         if (!WIFSIGNALED(status)) {
             char b[64];
             snprintf(b, sizeof b, "%d", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
@@ -517,6 +707,8 @@ int pmc_run_proc(pmc_run *r)
         if (i % 3 == 2 && i + 1 < r->points) continue;
         verify_dir(r, dir, i % 8 == 0, "process crash");
     }
+    munmap((void *)g_child_phase, 4096);
+    g_child_phase = NULL;
     rm_heap(dir);
     rmdir(dir);
     return r->failures ? 1 : 0;

@@ -71,7 +71,11 @@ typedef struct pmc_run {
     unsigned recovery_crash_pct; /* SIM: % of points whose recovery is crashed too */
     unsigned log_chunks;         /* small bookkeeping log, so its GC runs under crashes */
     unsigned evict_pct;          /* SIM: on half the points, unflushed lines persist with this % */
-    unsigned threads;            /* process crash: workload threads in the child (own lists each) */
+    unsigned threads;            /* workload threads: in the process-crash child, or in the live heap of a
+                                  * power-failure run (crash points then land at arbitrary points of the
+                                  * other threads; lists shared with locks in half the rounds) */
+    bool crasher;                /* SIM: also crash at random moments (a timer thread), not at a flush */
+    unsigned round_steps;        /* SIM: workload steps per thread and heap (0 = 100..600 at random) */
     unsigned morph_su;           /* pmalloc_options.morph_su of every open (0 = default 20%) */
     unsigned morph_target_pct;   /* SIM: % of the flushes inside a slab morph that become crash points */
     unsigned vnodes;             /* > 1: heaps with this many virtual NUMA nodes (16-entry deallocation-log
@@ -86,6 +90,11 @@ typedef struct pmc_run {
     uint64_t between_phases;   /* SIM: crash points with remote frees (blocks or extents) recorded, not synchronised */
     uint64_t replay_points;    /* recoveries checked that replayed deallocation-log entries */
     uint64_t replayed_entries; /* ... entries they replayed */
+    uint64_t mt_points;        /* crash points while two or more workload threads ran (SIM) or were killed (process) */
+    uint64_t timer_points;     /* SIM: taken by the crasher thread at a random moment */
+    uint64_t user_flush_points;/* SIM: taken at a flush of the workload's own data */
+    uint64_t create_points, close_points; /* SIM: inside pmalloc_open's create / pmalloc_close */
+    uint64_t kills_in_close, kills_in_open; /* process: the child was closing / opening (recovering) the heap */
     char first_failure[512];
 } pmc_run;
 void pmc_run_defaults(pmc_run *r, pmalloc_model m, const char *tmpdir);

@@ -558,6 +558,7 @@ static int pe_recovery_open(const pe_params *p, pe_result *r)
         pmalloc_recovery_info ri;
         pmalloc_recovery_info_get(e.h, &ri);
         if (ri.was_clean) { r->err = 1; snprintf(r->msg, sizeof r->msg, "heap was closed cleanly: no recovery ran"); }
+        r->ops = ri.wal_entries; /* the redo records after the checkpoint bound that the open replayed */
     }
     r->aux = (double)found;
     (void)pe_close; /* no clean close: the next open is again a post-crash open */

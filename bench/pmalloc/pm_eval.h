@@ -51,7 +51,8 @@ typedef struct pe_result {
     int err;
     char msg[200];
     double seconds;      /* timed phase */
-    double ops;          /* allocator operations (allocs + frees) in the timed phase */
+    double ops;          /* allocator operations (allocs + frees) in the timed phase; PMAlloc's
+                            recovery open: the redo records after the checkpoint bound it replayed */
     double peak_bytes;   /* peak RSS growth of the measuring process (DRAM + touched pool pages) */
     double aux;          /* workload specific: list nodes found after recovery; slab morphs (PMAlloc runs) */
     double is_pmem;      /* PMDK: pmem_is_pmem on the pool (1 = CPU flushes) */

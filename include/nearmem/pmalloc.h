@@ -11,12 +11,33 @@
  * source of pmalloc_free_from, the roots) live inside the heap.
  *
  * Consistency models (Sec. 2.3, 4.1):
- *  - PMALLOC_LOG: every malloc_to/free_from is logged in a per-thread write-ahead
- *    log together with the user pointer; recovery finishes or undoes a partial
- *    operation, so after any crash allocated == reachable (nothing leaks).
+ *  - PMALLOC_LOG: every malloc_to/free_from commits with one redo record in a
+ *    per-thread ring: one flushed cache line and one fence. After any crash,
+ *    recovery replays every committed operation, so allocated == reachable
+ *    (nothing leaks) and every pointer the operations wrote is as they left it.
  *  - PMALLOC_GC: small blocks write no allocator metadata at run time; after a
  *    crash, recovery marks conservatively from the roots and frees the rest.
  *    Large allocations take the LOG path in both models (as in the paper).
+ *
+ * When a pointer word is durable (LOG; the exact contract). malloc_to,
+ * free_from, set_root and set_ptr return once the operation is committed (its
+ * record is durable). The word they write (*dst = the object, *src = 0, the
+ * slot) and the allocator's metadata are stored in memory at once and written
+ * back to the heap file later, by a checkpoint (every few hundred operations
+ * of a thread, pmalloc_sync, pmalloc_close). So:
+ *  - a running program (any thread) reads the new value at once, as any store;
+ *  - after a crash, pmalloc_open replays the committed operations: the word
+ *    holds what the last of them wrote, the objects are allocated or free as
+ *    they left them. Before that replay the file may hold the old value: read
+ *    a heap only through pmalloc_open;
+ *  - a word written by one of these calls belongs to the allocator until the
+ *    next checkpoint: change it through them (free_from, malloc_to_ex with
+ *    PMALLOC_OVERWRITE, set_ptr), which are ordered after it, or call
+ *    pmalloc_sync first. A plain store of your own (even persisted) to such a
+ *    word may be replaced by recovery with the value of the last operation.
+ *    Words inside an object that a later free_from released are never written
+ *    by recovery. Your own data (object contents) is yours: pmalloc_persist it.
+ * GC model: the pointer word is persisted before these calls return (no replay). 
  *
  * Every persistence operation (ours and, through pmalloc_persist, the user's)
  * goes through one counted flush primitive that also detects cache-line
@@ -31,6 +52,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "nearmem/common/error.h"
 
 #ifdef __cplusplus
@@ -39,8 +61,18 @@ extern "C" {
 
 typedef struct pmalloc_heap pmalloc_heap;
 
-/* A persistent pointer: byte offset from the heap base; 0 is NULL. */
+/* A persistent pointer: the heap's identity and a byte offset from the heap
+ * base; 0 is NULL. Bits 0-43 hold the offset (heaps up to 16 TiB), bits 44-62
+ * the heap's tag, a random number drawn when the heap is created (bit 63 is 0).
+ * A pointer of another heap is refused (NM_EINVAL; pmalloc_direct gives NULL),
+ * as PMDK's PMEMoid carries its pool's id. Treat the value as opaque: convert
+ * with pmalloc_direct / pmalloc_ptr_of; adding a byte count within an object
+ * gives the pointer to that byte (the tag is not touched). Heaps of format
+ * versions 1 and 2 (before tags) are refused with NM_EFORMAT. */
 typedef uint64_t pmalloc_ptr;
+#define PMALLOC_PTR_OFFSET_BITS 44
+#define PMALLOC_PTR_OFFSET(p) ((uint64_t)(p) & ((1ull << PMALLOC_PTR_OFFSET_BITS) - 1)) /* byte offset in the heap file(s) */
+#define PMALLOC_PTR_TAG(p) ((uint64_t)(p) >> PMALLOC_PTR_OFFSET_BITS)
 
 #define PMALLOC_NROOTS 1024u            /* root slots per heap (paper: >= 512) */
 #define PMALLOC_SMALL_MAX 14336u        /* largest small (slab) request; above: extents */
@@ -91,6 +123,9 @@ typedef struct pmalloc_options {
                                    * 0 = 10 s (jemalloc's default), PMALLOC_DECAY_NEVER = off */
     unsigned log_chunks;          /* bookkeeping-log size in 1 KiB chunks when creating
                                    * (>= 4); 0 = one 8-byte entry per data page + 16 chunks */
+    unsigned redo_records;        /* records per thread's redo ring when creating (a power of two,
+                                   * 64..4096; 0 = about 1/32 of the heap over 128 rings): a
+                                   * checkpoint runs every half ring of a thread's operations */
     bool create;                  /* create the heap when the file does not exist */
     unsigned morph_su;            /* slab morphing (Sec. 5.2): a slab whose occupancy is below
                                    * this percentage may change size class when its arena needs
@@ -146,13 +181,32 @@ nm_err pmalloc_remove(const char *dir, const pmalloc_options *o);
  * with respect to crashes: after a crash either *dst holds the object and it is
  * allocated, or *dst is unchanged and nothing is allocated. dst must be an
  * 8-byte aligned location inside the heap: a root slot or a field of an
- * allocated object (NM_EINVAL otherwise; recovery reads it). Sizes up to PMALLOC_SMALL_MAX come from slabs, larger from extents. */
+ * allocated object (NM_EINVAL otherwise; recovery reads it). Sizes up to PMALLOC_SMALL_MAX come from slabs, larger from extents.
+ * *dst must be 0: a destination that holds a pointer (or anything else) is
+ * NM_EEXIST and nothing changes, since overwriting it would lose the object it
+ * names (use pmalloc_malloc_to_ex with PMALLOC_OVERWRITE to allow it). */
 nm_err pmalloc_malloc_to(pmalloc_heap *h, size_t size, pmalloc_ptr *dst);
+/* Flags of pmalloc_malloc_to_ex. */
+#define PMALLOC_OVERWRITE 1u /* *dst may be non-zero: its old value is overwritten; an object it
+                              * named stays allocated (the caller holds another reference to it) */
+/* pmalloc_malloc_to with flags (0 = pmalloc_malloc_to); unknown flags are NM_EINVAL. */
+nm_err pmalloc_malloc_to_ex(pmalloc_heap *h, size_t size, pmalloc_ptr *dst, unsigned flags);
 /* Free the object *src points to and set *src to 0, atomically w.r.t. crashes.
  * src obeys the same rule as dst above.
  * NM_EBADFREE: *src is outside the heap's data or not the start of an object;
  * NM_EDOUBLEFREE: the object is already free. Nothing changes on error. */
 nm_err pmalloc_free_from(pmalloc_heap *h, pmalloc_ptr *src);
+
+/* Store pointer p into the pointer word *loc (a root slot or a word inside an
+ * allocated object, as for malloc_to), ordered after the operations that wrote
+ * that word before (LOG: one redo record, one flushed line and one fence; GC:
+ * the word is persisted). Use it to move pointers between words, instead of a
+ * plain store. p must be 0 or a pointer of this heap (NM_EINVAL otherwise). */
+nm_err pmalloc_set_ptr(pmalloc_heap *h, pmalloc_ptr *loc, pmalloc_ptr p);
+/* A checkpoint now: every operation committed so far is written back to the
+ * heap (pointer words, bitmaps, log); afterwards the heap file holds what the
+ * program sees, and words written by earlier calls may be stored to directly. */
+nm_err pmalloc_sync(pmalloc_heap *h);
 
 /* Persistent pointer <-> address in this mapping. */
 void *pmalloc_direct(const pmalloc_heap *h, pmalloc_ptr p); /* NULL for 0 or out of range */
@@ -160,7 +214,7 @@ pmalloc_ptr pmalloc_ptr_of(const pmalloc_heap *h, const void *addr); /* 0 if out
 /* Usable size of an allocated object, 0 if p is not an allocated object start. */
 size_t pmalloc_usable_size(pmalloc_heap *h, pmalloc_ptr p);
 
-/* Roots: PMALLOC_NROOTS persistent pointer slots. set_root persists the slot. */
+/* Roots: PMALLOC_NROOTS persistent pointer slots. set_root is set_ptr on a slot. */
 nm_err pmalloc_set_root(pmalloc_heap *h, unsigned idx, pmalloc_ptr p);
 pmalloc_ptr pmalloc_get_root(const pmalloc_heap *h, unsigned idx);
 /* The slot itself, to pass to malloc_to/free_from; NULL if idx is out of range. */
@@ -184,7 +238,8 @@ typedef struct pmalloc_stats {
     uint64_t meta_flushes;   /* ... of allocator metadata (WAL, bitmaps, log, headers) */
     uint64_t reflushes;      /* metadata lines flushed again within 4 distinct lines */
     uint64_t fences;         /* drains (sfence) */
-    uint64_t wal_appends;
+    uint64_t wal_appends;    /* redo records written (one per committed LOG operation, extents in both models) */
+    uint64_t checkpoints;    /* checkpoints since open (write-backs of committed operations) */
     uint64_t bklog_appends;
     uint64_t extent_cache_hits;   /* large allocations served by an arena's cache of freed extents */
     uint64_t extent_cache_misses; /* ... that went to the heap's extent allocator */
@@ -284,6 +339,37 @@ nm_err pmalloc_sim_snapshot(pmalloc_heap *h, const char *dir, uint64_t seed, uns
 unsigned pmalloc_morph_step(const pmalloc_heap *h);
 /* Drop the heap without a clean shutdown (a crash): unmap, free, write nothing. */
 void pmalloc_abandon(pmalloc_heap *h);
+
+/* ---- Inspection without opening (`nearmem pmalloc info|dump`) ----
+ * Both read the heap's main file only (read-only mapping, no lock taken, no
+ * recovery, nothing written); they work on a crashed heap and on one another
+ * process has open (a snapshot of a moving target, then). */
+typedef struct pmalloc_file_info {
+    unsigned version;       /* heap format (3: one file, 4: node files) */
+    pmalloc_model model;
+    uint64_t heap_size;     /* bytes, metadata included */
+    uint64_t data_bytes;    /* the data area */
+    uint64_t ptr_tag;       /* this heap's pointer tag (PMALLOC_PTR_TAG of its pointers) */
+    unsigned node_files;    /* 0: one file */
+    unsigned redo_rings, ring_records;
+    unsigned log_chunks;
+    uint64_t checkpoint_bound;   /* operations up to this sequence number are written back */
+    uint64_t records_pending;    /* valid redo records after it (a crashed heap's replay work) */
+    unsigned log_chunks_listed;  /* bookkeeping-log chunks in use */
+    bool clean;             /* the last session ended with pmalloc_close */
+    bool recovering;        /* ... crashed inside a recovery */
+    bool in_use;            /* a process has it open now */
+    bool numa_logs;         /* created with deallocation logs (>= 2 nodes) */
+} pmalloc_file_info;
+/* NM_ENOENT: no heap in dir; NM_EFORMAT: not a PMAlloc heap or an older
+ * format; NM_ECORRUPT: the superblock fails its checksum. */
+nm_err pmalloc_inspect(const char *dir, const pmalloc_options *o, pmalloc_file_info *info);
+/* Print every persistent metadata structure of the main file with the result
+ * of its checks (superblock, checkpoint bound, redo rings, bookkeeping log,
+ * NUMA logs), marking what pmalloc_open would refuse or repair DAMAGED;
+ * NM_ECORRUPT if something open would refuse. Slabs and objects need the log
+ * replayed: open the heap (pmalloc_walk, pmalloc_check). */
+nm_err pmalloc_dump(const char *dir, const pmalloc_options *o, FILE *out);
 
 #ifdef __cplusplus
 }

@@ -156,7 +156,7 @@ static nm_err map_at(pm_files *f, char *addr, size_t len, int fd, const char *pa
  * files (tmpfs) a preferred-node policy places the pages; for page-cache files
  * of other file systems Linux ignores a mapping's policy (the faulting
  * thread's applies), so the call is harmless there. Virtual nodes: nothing. */
-static void bind_node(pmalloc_heap *h, unsigned k, char *addr, size_t len, bool pmem)
+static void bind_node(pm_heap *h, unsigned k, char *addr, size_t len, bool pmem)
 {
     pm_numa *n = h->numa;
     if (pmem || n->virt || n->nnodes < 2 || n->nnodes != h->files->n) return;
@@ -166,7 +166,7 @@ static void bind_node(pmalloc_heap *h, unsigned k, char *addr, size_t len, bool 
     if (mbind(addr, len, MPOL_PREFERRED, mask, PM_NUMA_MAX_NODES + 1, 0) == 0) h->files->bound++;
 }
 
-static nm_err map_node(pmalloc_heap *h, unsigned k, uint64_t data_off)
+static nm_err map_node(pm_heap *h, unsigned k, uint64_t data_off)
 {
     pm_files *f = h->files;
     char *addr = f->map + data_off + f->lo[k] * PM_PAGE;
@@ -190,7 +190,7 @@ static void sync_dir_of(const char *path)
     free(c);
 }
 
-static pm_files *files_new(pmalloc_heap *h, const char *dir)
+static pm_files *files_new(pm_heap *h, const char *dir)
 {
     pm_files *f = calloc(1, sizeof *f);
     if (!f) return NULL;
@@ -333,7 +333,7 @@ static void split(pm_files *f, uint64_t pages)
  * name exists). Where O_TMPFILE or /proc is missing, a unique name stands in
  * for the nameless file (a crash in the few instructions between its creation
  * and its removal leaves an empty pmalloc.heap.creating.<pid>.<id>). */
-static nm_err make_marker(pmalloc_heap *h, const char *dir)
+static nm_err make_marker(pm_heap *h, const char *dir)
 {
     pm_files *f = h->files;
     int fd = -1, err = 0;
@@ -368,7 +368,7 @@ static nm_err make_marker(pmalloc_heap *h, const char *dir)
                          : nm_fail(NM_EIO, "pmalloc_open: cannot create %s: %s", f->marker, strerror(err));
 }
 
-nm_err pm_files_create(pmalloc_heap *h, const char *dir, const pmalloc_options *o, unsigned nfiles, uint64_t data_off,
+nm_err pm_files_create(pm_heap *h, const char *dir, const pmalloc_options *o, unsigned nfiles, uint64_t data_off,
                        uint64_t heap_size, int *is_pmem)
 {
     pm_files *f = files_new(h, dir);
@@ -441,12 +441,51 @@ nm_err pm_files_create(pmalloc_heap *h, const char *dir, const pmalloc_options *
     return NM_OK;
 }
 
-void pm_files_persist_hdr(pmalloc_heap *h)
+/* A one-file heap is built the same way, under the temporary name, and gets
+ * its name last (pm_files_commit, then pm_files_detach): a create killed at
+ * any moment leaves no pmalloc.heap (only an unlocked temporary file, which
+ * the next create removes) or a complete heap. */
+nm_err pm_files_create_single(pm_heap *h, const char *dir, uint64_t heap_size, int *is_pmem)
+{
+    pm_files *f = files_new(h, dir);
+    if (!f) return nm_fail(NM_ENOMEM, "pmalloc: no host memory");
+    f->single = true;
+    if (getrandom(&f->heap_id, sizeof f->heap_id, 0) != (ssize_t)sizeof f->heap_id) f->heap_id = nm_now_ns() ^ ((uint64_t)getpid() << 32);
+    nm_err e = remove_heap_file(f->marker, dir, NULL); /* an interrupted create's leftover */
+    if (e || (e = make_marker(h, dir))) return e;
+    struct stat st;
+    if (stat(f->main_path, &st) == 0) return nm_fail(NM_EBUSY, "pmalloc_open: %s was created by another process meanwhile", f->main_path);
+    /* the blocks up front (as libpmem's pmem_map_file does): a page fault on a
+     * full file system would be a SIGBUS, not an error code */
+    int fe = posix_fallocate(h->lock_fd, 0, (off_t)heap_size);
+    if (fe == EOPNOTSUPP || fe == EINVAL) fe = ftruncate(h->lock_fd, (off_t)heap_size) ? errno : 0;
+    if (fe) return nm_fail(fe == ENOSPC ? NM_ENOMEM : NM_EIO, "pmalloc_open: cannot size %s: %s", f->marker, strerror(fe));
+    if ((e = reserve(f, heap_size, 0)) || (e = map_at(f, f->map, heap_size, h->lock_fd, f->marker))) return e;
+    h->base = f->map;
+    h->size = heap_size;
+    h->sb = (pm_super *)h->base;
+    *is_pmem = f->pmem == 1;
+    return NM_OK;
+}
+
+/* After the commit of a one-file create: the heap is an ordinary one-file heap
+ * (one mapping, unmapped at close like an opened one). */
+void pm_files_detach(pm_heap *h)
+{
+    pm_files *f = h->files;
+    if (!f || !f->single) return;
+    free(f->marker);
+    free(f->main_path);
+    free(f);
+    h->files = NULL;
+}
+
+void pm_files_persist_hdr(pm_heap *h)
 {
     pm_persist(h, files_hdr(h->sb), PM_LINE + (size_t)h->files->n * 8, PM_META);
 }
 
-nm_err pm_files_commit(pmalloc_heap *h)
+nm_err pm_files_commit(pm_heap *h)
 {
     pm_files *f = h->files;
     if (fsync(h->lock_fd) != 0) return nm_fail(NM_EIO, "pmalloc_open: cannot sync %s: %s", f->marker, strerror(errno));
@@ -466,10 +505,15 @@ nm_err pm_files_commit(pmalloc_heap *h)
     return NM_OK;
 }
 
-void pm_files_discard(pmalloc_heap *h)
+void pm_files_discard(pm_heap *h)
 {
     pm_files *f = h->files;
     if (!f || f->committed) return;
+    if (f->single && f->map) { /* nothing else was made */
+        munmap(f->map, f->map_len);
+        f->map = NULL;
+        h->base = NULL;
+    }
     for (unsigned k = 0; k < f->n; k++)
         if (f->created >> k & 1) unlink(f->path[k]);
     if (h->lock_fd >= 0 && f->marker) unlink(f->marker); /* ours: we hold its lock */
@@ -477,10 +521,11 @@ void pm_files_discard(pmalloc_heap *h)
 
 /* ---- open ---- */
 
-nm_err pm_files_open(pmalloc_heap *h, const char *dir, const pmalloc_options *o, const pm_super *sb, int *is_pmem)
+nm_err pm_files_open(pm_heap *h, const char *dir, const pmalloc_options *o, const pm_super *sb, int *is_pmem)
 {
     pm_files *f = files_new(h, dir);
     if (!f) return nm_fail(NM_ENOMEM, "pmalloc: no host memory");
+    f->committed = true; /* an existing heap: nothing of it is being created */
     uint64_t data_off;
     nm_err e = read_hdr(sb, f, &data_off);
     if (e || (e = set_paths(f, dir, o))) return e;
@@ -532,7 +577,7 @@ nm_err pm_files_open(pmalloc_heap *h, const char *dir, const pmalloc_options *o,
     return NM_OK;
 }
 
-void pm_files_unmap(pmalloc_heap *h)
+void pm_files_unmap(pm_heap *h)
 {
     pm_files *f = h->files;
     if (!f) return;
@@ -550,7 +595,7 @@ void pm_files_unmap(pmalloc_heap *h)
 
 /* ---- decay and crash images ---- */
 
-bool pm_data_punch(pmalloc_heap *h, uint64_t page, uint64_t npages)
+bool pm_data_punch(pm_heap *h, uint64_t page, uint64_t npages)
 {
     const int mode = FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE;
     pm_files *f = h->files;
@@ -567,7 +612,7 @@ bool pm_data_punch(pmalloc_heap *h, uint64_t page, uint64_t npages)
 /* Crash image of a heap with node files: the main file and every node file
  * (with its trailer) in `dir`; write_range writes heap bytes [off, off+len)
  * of the image at the file's start. */
-nm_err pm_files_snapshot(pmalloc_heap *h, const char *dir, nm_err (*write_range)(void *arg, int fd, uint64_t off, uint64_t len), void *arg)
+nm_err pm_files_snapshot(pm_heap *h, const char *dir, nm_err (*write_range)(void *arg, int fd, uint64_t off, uint64_t len), void *arg)
 {
     pm_files *f = h->files;
     for (unsigned k = 0; k <= f->n; k++) {

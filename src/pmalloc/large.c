@@ -13,21 +13,15 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "nearmem/common/timer.h"
 
 #include "pm_internal.h"
 
-static inline char *chunk_base(pmalloc_heap *h, uint32_t c) { return h->base + h->sb->bk_off + (uint64_t)c * PM_CHUNK_BYTES; }
-static inline pm_chunk_hdr *chunk_hdr(pmalloc_heap *h, uint32_t c) { return (pm_chunk_hdr *)chunk_base(h, c); }
-static inline uint64_t *chunk_ent(pmalloc_heap *h, uint32_t c) { return (uint64_t *)(chunk_base(h, c) + PM_LINE); }
-
-/* The k-th append of a chunk goes to entry index slot(k). */
-static inline uint32_t bk_slot(const pmalloc_heap *h, uint32_t k)
-{
-    if (!h->interleave) return k;
-    return (k % PM_CHUNK_ENTRY_LINES) * 8u + k / PM_CHUNK_ENTRY_LINES;
-}
+static inline char *chunk_base(pm_heap *h, uint32_t c) { return h->base + h->sb->bk_off + (uint64_t)c * PM_CHUNK_BYTES; }
+static inline pm_chunk_hdr *chunk_hdr(pm_heap *h, uint32_t c) { return (pm_chunk_hdr *)chunk_base(h, c); }
+static inline uint64_t *chunk_ent(pm_heap *h, uint32_t c) { return (uint64_t *)(chunk_base(h, c) + PM_LINE); }
 
 /* ---- VEH pool, free-extent bins ---- */
 
@@ -35,7 +29,7 @@ static inline uint32_t bk_slot(const pmalloc_heap *h, uint32_t k)
 
 /* A zeroed VEH from the pool. VEHs are recycled, never freed while the heap is
  * open, so the unlocked readers of the page map never touch freed memory. */
-pm_veh *pm_veh_new(pmalloc_heap *h)
+pm_veh *pm_veh_new(pm_heap *h)
 {
     if (!h->veh_pool) {
         /* one block: a link word (padded to a VEH) and PM_VEH_BLOCK - 1 VEHs */
@@ -54,10 +48,10 @@ pm_veh *pm_veh_new(pmalloc_heap *h)
     return v;
 }
 
-static void veh_put(pmalloc_heap *h, pm_veh *v)
+static void veh_put(pm_heap *h, pm_veh *v)
 {
     __atomic_store_n(&v->state, PM_VEH_FREE, __ATOMIC_RELAXED);
-    v->slab = NULL;
+    __atomic_store_n(&v->slab, NULL, __ATOMIC_RELAXED);
     v->prev = NULL;
     v->next = h->veh_pool;
     h->veh_pool = v;
@@ -65,7 +59,7 @@ static void veh_put(pmalloc_heap *h, pm_veh *v)
 
 static inline unsigned fbin_of(uint64_t npages) { return npages <= PM_FBIN_EXACT ? (unsigned)npages : 0u; }
 
-static void free_list_add(pmalloc_heap *h, pm_veh *v)
+static void free_list_add(pm_heap *h, pm_veh *v)
 {
     __atomic_store_n(&v->state, PM_VEH_FREE, __ATOMIC_RELAXED); /* read unlocked by small_lookup */
     if (!v->freed_ns) v->freed_ns = nm_now_ns();
@@ -78,7 +72,7 @@ static void free_list_add(pmalloc_heap *h, pm_veh *v)
     h->free_pages += v->npages;
 }
 
-static void free_list_del(pmalloc_heap *h, pm_veh *v)
+static void free_list_del(pm_heap *h, pm_veh *v)
 {
     if (v->retained) h->retained_pages -= v->npages;
     v->retained = false;
@@ -92,7 +86,7 @@ static void free_list_del(pmalloc_heap *h, pm_veh *v)
 }
 
 /* First non-empty bin >= b (exact bins only), or 0 if none. */
-static unsigned fbin_next(const pmalloc_heap *h, unsigned b)
+static unsigned fbin_next(const pm_heap *h, unsigned b)
 {
     for (unsigned w = b / 64; w < NM_ARRAY_LEN(h->fbin_map); w++) {
         uint64_t m = h->fbin_map[w];
@@ -102,14 +96,14 @@ static unsigned fbin_next(const pmalloc_heap *h, unsigned b)
     return 0;
 }
 
-pm_veh *pm_free_first(pmalloc_heap *h)
+pm_veh *pm_free_first(pm_heap *h)
 {
     if (h->fbin[0]) return h->fbin[0];
     unsigned b = fbin_next(h, 1);
     return b ? h->fbin[b] : NULL;
 }
 
-pm_veh *pm_free_next(pmalloc_heap *h, pm_veh *v)
+pm_veh *pm_free_next(pm_heap *h, pm_veh *v)
 {
     if (v->next) return v->next;
     unsigned b = fbin_of(v->npages);
@@ -119,19 +113,19 @@ pm_veh *pm_free_next(pmalloc_heap *h, pm_veh *v)
 }
 
 /* Free extents map only their first and last page; allocated ones every page. */
-static void pmap_mark_free(pmalloc_heap *h, pm_veh *v)
+static void pmap_mark_free(pm_heap *h, pm_veh *v)
 {
     pm_pmap_set(h, v->page, v);
     pm_pmap_set(h, v->page + v->npages - 1, v);
 }
 
-static void pmap_mark_alloc(pmalloc_heap *h, pm_veh *v)
+static void pmap_mark_alloc(pm_heap *h, pm_veh *v)
 {
     for (uint64_t p = 0; p < v->npages; p++) pm_pmap_set(h, v->page + p, v);
 }
 
 /* Carve [page, page+npages) out of free extent f; the part becomes `state`. */
-static pm_veh *carve(pmalloc_heap *h, pm_veh *f, uint64_t page, uint64_t npages, int state)
+static pm_veh *carve(pm_heap *h, pm_veh *f, uint64_t page, uint64_t npages, int state)
 {
     pm_veh *a = pm_veh_new(h), *r = NULL;
     if (!a) return NULL;
@@ -171,7 +165,7 @@ static pm_veh *carve(pmalloc_heap *h, pm_veh *f, uint64_t page, uint64_t npages,
     return a;
 }
 
-nm_err pm_extent_alloc(pmalloc_heap *h, uint64_t npages, int state, pm_veh **out)
+nm_err pm_extent_alloc(pm_heap *h, uint64_t npages, int state, pm_veh **out)
 {
     /* best fit, ties to the lowest address: the smallest non-empty exact bin
      * that fits, else the smallest of the large ones */
@@ -189,7 +183,7 @@ nm_err pm_extent_alloc(pmalloc_heap *h, uint64_t npages, int state, pm_veh **out
     return NM_OK;
 }
 
-nm_err pm_extent_claim(pmalloc_heap *h, uint64_t page, uint64_t npages, int state, pm_veh **out)
+nm_err pm_extent_claim(pm_heap *h, uint64_t page, uint64_t npages, int state, pm_veh **out)
 {
     if (npages == 0 || page + npages > h->data_pages || page + npages < page)
         return nm_fail(NM_ECORRUPT, "pmalloc: extent %llu+%llu pages outside the data area",
@@ -205,18 +199,18 @@ nm_err pm_extent_claim(pmalloc_heap *h, uint64_t page, uint64_t npages, int stat
                    (unsigned long long)page, (unsigned long long)npages);
 }
 
-void pm_extent_release(pmalloc_heap *h, pm_veh *v)
+void pm_extent_release(pm_heap *h, pm_veh *v)
 {
     if (v->state == PM_VEH_SLAB) h->nslabs--;
     else h->nextents--;
     pm_extent_free_pages(h, v);
 }
 
-void pm_extent_free_pages(pmalloc_heap *h, pm_veh *v)
+void pm_extent_free_pages(pm_heap *h, pm_veh *v)
 {
     for (uint64_t p = 0; p < v->npages; p++) pm_pmap_set(h, v->page + p, NULL);
     v->bkpos = -1;
-    v->slab = NULL;
+    __atomic_store_n(&v->slab, NULL, __ATOMIC_RELAXED);
     __atomic_store_n(&v->freeing, false, __ATOMIC_RELAXED);
     uint64_t start = v->page, end = v->page + v->npages;
     if (start > 0) {
@@ -252,7 +246,7 @@ void pm_extent_free_pages(pmalloc_heap *h, pm_veh *v)
  * retained state: its pages go back to the file system (FALLOC_FL_PUNCH_HOLE;
  * on DAX this frees persistent memory). Nothing reads free extent contents,
  * so this needs no ordering. A later allocation refaults zero pages. */
-void pm_extent_decay(pmalloc_heap *h, uint64_t now)
+void pm_extent_decay(pm_heap *h, uint64_t now)
 {
     if (h->decay_ns == UINT64_MAX || h->lock_fd < 0 || now - h->last_decay_ns < 50000000ull) return;
     h->last_decay_ns = now;
@@ -269,64 +263,134 @@ void pm_extent_decay(pmalloc_heap *h, uint64_t now)
 
 /* ---- bookkeeping log ---- */
 
-static uint32_t take_free_chunk(pmalloc_heap *h)
+static uint32_t take_free_chunk(pm_heap *h)
 {
     for (uint32_t c = 0; c < h->nchunks; c++)
         if (!h->chunks[c].in_list) return c;
     return PM_CHUNK_NONE;
 }
 
-/* Zero a chunk and give it a header; persisted. */
-static void chunk_init(pmalloc_heap *h, uint32_t c, uint32_t next)
+/* The k-th append of chunk c goes to entry index slot(k): interleaved over
+ * the 15 entry lines (Sec. 5.1) when the chunk was opened that way. */
+static inline uint32_t bk_slot(const pm_heap *h, uint32_t c, uint32_t k)
+{
+    if (!h->chunks[c].inter) return k;
+    return (k % PM_CHUNK_ENTRY_LINES) * 8u + k / PM_CHUNK_ENTRY_LINES;
+}
+
+/* ---- checksums of the log (issue 16): the descriptor has two copies; a
+ * chunk header checks its fixed fields, its next word and its count word
+ * carry their own checks (each is one 8-byte store), and the count's digest
+ * covers the settled entries. ---- */
+
+static uint64_t desc_check(uint64_t w, int copy) { return XXH64(&w, sizeof w, 0x424b4453u + (uint64_t)copy); }
+static pm_bkdesc *desc_copy(pm_heap *h, int copy) { return copy ? (pm_bkdesc *)((char *)h->sb + PM_BK_B_LINE * PM_LINE) : &h->sb->bk_a; }
+
+/* The list starts at `head` from now on: copy A durable, then copy B (a crash
+ * between leaves A valid and newer; a copy damaged at rest is the other's twin). */
+static void desc_write(pm_heap *h, uint32_t head)
+{
+    h->bk_gen++;
+    uint64_t w = (uint64_t)head | (uint64_t)h->bk_gen << 32;
+    for (int copy = 0; copy < 2; copy++) {
+        pm_bkdesc *d = desc_copy(h, copy);
+        __atomic_store_n(&d->w, w, __ATOMIC_RELAXED);
+        __atomic_store_n(&d->check, desc_check(w, copy), __ATOMIC_RELAXED);
+        pm_persist(h, d, sizeof *d, PM_META);
+    }
+    h->bk_head = head;
+}
+
+static nm_err desc_read(pm_heap *h)
+{
+    pm_bkdesc a = *desc_copy(h, 0), b = *desc_copy(h, 1);
+    bool va = a.check == desc_check(a.w, 0), vb = b.check == desc_check(b.w, 1);
+    if (!va && !vb)
+        return nm_fail(NM_ECORRUPT, "pmalloc: both copies of the bookkeeping-log descriptor (superblock lines 3 and %u) are damaged", PM_BK_B_LINE);
+    uint64_t w = va && vb ? ((a.w >> 32) >= (b.w >> 32) ? a.w : b.w) : va ? a.w : b.w;
+    h->bk_head = (uint32_t)w;
+    h->bk_gen = (uint32_t)(w >> 32);
+    return NM_OK;
+}
+
+static uint64_t chunk_check(const pm_chunk_hdr *hd) { return XXH64(hd, offsetof(pm_chunk_hdr, next), 0x43484b48u); }
+static inline uint64_t next_word(uint32_t c, const pm_chunk_hdr *hd, uint32_t next)
+{
+    uint64_t v[3] = {next, c, hd->gen};
+    return (uint64_t)next | (uint64_t)(uint32_t)XXH64(v, sizeof v, 0x4e585400u) << 32;
+}
+/* One append's share of its chunk's digest. */
+static inline uint32_t ent_hash(uint32_t a, uint64_t e)
+{
+    uint64_t v[2] = {a, e};
+    return (uint32_t)XXH3_64bits(v, sizeof v);
+}
+
+static void set_next(pm_heap *h, uint32_t c, uint32_t next)
+{
+    pm_chunk_hdr *hd = chunk_hdr(h, c);
+    __atomic_store_n(&hd->next, next_word(c, hd, next), __ATOMIC_RELAXED);
+    pm_persist(h, &hd->next, sizeof hd->next, PM_META);
+    h->chunks[c].next = next;
+}
+
+/* Zero a chunk and give it a header with `count` settled appends (already
+ * stored in its entries by the caller, who passes their digest); flushed (the
+ * caller drains). */
+static void chunk_init(pm_heap *h, uint32_t c, uint32_t next, bool inter, uint32_t count, uint32_t digest)
 {
     char *b = chunk_base(h, c);
     pm_chunk_hdr *hd = (pm_chunk_hdr *)b;
     /* a new generation: tombstones left naming the chunk's previous life no longer match */
     uint32_t gen = (hd->gen + 1) & PM_BK_GEN_MASK;
-    memset(b, 0, PM_CHUNK_BYTES);
+    memset(b, 0, PM_LINE);
+    if (!count) memset(b + PM_LINE, 0, PM_CHUNK_BYTES - PM_LINE);
     hd->magic = PM_CHUNK_MAGIC;
-    hd->next = next;
     hd->id = c;
     hd->gen = gen;
+    hd->flags = inter ? PM_CHUNK_INTER : 0;
+    hd->check = chunk_check(hd);
+    hd->next = next_word(c, hd, next);
+    hd->count = (uint64_t)count | (uint64_t)digest << 32;
     h->chunks[c].gen = gen;
+    h->chunks[c].inter = inter;
+    h->chunks[c].next = next;
+    h->chunks[c].appended = h->chunks[c].settled = count;
+    h->chunks[c].digest = digest;
     pm_flush(h, b, PM_CHUNK_BYTES, PM_META);
 }
 
-static inline bool tomb_valid(const pmalloc_heap *h, uint64_t e)
+static inline bool tomb_valid(const pm_heap *h, uint64_t e)
 {
     uint32_t tc = PM_BK_TCHUNK(e);
     return tc < h->nchunks && h->chunks[tc].in_list && h->chunks[tc].gen == PM_BK_TGEN(e);
 }
 
 /* Is chunk c some lane's open chunk (appends still go there)? */
-static bool bk_open(const pmalloc_heap *h, uint32_t c)
+static bool bk_open(const pm_heap *h, uint32_t c)
 {
     for (unsigned l = 0; l < PM_BK_LANES; l++)
         if (h->bk_lane_chunk[l] == c) return true;
     return false;
 }
 
-static void bk_lanes_reset(pmalloc_heap *h, uint32_t c0, uint32_t count0)
+static void bk_lanes_reset(pm_heap *h, uint32_t c0)
 {
-    for (unsigned l = 0; l < PM_BK_LANES; l++) {
-        h->bk_lane_chunk[l] = PM_CHUNK_NONE;
-        h->bk_lane_count[l] = PM_CHUNK_ENTRIES;
-    }
+    for (unsigned l = 0; l < PM_BK_LANES; l++) h->bk_lane_chunk[l] = PM_CHUNK_NONE;
     h->bk_lane_chunk[0] = c0;
-    h->bk_lane_count[0] = count0;
 }
 
 /* Lanes in use: one per 32 chunks of log, at most PM_BK_LANES, so that the
  * lanes' partly filled chunks never take the room a compaction needs (see
  * bk_max_live); a small log has one lane, the single tail of part 1. */
-static unsigned bk_nlanes(const pmalloc_heap *h)
+static unsigned bk_nlanes(const pm_heap *h)
 {
     unsigned n = h->nchunks / 32u;
     return n < 1 ? 1u : n > PM_BK_LANES ? PM_BK_LANES : n;
 }
 
 /* The calling thread's lane: its arena's (lane 0 without a thread cache, e.g. recovery). */
-static unsigned bk_lane(pmalloc_heap *h)
+static unsigned bk_lane(pm_heap *h)
 {
     const pm_ctrblk *b = pm_ctr_find(h);
     return b ? b->lane % bk_nlanes(h) : 0u;
@@ -338,25 +402,29 @@ static unsigned bk_lane(pmalloc_heap *h)
  * order, one persisted 4-byte store each: any prefix is a consistent log.
  * Tombstones into unlinked chunks become orphans, recognised by the chunk
  * generation and ignored at replay. */
-static void bk_fast_gc(pmalloc_heap *h)
+static void bk_fast_gc(pm_heap *h)
 {
     uint32_t n = h->nchunks, norder = 0;
     uint64_t *killed = calloc(((size_t)n * 128 + 63) / 64, sizeof(uint64_t));
     uint32_t *live = calloc(n, sizeof *live), *order = malloc(n * sizeof *order);
     uint8_t *st = calloc(n, 1); /* 1 candidate, 2 scheduled */
-    uint32_t head = h->sb->bk_head[h->sb->bk_alt & 1];
+    uint32_t head = h->bk_head;
     if (!killed || !live || !order || !st) goto out;
+    /* (slots past a chunk's appends may hold what a crashed session stored and never settled: not read) */
     for (uint32_t c = head; c != PM_CHUNK_NONE; c = h->chunks[c].next) {
         const uint64_t *ents = chunk_ent(h, c);
-        for (uint32_t i = 0; i < PM_CHUNK_ENTRIES; i++)
-            if (ents[i] && PM_BK_TYPE(ents[i]) == PM_BK_TOMB && tomb_valid(h, ents[i])) {
-                size_t pos = (size_t)PM_BK_TCHUNK(ents[i]) * 128 + PM_BK_TSLOT(ents[i]);
+        for (uint32_t a = 0; a < h->chunks[c].appended; a++) {
+            uint64_t e = ents[bk_slot(h, c, a)];
+            if (e && PM_BK_TYPE(e) == PM_BK_TOMB && tomb_valid(h, e)) {
+                size_t pos = (size_t)PM_BK_TCHUNK(e) * 128 + PM_BK_TSLOT(e);
                 killed[pos / 64] |= 1ull << (pos % 64);
             }
+        }
     }
     for (uint32_t c = head; c != PM_CHUNK_NONE; c = h->chunks[c].next) {
         const uint64_t *ents = chunk_ent(h, c);
-        for (uint32_t i = 0; i < PM_CHUNK_ENTRIES; i++) {
+        for (uint32_t a = 0; a < h->chunks[c].appended; a++) {
+            uint32_t i = bk_slot(h, c, a);
             size_t pos = (size_t)c * 128 + i;
             if (ents[i] && PM_BK_TYPE(ents[i]) != PM_BK_TOMB && !(killed[pos / 64] >> (pos % 64) & 1)) live[c]++;
         }
@@ -368,38 +436,34 @@ static void bk_fast_gc(pmalloc_heap *h)
             if (st[c] != 1) continue;
             const uint64_t *ents = chunk_ent(h, c);
             bool ok = true;
-            for (uint32_t i = 0; i < PM_CHUNK_ENTRIES && ok; i++)
-                if (ents[i] && PM_BK_TYPE(ents[i]) == PM_BK_TOMB && tomb_valid(h, ents[i])) {
-                    uint32_t tc = PM_BK_TCHUNK(ents[i]);
+            for (uint32_t a = 0; a < h->chunks[c].appended && ok; a++) {
+                uint64_t e = ents[bk_slot(h, c, a)];
+                if (e && PM_BK_TYPE(e) == PM_BK_TOMB && tomb_valid(h, e)) {
+                    uint32_t tc = PM_BK_TCHUNK(e);
                     ok = tc == c || st[tc] == 2;
                 }
+            }
             if (ok) { st[c] = 2; order[norder++] = c; changed = true; }
         }
     }
     for (uint32_t k = 0; k < norder; k++) {
-        uint32_t c = order[k], cur = h->sb->bk_head[h->sb->bk_alt & 1], prev = PM_CHUNK_NONE;
+        uint32_t c = order[k], cur = h->bk_head, prev = PM_CHUNK_NONE;
         while (cur != c) { prev = cur; cur = h->chunks[cur].next; }
         uint32_t next = h->chunks[c].next;
-        if (prev == PM_CHUNK_NONE) {
-            uint32_t *hp = &h->sb->bk_head[h->sb->bk_alt & 1];
-            __atomic_store_n(hp, next, __ATOMIC_RELAXED);
-            pm_persist(h, hp, sizeof *hp, PM_META);
-        } else {
-            uint32_t *np = &chunk_hdr(h, prev)->next;
-            __atomic_store_n(np, next, __ATOMIC_RELAXED);
-            pm_persist(h, np, sizeof *np, PM_META);
-            h->chunks[prev].next = next;
-        }
+        if (prev == PM_CHUNK_NONE) desc_write(h, next);
+        else set_next(h, prev, next);
         h->chunks[c].in_list = false;
         h->bk_free_count++;
         h->bk_list_len--;
     }
     if (norder) {
         uint64_t tombs = 0;
-        for (uint32_t c = h->sb->bk_head[h->sb->bk_alt & 1]; c != PM_CHUNK_NONE; c = h->chunks[c].next) {
+        for (uint32_t c = h->bk_head; c != PM_CHUNK_NONE; c = h->chunks[c].next) {
             const uint64_t *ents = chunk_ent(h, c);
-            for (uint32_t i = 0; i < PM_CHUNK_ENTRIES; i++)
-                if (ents[i] && PM_BK_TYPE(ents[i]) == PM_BK_TOMB && tomb_valid(h, ents[i])) tombs++;
+            for (uint32_t a = 0; a < h->chunks[c].appended; a++) {
+                uint64_t e = ents[bk_slot(h, c, a)];
+                if (e && PM_BK_TYPE(e) == PM_BK_TOMB && tomb_valid(h, e)) tombs++;
+            }
         }
         h->bk_tombs = tombs;
         pm_count(&h->c_bkfast, 1);
@@ -411,115 +475,105 @@ out:
     free(st);
 }
 
-static nm_err new_tail_chunk(pmalloc_heap *h, unsigned lane)
+/* A compaction runs once half the chunks are listed (and something is dead)
+ * and must fit the live entries in the other half; up to one partly filled
+ * chunk per lane may be listed besides them. */
+static uint64_t bk_max_live(const pm_heap *h) { return (uint64_t)(h->nchunks / 2 - bk_nlanes(h)) * PM_CHUNK_ENTRIES; }
+
+/* Free chunks an append may need before the next reservation check: one
+ * per lane (each may open a chunk) and one to spare. */
+static uint32_t bk_margin(const pm_heap *h) { return bk_nlanes(h) + 1; }
+
+bool pm_bk_gc_due(const pm_heap *h) { return h->bk_free_count <= h->nchunks / 2 && h->bk_tombs > 0; }
+
+/* Open a new chunk for `lane` and link it at the end of the list (both
+ * persisted: a crash before the link leaves a free chunk). */
+static nm_err new_tail_chunk(pm_heap *h, unsigned lane)
 {
-    if (h->bk_free_count <= h->nchunks / 2 && h->bk_tombs > 0) bk_fast_gc(h);
-    /* Slow GC once half the chunks are in use (and there is something to
-     * drop). pm_bk_record keeps the live entries under half the log, so the
-     * compacted copy always fits in the free half: a free never fails for
-     * want of log space. */
-    if (h->bk_free_count <= h->nchunks / 2 && h->bk_tombs > 0) {
-        nm_err e = pm_bk_compact(h);
-        if (e) return e;
-        if (h->bk_lane_chunk[lane] != PM_CHUNK_NONE && h->bk_lane_count[lane] < PM_CHUNK_ENTRIES)
-            return NM_OK; /* compaction left room in this lane's chunk */
-    }
     uint32_t c = take_free_chunk(h);
     if (c == PM_CHUNK_NONE) return nm_fail(NM_ENOMEM, "pmalloc: bookkeeping log full (%u chunks)", h->nchunks);
-    chunk_init(h, c, PM_CHUNK_NONE);
+    chunk_init(h, c, PM_CHUNK_NONE, h->interleave, 0, 0);
     pm_drain(h);
-    /* link it: a crash before this store leaves it a free chunk */
-    chunk_hdr(h, h->bk_tail)->next = c;
-    pm_persist(h, &chunk_hdr(h, h->bk_tail)->next, sizeof(uint32_t), PM_META);
-    h->chunks[h->bk_tail].next = c;
+    set_next(h, h->bk_tail, c);
     h->chunks[c].in_list = true;
     h->chunks[c].next = PM_CHUNK_NONE;
     h->bk_free_count--;
     h->bk_list_len++;
     h->bk_tail = c;
     h->bk_lane_chunk[lane] = c;
-    h->bk_lane_count[lane] = 0;
     return NM_OK;
 }
 
-/* Make sure the next append has a free slot, running the slow GC if needed.
- * Callers reserve BEFORE computing an entry: the GC moves live entries, so a
- * tombstone's target position is only stable once no GC can intervene. */
-static nm_err bk_reserve(pmalloc_heap *h, unsigned *lanep)
+/* Before an operation commits: the log has room for its append (and, for a
+ * normal entry, the live cap allows it), so the append made after the commit
+ * cannot fail. When the log runs short, a checkpoint settles it and runs the
+ * GCs first. */
+nm_err pm_bk_reserve(pm_heap *h, bool normal)
 {
-    unsigned lane = *lanep;
-    for (;;) {
-        uint32_t c = h->bk_lane_chunk[lane];
-        if (c == PM_CHUNK_NONE || h->bk_lane_count[lane] >= PM_CHUNK_ENTRIES) {
-            nm_err e = new_tail_chunk(h, lane);
-            if (e && lane != 0) { /* no chunk for this lane: share lane 0's (never expected: see the live cap in bk_record) */
-                lane = 0;
-                continue;
-            }
-            if (e) return e;
-            continue;
-        }
-        if (chunk_ent(h, c)[bk_slot(h, h->bk_lane_count[lane])] == 0) {
-            *lanep = lane;
+    for (int round = 0;; round++) {
+        pthread_mutex_lock(&h->large_lock);
+        bool live_ok = !normal || h->bk_live_entries + h->bk_reserved + 1 <= bk_max_live(h);
+        bool room = h->bk_free_count >= bk_margin(h) + (uint32_t)(h->bk_reserved / PM_CHUNK_ENTRIES);
+        if (live_ok && room && !pm_bk_gc_due(h)) {
+            h->bk_reserved++;
+            pthread_mutex_unlock(&h->large_lock);
             return NM_OK;
         }
-        h->bk_lane_count[lane]++; /* written in another session with another slot order */
-    }
-}
-
-static nm_err bk_append(pmalloc_heap *h, unsigned lane, uint64_t entry, int64_t *pos, bool drain)
-{
-    {
-        nm_err e = bk_reserve(h, &lane);
+        if (round > 0 && live_ok && room) { /* GC due but nothing to gain now: go on */
+            h->bk_reserved++;
+            pthread_mutex_unlock(&h->large_lock);
+            return NM_OK;
+        }
+        pthread_mutex_unlock(&h->large_lock);
+        if (round > 0)
+            return live_ok ? nm_fail(NM_ENOMEM, "pmalloc: bookkeeping log full (%u chunks, %u free)", h->nchunks, h->bk_free_count)
+                           : nm_fail(NM_ENOMEM, "pmalloc: bookkeeping log holds its maximum of %llu extents and slabs",
+                                     (unsigned long long)bk_max_live(h));
+        nm_err e = pm_checkpoint(h, PM_CKPT_GC);
         if (e) return e;
-        uint32_t c = h->bk_lane_chunk[lane];
-        uint64_t *ents = chunk_ent(h, c);
-        uint32_t idx = bk_slot(h, h->bk_lane_count[lane]++);
-        __atomic_store_n(&ents[idx], entry, __ATOMIC_RELAXED);
-        pm_flush(h, &ents[idx], sizeof(uint64_t), PM_META);
-        if (drain) pm_drain(h);
-        pm_ctr_add(h, PMC_BK, 1);
-        if (pos) *pos = (int64_t)c * 128 + idx;
-        return NM_OK;
     }
 }
 
-nm_err pm_bk_append(pmalloc_heap *h, uint64_t entry, int64_t *pos) { return bk_append(h, bk_lane(h), entry, pos, true); }
-
-static nm_err bk_record(pmalloc_heap *h, pm_veh *v, bool drain)
+/* The reserved append was made (or will not be): large_lock held. */
+void pm_bk_unreserve(pm_heap *h, bool normal)
 {
-    /* A compaction runs once half the chunks are listed (and something is
-     * dead) and must fit the live entries in the other half; up to one partly
-     * filled chunk per lane may be listed besides them. */
-    uint64_t max_live = (uint64_t)(h->nchunks / 2 - bk_nlanes(h)) * PM_CHUNK_ENTRIES;
-    if (h->bk_live_entries + 1 > max_live)
-        return nm_fail(NM_ENOMEM, "pmalloc: bookkeeping log holds its maximum of %llu extents and slabs",
-                       (unsigned long long)max_live);
+    NM_UNUSED(normal);
+    if (h->bk_reserved) h->bk_reserved--;
+}
+
+/* Store an entry in the calling thread's lane (large_lock held); not
+ * written back (pm_bk_settle, checkpoints). */
+static nm_err bk_append(pm_heap *h, uint64_t entry, int64_t *pos)
+{
     unsigned lane = bk_lane(h);
-    nm_err r = bk_reserve(h, &lane);
-    if (r) return r;
+    uint32_t c = h->bk_lane_chunk[lane];
+    if (c == PM_CHUNK_NONE || h->chunks[c].appended >= PM_CHUNK_ENTRIES) {
+        if (c != PM_CHUNK_NONE) pm_bk_settle(h); /* at most one chunk per lane unsettled (see pm_bk_settle_commit) */
+        nm_err e = new_tail_chunk(h, lane);
+        if (e) return e;
+        c = h->bk_lane_chunk[lane];
+    }
+    uint64_t *ents = chunk_ent(h, c);
+    uint32_t a = h->chunks[c].appended++, idx = bk_slot(h, c, a);
+    __atomic_store_n(&ents[idx], entry, __ATOMIC_RELAXED);
+    h->chunks[c].digest ^= ent_hash(a, entry);
+    pm_ctr_add(h, PMC_BK, 1);
+    if (pos) *pos = (int64_t)c * 128 + idx;
+    return NM_OK;
+}
+
+nm_err pm_bk_record(pm_heap *h, pm_veh *v)
+{
     uint64_t type = v->state == PM_VEH_SLAB ? PM_BK_SLAB : PM_BK_EXTENT;
-    uint64_t e = type << 62 | v->npages << 36 | v->page;
-    nm_err err = bk_append(h, lane, e, &v->bkpos, drain);
+    nm_err err = bk_append(h, type << 62 | v->npages << 36 | v->page, &v->bkpos);
     if (!err) h->bk_live_entries++;
-    if (!err && !drain) __atomic_store_n(&v->rec_pending, true, __ATOMIC_RELAXED);
     return err;
 }
 
-nm_err pm_bk_record(pmalloc_heap *h, pm_veh *v) { return bk_record(h, v, true); }
-nm_err pm_bk_record_flush(pmalloc_heap *h, pm_veh *v) { return bk_record(h, v, false); }
-
-static nm_err bk_tombstone(pmalloc_heap *h, pm_veh *v, bool drain)
+nm_err pm_bk_tombstone(pm_heap *h, pm_veh *v)
 {
-    unsigned lane = bk_lane(h);
-    nm_err err = bk_reserve(h, &lane);
-    if (err) return err;
     uint32_t tc = (uint32_t)(v->bkpos / 128), slot = (uint32_t)(v->bkpos % 128);
-    /* The entry's own thread may not have drained it yet (pm_bk_record_flush):
-     * our fence does not cover its flush, so write the line back ourselves,
-     * or a crash could keep this tombstone and lose the entry it names. */
-    if (__atomic_load_n(&v->rec_pending, __ATOMIC_ACQUIRE)) pm_flush(h, &chunk_ent(h, tc)[slot], sizeof(uint64_t), PM_META);
-    err = bk_append(h, lane, PM_BK_TOMB << 62 | (uint64_t)h->chunks[tc].gen << 31 | (uint64_t)tc << 7 | slot, NULL, drain);
+    nm_err err = bk_append(h, PM_BK_TOMB << 62 | (uint64_t)h->chunks[tc].gen << 31 | (uint64_t)tc << 7 | slot, NULL);
     if (err) return err;
     h->bk_live_entries--;
     h->bk_tombs++;
@@ -527,11 +581,110 @@ static nm_err bk_tombstone(pmalloc_heap *h, pm_veh *v, bool drain)
     return NM_OK;
 }
 
-nm_err pm_bk_tombstone(pmalloc_heap *h, pm_veh *v) { return bk_tombstone(h, v, true); }
-nm_err pm_bk_tombstone_flush(pmalloc_heap *h, pm_veh *v) { return bk_tombstone(h, v, false); }
+/* Settling: the appends made since the last settle become durable, and only
+ * then are they counted: recovery reads a chunk's first `count` appends, so
+ * an append that was stored but never settled is not read, whatever the cache
+ * wrote back. Counts are taken under large_lock, which every append holds, so
+ * a settle's counts are one moment of the log (a tombstone is never counted
+ * before the entry it names). The counts of the chunks a settle advances must
+ * reach the heap together: they are written first as one settle record (two
+ * superblock lines with a checksum: torn, it is not there), then into the
+ * chunk headers; recovery applies the last record again (pm_bk_settle_replay).
+ * At most one chunk per lane has unsettled appends (a lane's full chunk is
+ * settled before the next one opens), so a record holds every pair. */
+static pm_settle_rec *settle_rec(pm_heap *h) { return (pm_settle_rec *)((char *)h->sb + PM_SETTLE_LINE * PM_LINE); }
+static uint64_t settle_check(const pm_settle_rec *r) { return XXH64(r, offsetof(pm_settle_rec, check), 0x5e771e); }
+
+void pm_bk_settle_flush(pm_heap *h, uint64_t *counts)
+{
+    for (uint32_t c = h->bk_head; c != PM_CHUNK_NONE; c = h->chunks[c].next) {
+        pm_bkchunk *k = &h->chunks[c];
+        counts[c] = (uint64_t)k->appended | (uint64_t)k->digest << 32; /* the count word to settle */
+        if (k->appended == k->settled) continue;
+        uint64_t *ents = chunk_ent(h, c);
+        uint32_t lines = 0; /* each entry line once */
+        for (uint32_t a = k->settled; a < k->appended; a++) {
+            uint32_t line = bk_slot(h, c, a) / 8u;
+            if (lines >> line & 1) continue;
+            lines |= 1u << line;
+            pm_flush(h, &ents[line * 8u], PM_LINE, PM_META);
+        }
+    }
+}
+
+/* After a drain of pm_bk_settle_flush's lines: the record (drained here),
+ * then the headers (flushed; the caller drains). */
+void pm_bk_settle_commit(pm_heap *h, const uint64_t *counts)
+{
+    pm_settle_rec r;
+    memset(&r, 0, sizeof r);
+    for (uint32_t c = h->bk_head; c != PM_CHUNK_NONE; c = h->chunks[c].next)
+        if ((uint32_t)counts[c] > h->chunks[c].settled && r.n < PM_SETTLE_PAIRS) {
+            r.pair[r.n][0] = (uint64_t)c | (uint64_t)h->chunks[c].gen << 32;
+            r.pair[r.n++][1] = counts[c];
+        }
+    if (r.n == 0) return;
+    r.seq = ++h->settle_seq;
+    r.check = settle_check(&r);
+    pm_settle_rec *dst = settle_rec(h);
+    uint64_t *d = (uint64_t *)dst;
+    const uint64_t *src = (const uint64_t *)&r;
+    for (unsigned i = 0; i < sizeof r / 8; i++) __atomic_store_n(&d[i], src[i], __ATOMIC_RELAXED);
+    pm_persist(h, dst, sizeof *dst, PM_META); /* the group's commit point */
+    for (uint64_t i = 0; i < r.n; i++) {
+        uint32_t c = (uint32_t)r.pair[i][0];
+        pm_chunk_hdr *hd = chunk_hdr(h, c);
+        __atomic_store_n(&hd->count, counts[c], __ATOMIC_RELAXED);
+        pm_flush(h, &hd->count, sizeof hd->count, PM_META);
+        h->chunks[c].settled = (uint32_t)counts[c];
+    }
+}
+
+/* Open: the last settle record's counts, where its chunks still are what it
+ * names and their headers lag behind (a crash between the record and the
+ * headers). Before the log is read. */
+void pm_bk_settle_replay(pm_heap *h)
+{
+    pm_settle_rec r = *settle_rec(h);
+    if (r.seq == 0 || r.n > PM_SETTLE_PAIRS || r.check != settle_check(&r)) return; /* none, or torn: not committed */
+    h->settle_seq = r.seq;
+    for (uint64_t i = 0; i < r.n; i++) {
+        uint32_t c = (uint32_t)r.pair[i][0], gen = (uint32_t)(r.pair[i][0] >> 32), cnt = (uint32_t)r.pair[i][1];
+        if (c >= h->nchunks || cnt > PM_CHUNK_ENTRIES) continue;
+        pm_chunk_hdr *hd = chunk_hdr(h, c);
+        if (hd->magic != PM_CHUNK_MAGIC || hd->gen != gen || (uint32_t)hd->count >= cnt) continue;
+        hd->count = r.pair[i][1];
+        pm_persist(h, &hd->count, sizeof hd->count, PM_META);
+    }
+}
+
+void pm_bk_settle(pm_heap *h)
+{
+    uint64_t *counts = calloc(h->nchunks, sizeof *counts);
+    if (!counts) { /* no host memory: nothing settles (the caller's operation stays unsettled, recovery replays it) */
+        nm_fail(NM_ENOMEM, "pmalloc: no host memory to settle the bookkeeping log");
+        return;
+    }
+    pm_bk_settle_flush(h, counts);
+    pm_drain(h);
+    pm_bk_settle_commit(h, counts);
+    pm_drain(h);
+    free(counts);
+}
+
+/* The GCs (Sec. 5.3) work on a settled log (a checkpoint runs them). */
+nm_err pm_bk_gc(pm_heap *h)
+{
+    if (!pm_bk_gc_due(h)) return NM_OK;
+    bk_fast_gc(h);
+    if (!pm_bk_gc_due(h)) return NM_OK;
+    /* pm_bk_reserve keeps the live entries under half the log, so the
+     * compacted copy always fits in the free half */
+    return pm_bk_compact(h);
+}
 
 /* Collect every allocated VEH (extents and slabs), in address order. */
-static pm_veh **collect_allocated(pmalloc_heap *h, size_t *n)
+static pm_veh **collect_allocated(pm_heap *h, size_t *n)
 {
     size_t cap = h->nextents + h->nslabs + 1, k = 0;
     pm_veh **arr = malloc(cap * sizeof *arr);
@@ -553,7 +706,7 @@ static pm_veh **collect_allocated(pmalloc_heap *h, size_t *n)
 }
 
 /* Slow GC (Sec. 5.3): copy live entries into a new list and flip alt. */
-nm_err pm_bk_compact(pmalloc_heap *h)
+nm_err pm_bk_compact(pm_heap *h)
 {
     size_t n;
     pm_veh **live = collect_allocated(h, &n);
@@ -569,20 +722,20 @@ nm_err pm_bk_compact(pmalloc_heap *h)
     uint32_t got = 0;
     for (uint32_t c = 0; c < h->nchunks && got < need; c++)
         if (!h->chunks[c].in_list) newc[got++] = c;
-    for (uint32_t i = 0; i < need; i++) chunk_init(h, newc[i], i + 1 < need ? newc[i + 1] : PM_CHUNK_NONE);
-    for (size_t i = 0; i < n; i++) {
-        pm_veh *v = live[i];
-        uint32_t c = newc[i / PM_CHUNK_ENTRIES], idx = (uint32_t)(i % PM_CHUNK_ENTRIES);
-        uint64_t type = v->state == PM_VEH_SLAB ? PM_BK_SLAB : PM_BK_EXTENT;
-        chunk_ent(h, c)[idx] = type << 62 | v->npages << 36 | v->page;
+    for (uint32_t i = 0; i < need; i++) { /* entries first (sequential order), then each header with their count and digest */
+        uint64_t *ents = chunk_ent(h, newc[i]);
+        memset(ents, 0, PM_CHUNK_BYTES - PM_LINE);
+        uint32_t cnt = 0, dg = 0;
+        for (size_t k = (size_t)i * PM_CHUNK_ENTRIES; k < n && cnt < PM_CHUNK_ENTRIES; k++, cnt++) {
+            pm_veh *v = live[k];
+            uint64_t type = v->state == PM_VEH_SLAB ? PM_BK_SLAB : PM_BK_EXTENT;
+            ents[cnt] = type << 62 | v->npages << 36 | v->page;
+            dg ^= ent_hash(cnt, ents[cnt]);
+        }
+        chunk_init(h, newc[i], i + 1 < need ? newc[i + 1] : PM_CHUNK_NONE, false, cnt, dg);
     }
-    for (uint32_t i = 0; i < need; i++) pm_flush(h, chunk_ent(h, newc[i]), PM_CHUNK_BYTES - PM_LINE, PM_META);
     pm_drain(h);
-    uint64_t alt = h->sb->bk_alt & 1;
-    h->sb->bk_head[alt ^ 1] = newc[0];
-    pm_persist(h, &h->sb->bk_head[alt ^ 1], sizeof(uint32_t), PM_META);
-    __atomic_store_n(&h->sb->bk_alt, alt ^ 1, __ATOMIC_RELAXED); /* the commit point */
-    pm_persist(h, &h->sb->bk_alt, sizeof(uint64_t), PM_META);
+    desc_write(h, newc[0]); /* the commit point */
     /* volatile side: old chunks free, new ones listed */
     for (uint32_t c = 0; c < h->nchunks; c++) h->chunks[c].in_list = false;
     for (uint32_t i = 0; i < need; i++) {
@@ -592,7 +745,7 @@ nm_err pm_bk_compact(pmalloc_heap *h)
     }
     for (size_t i = 0; i < n; i++) live[i]->bkpos = (int64_t)newc[i / PM_CHUNK_ENTRIES] * 128 + (int64_t)(i % PM_CHUNK_ENTRIES);
     h->bk_tail = newc[need - 1];
-    bk_lanes_reset(h, newc[need - 1], n == 0 ? 0u : (uint32_t)(n - (size_t)(need - 1) * PM_CHUNK_ENTRIES));
+    bk_lanes_reset(h, newc[need - 1]);
     h->bk_list_len = need;
     h->bk_free_count = h->nchunks - need;
     h->bk_live_entries = n;
@@ -617,20 +770,22 @@ static int cmp_norm_page(const void *a, const void *b)
 }
 
 /* Rebuild every volatile large-allocator structure from the log (Sec. 7). */
-nm_err pm_large_init(pmalloc_heap *h, bool fresh)
+nm_err pm_large_init(pm_heap *h, bool fresh)
 {
     h->chunks = calloc(h->nchunks, sizeof *h->chunks);
     h->pmap = calloc(h->data_pages, sizeof *h->pmap);
     if (!h->chunks || !h->pmap) return nm_fail(NM_ENOMEM, "pmalloc: no host memory for the page map");
     if (fresh) {
-        chunk_init(h, 0, PM_CHUNK_NONE);
-        h->sb->bk_head[0] = 0;
-        h->sb->bk_head[1] = PM_CHUNK_NONE;
-        h->sb->bk_alt = 0;
-        pm_flush(h, &h->sb->bk_head, PM_LINE, PM_META);
+        chunk_init(h, 0, PM_CHUNK_NONE, h->interleave, 0, 0);
         pm_drain(h);
+        h->bk_gen = 0;
+        desc_write(h, 0);
+    } else {
+        nm_err e = desc_read(h);
+        if (e) return e;
+        pm_bk_settle_replay(h);
     }
-    uint32_t c = h->sb->bk_head[h->sb->bk_alt & 1];
+    uint32_t c = h->bk_head;
     size_t nn = 0, capn = 256, nt = 0, capt = 64;
     bk_norm *norm = malloc(capn * sizeof *norm);
     int64_t *tomb = malloc(capt * sizeof *tomb);
@@ -643,18 +798,37 @@ nm_err pm_large_init(pmalloc_heap *h, bool fresh)
             goto out;
         }
         pm_chunk_hdr *hd = chunk_hdr(h, c);
-        if (hd->magic != PM_CHUNK_MAGIC) {
-            err = nm_fail(NM_ECORRUPT, "pmalloc: bookkeeping log chunk %u has a bad header", c);
+        uint32_t next = (uint32_t)hd->next, count = (uint32_t)hd->count;
+        if (hd->magic != PM_CHUNK_MAGIC || hd->id != c || hd->check != chunk_check(hd) || count > PM_CHUNK_ENTRIES) {
+            err = nm_fail(NM_ECORRUPT, "pmalloc: bookkeeping log chunk %u has a damaged header", c);
             goto out;
         }
-        h->chunks[c].in_list = true;
-        h->chunks[c].next = hd->next;
-        h->chunks[c].gen = hd->gen;
+        if (hd->next != next_word(c, hd, next)) {
+            err = nm_fail(NM_ECORRUPT, "pmalloc: bookkeeping log chunk %u has a damaged next pointer", c);
+            goto out;
+        }
+        pm_bkchunk *k = &h->chunks[c];
+        k->in_list = true;
+        k->next = next;
+        k->gen = hd->gen;
+        k->inter = hd->flags & PM_CHUNK_INTER;
+        k->appended = k->settled = count;
         len++;
         uint64_t *ents = chunk_ent(h, c);
-        for (uint32_t i = 0; i < PM_CHUNK_ENTRIES; i++) {
+        uint32_t dg = 0;
+        for (uint32_t a = 0; a < count; a++) dg ^= ent_hash(a, ents[bk_slot(h, c, a)]);
+        if (dg != (uint32_t)(hd->count >> 32)) {
+            err = nm_fail(NM_ECORRUPT, "pmalloc: bookkeeping log chunk %u: its %u entries do not match their checksum", c, count);
+            goto out;
+        }
+        k->digest = dg;
+        for (uint32_t a = 0; a < count; a++) { /* the settled appends only */
+            uint32_t i = bk_slot(h, c, a);
             uint64_t e = ents[i];
-            if (!e) continue;
+            if (!e) {
+                err = nm_fail(NM_ECORRUPT, "pmalloc: bookkeeping log chunk %u: settled entry %u is empty", c, a);
+                goto out;
+            }
             if (PM_BK_TYPE(e) == PM_BK_TOMB) {
                 if (nt == capt) { capt *= 2; int64_t *t = realloc(tomb, capt * sizeof *t); if (!t) { err = nm_fail(NM_ENOMEM, "replay"); goto out; } tomb = t; }
                 tomb[nt++] = (int64_t)e; /* resolved once every listed chunk is known */
@@ -664,7 +838,7 @@ nm_err pm_large_init(pmalloc_heap *h, bool fresh)
             }
         }
         last = c;
-        c = hd->next;
+        c = next;
     }
     if (last == PM_CHUNK_NONE) { err = nm_fail(NM_ECORRUPT, "pmalloc: bookkeeping log has no chunk"); goto out; }
     qsort(norm, nn, sizeof *norm, cmp_norm_pos);
@@ -725,7 +899,7 @@ nm_err pm_large_init(pmalloc_heap *h, bool fresh)
     h->bk_tail = last;
     h->bk_list_len = len;
     h->bk_free_count = h->nchunks - len;
-    bk_lanes_reset(h, last, 0); /* appends skip occupied slots */
+    bk_lanes_reset(h, last); /* appends go on after the settled ones (later slots may hold what was never settled) */
     h->ri.bklog_live = h->bk_live_entries;
 out:
     free(norm);
@@ -733,13 +907,13 @@ out:
     return err;
 }
 
-void pm_large_free_all(pmalloc_heap *h)
+void pm_large_free_all(pm_heap *h)
 {
     if (h->pmap) {
         for (uint64_t p = 0; p < h->data_pages; p++) {
             pm_veh *v = h->pmap[p];
             if (v && v->page == p) {
-                if (v->slab) pm_slab_free_vol(v->slab);
+                if (v->slab) pm_slab_free_vol(h, v->slab);
                 p += v->npages - 1;
             }
         }
@@ -758,7 +932,7 @@ void pm_large_free_all(pmalloc_heap *h)
     h->chunks = NULL;
 }
 
-nm_err pm_large_check(pmalloc_heap *h)
+nm_err pm_large_check(pm_heap *h)
 {
     uint64_t covered = 0, freep = 0, cachedp = 0;
     for (uint64_t p = 0; p < h->data_pages;) {
@@ -793,4 +967,75 @@ nm_err pm_large_check(pmalloc_heap *h)
                        (unsigned long long)covered, (unsigned long long)h->data_pages, (unsigned long long)freep,
                        (unsigned long long)h->free_pages);
     return NM_OK;
+}
+
+/* ---- nearmem pmalloc dump (inspect.c): read-only, h->base/size/sb only ---- */
+
+unsigned pm_bk_listed(pm_heap *h)
+{
+    const pm_super *sb = h->sb;
+    uint64_t w = 0;
+    bool any = false;
+    for (int copy = 0; copy < 2; copy++) {
+        const pm_bkdesc *d = (const pm_bkdesc *)((const char *)sb + (copy ? PM_BK_B_LINE : 3u) * PM_LINE);
+        if (d->check == desc_check(d->w, copy) && (!any || (d->w >> 32) > (w >> 32))) w = d->w, any = true;
+    }
+    if (!any || sb->bk_off + (uint64_t)sb->nchunks * PM_CHUNK_BYTES > h->size) return 0;
+    unsigned len = 0;
+    for (uint32_t c = (uint32_t)w; c != PM_CHUNK_NONE && c < sb->nchunks && len <= sb->nchunks; len++)
+        c = (uint32_t)((const pm_chunk_hdr *)(h->base + sb->bk_off + (uint64_t)c * PM_CHUNK_BYTES))->next;
+    return len;
+}
+
+unsigned pm_bk_dump(pm_heap *h, FILE *out)
+{
+    const pm_super *sb = h->sb;
+    uint64_t w = 0;
+    bool any = false;
+    unsigned damaged = 0;
+    for (int copy = 0; copy < 2; copy++) {
+        const pm_bkdesc *d = (const pm_bkdesc *)((const char *)sb + (copy ? PM_BK_B_LINE : 3u) * PM_LINE);
+        bool ok = d->check == desc_check(d->w, copy);
+        fprintf(out, "bookkeeping-log descriptor, copy %c (superblock line %u): head chunk %u, generation %u%s\n", 'A' + copy,
+                copy ? PM_BK_B_LINE : 3u, (uint32_t)d->w, (uint32_t)(d->w >> 32), ok ? "" : "  DAMAGED (open repairs it from the other copy)");
+        if (ok && (!any || (d->w >> 32) > (w >> 32))) w = d->w, any = true;
+    }
+    const pm_settle_rec *sr = (const pm_settle_rec *)((const char *)sb + PM_SETTLE_LINE * PM_LINE);
+    if (sr->seq == 0) fprintf(out, "settle record (superblock lines %u-%u): none\n", PM_SETTLE_LINE, PM_SETTLE_LINE + 2);
+    else
+        fprintf(out, "settle record (superblock lines %u-%u): number %llu, %llu chunks%s\n", PM_SETTLE_LINE, PM_SETTLE_LINE + 2,
+                (unsigned long long)sr->seq, (unsigned long long)sr->n,
+                sr->n <= PM_SETTLE_PAIRS && sr->check == settle_check(sr) ? "" : "  (fails its check: torn or damaged, not applied)");
+    if (!any || sb->bk_off + (uint64_t)sb->nchunks * PM_CHUNK_BYTES > h->size) {
+        fprintf(out, "bookkeeping log: no valid descriptor, or outside the file  DAMAGED\n");
+        return damaged + 1;
+    }
+    fprintf(out, "bookkeeping log: %u chunks of %u entries at %#llx; the list:\n", sb->nchunks, PM_CHUNK_ENTRIES,
+            (unsigned long long)sb->bk_off);
+    uint64_t tot[4] = {0}, len = 0;
+    for (uint32_t c = (uint32_t)w; c != PM_CHUNK_NONE && len <= sb->nchunks; len++) {
+        if (c >= sb->nchunks) { fprintf(out, "  chunk %u: out of range  DAMAGED\n", c); damaged++; break; }
+        const pm_chunk_hdr *hd = (const pm_chunk_hdr *)(h->base + sb->bk_off + (uint64_t)c * PM_CHUNK_BYTES);
+        uint32_t next = (uint32_t)hd->next, count = (uint32_t)hd->count;
+        bool hok = hd->magic == PM_CHUNK_MAGIC && hd->id == c && hd->check == chunk_check(hd) && count <= PM_CHUNK_ENTRIES;
+        bool nok = hd->next == next_word(c, hd, next);
+        const uint64_t *ents = (const uint64_t *)((const char *)hd + PM_LINE);
+        uint32_t dg = 0, n[4] = {0};
+        for (uint32_t a = 0; hok && a < count; a++) {
+            uint32_t i = hd->flags & PM_CHUNK_INTER ? (a % PM_CHUNK_ENTRY_LINES) * 8u + a / PM_CHUNK_ENTRY_LINES : a;
+            dg ^= ent_hash(a, ents[i]);
+            n[PM_BK_TYPE(ents[i])]++;
+        }
+        bool dok = hok && dg == (uint32_t)(hd->count >> 32);
+        fprintf(out, "  chunk %u: generation %u, %u settled entries (%u extents, %u slabs, %u tombstones)%s%s%s\n", c, hd->gen, count,
+                n[PM_BK_EXTENT], n[PM_BK_SLAB], n[PM_BK_TOMB], hok ? "" : "  HEADER DAMAGED", nok ? "" : "  NEXT DAMAGED",
+                !hok || dok ? "" : "  ENTRIES DAMAGED");
+        for (int t = 1; t < 4; t++) tot[t] += n[t];
+        damaged += !hok || !nok || (hok && !dok);
+        if (!hok || !nok) break;
+        c = next;
+    }
+    fprintf(out, "  %llu chunks listed: %llu extent entries, %llu slab entries, %llu tombstones\n", (unsigned long long)len,
+            (unsigned long long)tot[PM_BK_EXTENT], (unsigned long long)tot[PM_BK_SLAB], (unsigned long long)tot[PM_BK_TOMB]);
+    return damaged;
 }

@@ -56,7 +56,11 @@ static uint64_t word_make(uint32_t line, uint32_t gen, uint64_t slab_off)
     return w[0] | (uint64_t)(uint32_t)XXH64(w, sizeof w, 0x77) << 32;
 }
 
-unsigned pmalloc_morph_step(const pmalloc_heap *h) { return h ? __atomic_load_n(&h->morph_step, __ATOMIC_RELAXED) : 0; }
+unsigned pmalloc_morph_step(const pmalloc_heap *hd)
+{
+    PM_ENTER(h, hd, 0);
+    return __atomic_load_n(&h->morph_step, __ATOMIC_RELAXED);
+}
 
 /* ---- LRU list (per arena, under its lock): head = least recently allocated from ---- */
 
@@ -99,7 +103,7 @@ static void geo_of(const pm_vslab *s, pm_geo *g)
     *g = (pm_geo){hd->cls, hd->stripes, (uint16_t)hd->nblocks, (uint16_t)hd->data_off, 1, (uint16_t)hd->bm_lines, 0};
 }
 
-static void set_cur(pmalloc_heap *h, pm_vslab *s, const pm_geo *g)
+static void set_cur(pm_heap *h, pm_vslab *s, const pm_geo *g)
 {
     s->cls = g->cls;
     s->block_size = (uint32_t)h->sc.size[g->cls];
@@ -118,7 +122,7 @@ static uint32_t geo_end(const pm_geo *g) { return g->img_line ? g->img_line + 1u
  * recovery reads both bitmaps: so the new lines avoid both. They go before
  * both when they fit there (lines freed by an earlier morph), else after both.
  * The data area starts no lower than og's. */
-static bool place_s(pmalloc_heap *h, const pm_geo *og, const pm_geo *pg, unsigned cls, uint32_t S, pm_geo *ng)
+static bool place_s(pm_heap *h, const pm_geo *og, const pm_geo *pg, unsigned cls, uint32_t S, pm_geo *ng)
 {
     uint32_t bs = (uint32_t)h->sc.size[cls], E = og->data_off;
     uint32_t after = geo_end(og), below = og->bm_line;
@@ -150,7 +154,7 @@ static bool place_s(pmalloc_heap *h, const pm_geo *og, const pm_geo *pg, unsigne
  * mean more reflushes on this slab's bitmap (Sec. 5.1); a header that covers
  * old blocks needs them all free, which under-occupied slabs often are not.
  * If no stripe count fits, the heap's stripe count with a larger header. */
-static bool place(pmalloc_heap *h, const pm_geo *og, const pm_geo *pg, unsigned cls, pm_geo *ng)
+static bool place(pm_heap *h, const pm_geo *og, const pm_geo *pg, unsigned cls, pm_geo *ng)
 {
     for (uint32_t S = h->stripes; S >= 1; S--)
         if (place_s(h, og, pg, cls, S, ng) && ng->data_off == og->data_off) return true;
@@ -201,7 +205,7 @@ static uint32_t count_bits(const uint64_t *bm, uint32_t lines)
 /* ---- the morph ---- */
 
 /* Give the calling thread's cached blocks of s back to it (arena lock held). */
-static void tc_return(pmalloc_heap *h, pm_tcache *tc, pm_vslab *s)
+static void tc_return(pm_heap *h, pm_tcache *tc, pm_vslab *s)
 {
     pm_tcbin *b = &tc->bins[s->cls];
     if (!b->slot) return;
@@ -216,7 +220,7 @@ static void tc_return(pmalloc_heap *h, pm_tcache *tc, pm_vslab *s)
     pm_slab_fix_lists(h, s);
 }
 
-static bool morph(pmalloc_heap *h, pm_arena *a, pm_vslab *s, unsigned cls)
+static bool morph(pm_heap *h, pm_arena *a, pm_vslab *s, unsigned cls)
 {
     __atomic_store_n(&s->morphing, 1, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&s->busy, __ATOMIC_SEQ_CST)) goto abort; /* a free or lookup is on it */
@@ -236,6 +240,11 @@ static bool morph(pmalloc_heap *h, pm_arena *a, pm_vslab *s, unsigned cls)
     if (!place(h, &og, s->mo ? &s->mo->old : NULL, cls, &ng)) goto abort;
     for (uint32_t i = 0; i < s->nblocks && og.data_off + (uint64_t)i * s->block_size < ng.data_off; i++)
         if (pm_pbit(s, i)) goto abort; /* the new header would cover a live block */
+    /* LOG: the records of this slab's blocks settled first: once the morph
+     * commits, an offset means what the new geometry (and the old bits) say,
+     * and recovery must not replay an older record onto it. Nothing touches
+     * the slab meanwhile (`morphing`, and no block of it is cached or in flight). */
+    if (h->model == PMALLOC_LOG && pm_checkpoint(h, 0) != NM_OK) goto abort;
     uint64_t *nvbm = calloc(nm_bitmap_words(ng.nblocks), sizeof(uint64_t));
     uint16_t *cnt = live ? calloc(ng.nblocks, sizeof(uint16_t)) : NULL;
     uint64_t *nshadow = rs ? calloc(nm_bitmap_words(ng.nblocks), sizeof(uint64_t)) : NULL; /* NUMA shadow bitmap, new size */
@@ -265,6 +274,10 @@ static bool morph(pmalloc_heap *h, pm_arena *a, pm_vslab *s, unsigned cls)
     im->cur = ng;
     im->old = og;
     im->slab_off = soff;
+    uint64_t ohash = 0;
+    for (uint32_t i = 0; i < og.nblocks; i++)
+        if (pm_pbit(s, i)) ohash ^= pm_blk_hash(soff + og.data_off + (uint64_t)i * s->block_size);
+    im->odigest = ohash ^ __atomic_load_n(PM_SLAB_OLD_FREED(s->hdr), __ATOMIC_RELAXED);
     im->check = img_check(im);
     pm_persist(h, im, sizeof *im, PM_META);
     /* 3: commit; walk and check read geometries under large_lock */
@@ -272,6 +285,10 @@ static bool morph(pmalloc_heap *h, pm_arena *a, pm_vslab *s, unsigned cls)
     pthread_mutex_lock(&h->large_lock);
     __atomic_store_n(PM_MORPH_WORD(s->hdr), word_make(ng.img_line, gen, soff), __ATOMIC_RELAXED);
     pm_persist(h, PM_MORPH_WORD(s->hdr), sizeof(uint64_t), PM_META);
+    if (!s->hdr->morph_flag) { /* after the word: a flag without a word is damage */
+        s->hdr->morph_flag = 1;
+        pm_persist(h, s->hdr, 8, PM_META);
+    }
     pm_slab_partial_del(a, s); /* from the old class's list */
     mo->old = og;
     mo->cur = ng;
@@ -312,7 +329,7 @@ abort:
     return false;
 }
 
-pm_vslab *pm_morph_try(pmalloc_heap *h, pm_tcache *tc, pm_arena *a, unsigned cls)
+pm_vslab *pm_morph_try(pm_heap *h, pm_tcache *tc, pm_arena *a, unsigned cls)
 {
     if (!h->morph_su) return NULL;
     unsigned scanned = 0;
@@ -337,7 +354,7 @@ pm_vslab *pm_morph_try(pmalloc_heap *h, pm_tcache *tc, pm_arena *a, unsigned cls
 /* ---- old blocks ---- */
 
 /* Old block i is gone (its bit is durably clear): unblock what it covered. */
-static void old_gone(pmalloc_heap *h, pm_vslab *s, uint32_t i)
+static void old_gone(pm_heap *h, pm_vslab *s, uint32_t i)
 {
     pm_morph *mo = s->mo;
     cover(s, i, false);
@@ -351,7 +368,7 @@ static void old_gone(pmalloc_heap *h, pm_vslab *s, uint32_t i)
     }
 }
 
-void pm_morph_put_old(pmalloc_heap *h, pm_vslab *s, uint32_t idx)
+void pm_morph_put_old(pm_heap *h, pm_vslab *s, uint32_t idx)
 {
     pm_arena *a = s->arena;
     pthread_mutex_lock(&a->lock);
@@ -360,16 +377,47 @@ void pm_morph_put_old(pmalloc_heap *h, pm_vslab *s, uint32_t idx)
     pthread_mutex_unlock(&a->lock);
 }
 
-void pm_morph_recover_free_old(pmalloc_heap *h, pm_vslab *s, uint32_t idx)
+/* GC: the old bits are exact (written back at every change) and a crash does
+ * not rebuild them from a log, so they are checked against the image's
+ * odigest ^ PM_SLAB_OLD_FREED, and that word is written back before the bits
+ * it covers: after a crash, old blocks it counts as freed may still be set
+ * (their free was in flight; the mark frees them again), never the reverse. */
+/* The old blocks set in the old bitmap of geometry og (or in `keep`), as
+ * pm_blk_hash values: XORed (out == NULL) or listed in out. */
+static uint64_t old_hash(pm_heap *h, pm_slab_hdr *hd, const pm_geo *og, const uint64_t *keep, uint64_t *out, size_t *nout)
+{
+    uint32_t obs = (uint32_t)h->sc.size[og->cls];
+    pm_vslab tmp = {.hdr = hd, .pbm = (uint64_t *)((char *)hd + (size_t)og->bm_line * PM_LINE), .stripes = og->stripes};
+    uint64_t x = 0, base = pm_off(h, hd);
+    size_t k = 0;
+    for (uint32_t i = 0; i < og->nblocks; i++)
+        if (keep ? nm_bitmap_test(keep, i) : pm_pbit(&tmp, i)) {
+            uint64_t v = pm_blk_hash(base + og->data_off + (uint64_t)i * obs);
+            if (out) out[k++] = v;
+            x ^= v;
+        }
+    if (nout) *nout = k;
+    return x;
+}
+
+void pm_morph_gc_freeing(pm_heap *h, pm_vslab *s, uint32_t idx)
+{
+    uint64_t *f = PM_SLAB_OLD_FREED(s->hdr);
+    __atomic_fetch_xor(f, pm_blk_hash(pm_blk_off(h, s, idx)), __ATOMIC_RELAXED);
+    pm_persist(h, f, sizeof *f, PM_META);
+}
+
+void pm_morph_recover_free_old(pm_heap *h, pm_vslab *s, uint32_t idx)
 {
     uint64_t m, *w = pm_pbm_word(s, idx, &m);
     if (!(__atomic_fetch_and(w, ~m, __ATOMIC_RELAXED) & m)) return;
+    s->digest ^= pm_blk_hash(pm_blk_off(h, s, idx));
     pm_flush(h, w, sizeof *w, PM_META);
     old_gone(h, s, idx & ~PM_IDX_OLD);
     pm_slab_fix_lists(h, s);
 }
 
-bool pm_morph_lookup_old(pmalloc_heap *h, pm_vslab *s, uint64_t off, uint32_t *idx)
+bool pm_morph_lookup_old(pm_heap *h, pm_vslab *s, uint64_t off, uint32_t *idx)
 {
     pm_morph *mo = s->mo;
     if (!__atomic_load_n(&mo->nold, __ATOMIC_RELAXED)) return false;
@@ -381,7 +429,7 @@ bool pm_morph_lookup_old(pmalloc_heap *h, pm_vslab *s, uint64_t off, uint32_t *i
     return true;
 }
 
-bool pm_morph_loc_live(pmalloc_heap *h, pm_vslab *s, uint64_t off)
+bool pm_morph_loc_live(pm_heap *h, pm_vslab *s, uint64_t off)
 {
     pm_morph *mo = s->mo;
     if (!__atomic_load_n(&mo->nold, __ATOMIC_RELAXED)) return false;
@@ -408,7 +456,7 @@ void pm_morph_count(const pm_vslab *s, uint64_t *live, uint64_t *objs)
         }
 }
 
-int pm_morph_walk(pmalloc_heap *h, pm_vslab *s, pmalloc_walk_fn fn, void *arg)
+int pm_morph_walk(pm_heap *h, pm_vslab *s, pmalloc_walk_fn fn, void *arg)
 {
     pm_morph *mo = s->mo;
     uint32_t i = 0, j = 0, on = __atomic_load_n(&mo->nold, __ATOMIC_RELAXED) ? mo->old.nblocks : 0;
@@ -418,7 +466,7 @@ int pm_morph_walk(pmalloc_heap *h, pm_vslab *s, pmalloc_walk_fn fn, void *arg)
         while (j < s->nblocks && (!pm_pbit(s, j) || pm_numa_shadowed(s, j))) j++; /* shadowed: freed remotely */
         if (i >= on && j >= s->nblocks) return 0;
         uint64_t po = i < on ? ob + (uint64_t)i * mo->obs : UINT64_MAX, pn = j < s->nblocks ? nb + (uint64_t)j * s->block_size : UINT64_MAX;
-        int stop = po < pn ? fn(arg, po, mo->obs) : fn(arg, pn, s->block_size);
+        int stop = po < pn ? fn(arg, pm_ptr(h, po), mo->obs) : fn(arg, pm_ptr(h, pn), s->block_size);
         if (stop) return stop;
         if (po < pn) i++;
         else j++;
@@ -427,7 +475,7 @@ int pm_morph_walk(pmalloc_heap *h, pm_vslab *s, pmalloc_walk_fn fn, void *arg)
 
 /* ---- open: rebuild the vslab of a morphed slab ---- */
 
-static bool geo_valid(pmalloc_heap *h, const pm_geo *g)
+static bool geo_valid(pm_heap *h, const pm_geo *g)
 {
     if (g->cls >= h->ncls || !g->stripes || g->stripes > PMALLOC_MAX_STRIPES || !g->nblocks || g->data_off % PM_LINE) return false;
     uint32_t bs = (uint32_t)h->sc.size[g->cls];
@@ -443,7 +491,7 @@ static bool geo_valid(pmalloc_heap *h, const pm_geo *g)
 
 static bool lines_meet(uint32_t a0, uint32_t a1, uint32_t b0, uint32_t b1) { return a0 < b1 && b0 < a1; }
 
-nm_err pm_morph_adopt(pmalloc_heap *h, pm_veh *v, pm_vslab *unused)
+nm_err pm_morph_adopt(pm_heap *h, pm_veh *v, pm_vslab *unused)
 {
     NM_UNUSED(unused);
     pm_slab_hdr *hd = (pm_slab_hdr *)(h->data + v->page * PM_PAGE);
@@ -456,6 +504,26 @@ nm_err pm_morph_adopt(pmalloc_heap *h, pm_veh *v, pm_vslab *unused)
         return nm_fail(NM_ECORRUPT, "pmalloc: morphed slab at data page %llu has a bad morph word or header image", (unsigned long long)v->page);
     const pm_geo *cg = &im->cur, *og = &im->old;
     bool old_is_line0 = og->img_line == 0;
+    if (h->model == PMALLOC_GC && geo_valid(h, og)) {
+        uint64_t t = old_hash(h, hd, og, NULL, NULL, NULL) ^ im->odigest ^ *PM_SLAB_OLD_FREED(hd);
+        if (t) {
+            bool ok = false;
+            if (h->sb->state != PM_STATE_CLEAN) { /* the one free in flight: its block is still set; finish it */
+                pm_vslab tmp = {.hdr = hd, .pbm = (uint64_t *)(base + (size_t)og->bm_line * PM_LINE), .stripes = og->stripes};
+                uint32_t obs = (uint32_t)h->sc.size[og->cls];
+                for (uint32_t i = 0; i < og->nblocks && !ok; i++)
+                    if (pm_pbit(&tmp, i) && pm_blk_hash(soff + og->data_off + (uint64_t)i * obs) == t) {
+                        uint64_t m, *w = pm_pbm_word(&tmp, i, &m);
+                        __atomic_fetch_and(w, ~m, __ATOMIC_RELAXED);
+                        pm_persist(h, w, sizeof *w, PM_META);
+                        ok = true;
+                    }
+            }
+            if (!ok)
+                return nm_fail(NM_ECORRUPT, "pmalloc: morphed slab at data page %llu: its old bitmap does not match its checksum",
+                               (unsigned long long)v->page);
+        }
+    }
     if (!geo_valid(h, cg) || cg->img_line == 0 || !geo_valid(h, og) || cg->data_off < og->data_off ||
         (old_is_line0 && (og->cls != hd->cls || og->stripes != hd->stripes)) ||
         lines_meet(cg->bm_line, cg->img_line + 1, og->bm_line, og->bm_line + og->bm_lines) ||
@@ -467,7 +535,7 @@ nm_err pm_morph_adopt(pmalloc_heap *h, pm_veh *v, pm_vslab *unused)
     if (!s || !mo || !nvbm) {
         free(mo);
         free(nvbm);
-        if (s) { v->slab = NULL; pm_slab_free_vol(s); }
+        if (s) { v->slab = NULL; pm_slab_free_vol(h, s); }
         return nm_fail(NM_ENOMEM, "pmalloc: no host memory for a morphed vslab");
     }
     mo->cur = *cg;
@@ -490,7 +558,7 @@ nm_err pm_morph_adopt(pmalloc_heap *h, pm_veh *v, pm_vslab *unused)
         }
     if (live && !err) {
         mo->cnt = calloc(s->nblocks, sizeof(uint16_t));
-        if (!mo->cnt) { v->slab = NULL; pm_slab_free_vol(s); return nm_fail(NM_ENOMEM, "pmalloc: no host memory for a morphed vslab"); }
+        if (!mo->cnt) { v->slab = NULL; pm_slab_free_vol(h, s); return nm_fail(NM_ENOMEM, "pmalloc: no host memory for a morphed vslab"); }
         for (uint32_t i = 0; i < og->nblocks; i++)
             if (pm_pbit(s, i | PM_IDX_OLD)) cover(s, i, true);
     }
@@ -502,7 +570,7 @@ nm_err pm_morph_adopt(pmalloc_heap *h, pm_veh *v, pm_vslab *unused)
         }
     if (err) {
         v->slab = NULL;
-        pm_slab_free_vol(s);
+        pm_slab_free_vol(h, s);
         return nm_fail(NM_ECORRUPT, "pmalloc: morphed slab at data page %llu has overlapping old and new blocks", (unsigned long long)v->page);
     }
     if (live) {
@@ -517,7 +585,7 @@ nm_err pm_morph_adopt(pmalloc_heap *h, pm_veh *v, pm_vslab *unused)
 
 /* ---- pmalloc_check ---- */
 
-nm_err pm_morph_check(pmalloc_heap *h, pm_vslab *s, uint64_t *live, uint64_t *objs)
+nm_err pm_morph_check(pm_heap *h, pm_vslab *s, uint64_t *live, uint64_t *objs)
 {
     pm_morph *mo = s->mo;
     char *base = slab_base(s);
@@ -567,7 +635,7 @@ nm_err pm_morph_check(pmalloc_heap *h, pm_vslab *s, uint64_t *live, uint64_t *ob
  * The old bitmap is not cleared here (unlike the new one, it cannot be
  * rebuilt without its candidates): gc_end clears the unmarked bits only, so a
  * crash during recovery leaves a superset and the next recovery redoes it. */
-nm_err pm_morph_gc_begin(pmalloc_heap *h, pm_vslab *s, uint64_t *before)
+nm_err pm_morph_gc_begin(pm_heap *h, pm_vslab *s, uint64_t *before)
 {
     pm_morph *mo = s->mo;
     uint32_t was = __atomic_load_n(&mo->nold, __ATOMIC_RELAXED), n = 0;
@@ -588,7 +656,7 @@ nm_err pm_morph_gc_begin(pmalloc_heap *h, pm_vslab *s, uint64_t *before)
     return NM_OK;
 }
 
-bool pm_morph_gc_mark(pmalloc_heap *h, pm_vslab *s, uint64_t w, const uint64_t **push, size_t *words, uint64_t *marked)
+bool pm_morph_gc_mark(pm_heap *h, pm_vslab *s, uint64_t w, const uint64_t **push, size_t *words, uint64_t *marked)
 {
     pm_morph *mo = s->mo;
     uint64_t start = pm_off(h, mo->odata);
@@ -606,7 +674,7 @@ bool pm_morph_gc_mark(pmalloc_heap *h, pm_vslab *s, uint64_t w, const uint64_t *
     return true;
 }
 
-void pm_morph_gc_end(pmalloc_heap *h, pm_vslab *s)
+void pm_morph_gc_end(pm_heap *h, pm_vslab *s)
 {
     pm_morph *mo = s->mo;
     if (!mo->gcold) return;
@@ -614,7 +682,13 @@ void pm_morph_gc_end(pmalloc_heap *h, pm_vslab *s)
     for (uint32_t i = 0; i < mo->old.nblocks; i++)
         if (nm_bitmap_test(mo->gcold, i) && !nm_bitmap_test(marks, i)) { /* unreachable: freed */
             uint64_t m, *wd = pm_pbm_word(s, i | PM_IDX_OLD, &m);
-            __atomic_fetch_and(wd, ~m, __ATOMIC_RELAXED);
+            if (h->model == PMALLOC_GC) { /* one at a time, as at run time: a crash leaves at most one block ahead */
+                pm_morph_gc_freeing(h, s, i | PM_IDX_OLD);
+                __atomic_fetch_and(wd, ~m, __ATOMIC_RELAXED);
+                pm_persist(h, wd, sizeof *wd, PM_META);
+            } else {
+                __atomic_fetch_and(wd, ~m, __ATOMIC_RELAXED);
+            }
             cover(s, i, false);
         }
     free(mo->gcold);

@@ -37,7 +37,7 @@ static unsigned parse_vnodes(const pmalloc_options *o, nm_err *err)
     return (unsigned)v;
 }
 
-nm_err pm_numa_setup(pmalloc_heap *h, const pmalloc_options *o)
+nm_err pm_numa_setup(pm_heap *h, const pmalloc_options *o)
 {
     nm_err err;
     unsigned vn = parse_vnodes(o, &err);
@@ -80,7 +80,7 @@ nm_err pm_numa_setup(pmalloc_heap *h, const pmalloc_options *o)
 }
 
 /* Arena count for `want` requested arenas: a multiple of the node count. */
-unsigned pm_numa_narenas(pmalloc_heap *h, unsigned want)
+unsigned pm_numa_narenas(pm_heap *h, unsigned want)
 {
     pm_numa *n = h->numa;
     if (want == 0) want = 1;
@@ -89,13 +89,13 @@ unsigned pm_numa_narenas(pmalloc_heap *h, unsigned want)
     return n->per_node * n->nnodes;
 }
 
-unsigned pm_numa_arena_node(const pmalloc_heap *h, unsigned arena)
+unsigned pm_numa_arena_node(const pm_heap *h, unsigned arena)
 {
     const pm_numa *n = h->numa;
     return n->nnodes > 1 ? arena / n->per_node : 0;
 }
 
-static unsigned cpu_node_now(const pmalloc_heap *h)
+static unsigned cpu_node_now(const pm_heap *h)
 {
     const pm_numa *n = h->numa;
     if (n->nnodes <= 1) return 0;
@@ -105,7 +105,7 @@ static unsigned cpu_node_now(const pmalloc_heap *h)
 }
 
 /* The arena with the fewest threads among the node's (paper Sec. 4.2), caller holds tc_lock. */
-pm_arena *pm_numa_pick_arena(pmalloc_heap *h, pm_tcache *tc)
+pm_arena *pm_numa_pick_arena(pm_heap *h, pm_tcache *tc)
 {
     pm_numa *n = h->numa;
     if (!tc->pinned) tc->node = cpu_node_now(h);
@@ -118,7 +118,7 @@ pm_arena *pm_numa_pick_arena(pmalloc_heap *h, pm_tcache *tc)
 
 /* Thread migration (Sec. 6.4): a cache whose thread now runs on another node
  * returns its blocks and moves to an arena of the new node. */
-static void migrate(pmalloc_heap *h, pm_tcache *tc)
+static void migrate(pm_heap *h, pm_tcache *tc)
 {
     unsigned node = cpu_node_now(h);
     if (node == tc->node) return;
@@ -126,7 +126,7 @@ static void migrate(pmalloc_heap *h, pm_tcache *tc)
     pm_count(&h->numa->c_migrations, 1);
 }
 
-void pm_numa_tick(pmalloc_heap *h, pm_tcache *tc)
+void pm_numa_tick(pm_heap *h, pm_tcache *tc)
 {
     if (NM_LIKELY(h->numa->nnodes <= 1) || tc->pinned) return;
     if (++tc->nops < PM_NUMA_CHECK_EVERY) return;
@@ -134,18 +134,18 @@ void pm_numa_tick(pmalloc_heap *h, pm_tcache *tc)
     migrate(h, tc);
 }
 
-nm_err pmalloc_numa_migrate_check(pmalloc_heap *h)
+nm_err pmalloc_numa_migrate_check(pmalloc_heap *hd)
 {
-    if (!h) return nm_fail(NM_EINVAL, "pmalloc_numa_migrate_check: NULL heap");
+    PM_ENTER_ERR(h, hd);
     pm_tcache *tc = pm_tc_get(h);
     if (!tc) return nm_fail(NM_ENOMEM, "pmalloc: no thread cache: %s", nm_last_errmsg());
     if (h->numa->nnodes > 1 && !tc->pinned) migrate(h, tc);
     return NM_OK;
 }
 
-nm_err pmalloc_numa_set_node(pmalloc_heap *h, int node)
+nm_err pmalloc_numa_set_node(pmalloc_heap *hd, int node)
 {
-    if (!h) return nm_fail(NM_EINVAL, "pmalloc_numa_set_node: NULL heap");
+    PM_ENTER_ERR(h, hd);
     if (node < -1 || node >= (int)h->numa->nnodes)
         return nm_fail(NM_EINVAL, "pmalloc_numa_set_node: node %d, the heap has %u", node, h->numa->nnodes);
     pm_tcache *tc = pm_tc_get(h);
@@ -156,16 +156,16 @@ nm_err pmalloc_numa_set_node(pmalloc_heap *h, int node)
     return NM_OK;
 }
 
-int pmalloc_numa_current_node(pmalloc_heap *h)
+int pmalloc_numa_current_node(pmalloc_heap *hd)
 {
-    if (!h) return -1;
+    PM_ENTER(h, hd, -1);
     pm_tcache *tc = pm_tc_get(h);
     return tc ? (int)tc->node : -1;
 }
 
 /* ---- node regions of the data area ---- */
 
-static void node_range(const pmalloc_heap *h, unsigned node, uint64_t *lo, uint64_t *hi)
+static void node_range(const pm_heap *h, unsigned node, uint64_t *lo, uint64_t *hi)
 {
     unsigned nn = h->numa->nnodes;
     if (h->files && h->files->n == nn) { /* node k's range is its file (the layout the heap was created with) */
@@ -177,7 +177,7 @@ static void node_range(const pmalloc_heap *h, unsigned node, uint64_t *lo, uint6
     *hi = h->data_pages * (node + 1) / nn;
 }
 
-unsigned pm_numa_page_node(const pmalloc_heap *h, uint64_t page)
+unsigned pm_numa_page_node(const pm_heap *h, uint64_t page)
 {
     unsigned nn = h->numa->nnodes;
     if (nn <= 1) return 0;
@@ -191,15 +191,16 @@ unsigned pm_numa_page_node(const pmalloc_heap *h, uint64_t page)
     }
 }
 
-int pmalloc_numa_node_of(pmalloc_heap *h, pmalloc_ptr p)
+int pmalloc_numa_node_of(pmalloc_heap *hd, pmalloc_ptr p)
 {
-    if (!h || p < h->sb->data_off || p >= h->size) return -1;
+    PM_ENTER(h, hd, -1);
+    if (!pm_ptr_off(h, p, &p) || p < h->sb->data_off || p >= h->size) return -1;
     return (int)pm_numa_page_node(h, (p - h->sb->data_off) / PM_PAGE);
 }
 
 /* Nodes in the order to try from `node`: itself, then nearest first (libnuma's
  * distance table; ring order for virtual nodes, which have no distances). */
-static void node_order(const pmalloc_heap *h, unsigned node, unsigned *order)
+static void node_order(const pm_heap *h, unsigned node, unsigned *order)
 {
     unsigned nn = h->numa->nnodes;
     for (unsigned d = 0; d < nn; d++) order[d] = (node + d) % nn;
@@ -213,7 +214,7 @@ static void node_order(const pmalloc_heap *h, unsigned node, unsigned *order)
 }
 
 /* Best fit among the free space inside [lo, hi) (caller holds large_lock). */
-static bool fit_in(pmalloc_heap *h, uint64_t lo, uint64_t hi, uint64_t npages, uint64_t *at)
+static bool fit_in(pm_heap *h, uint64_t lo, uint64_t hi, uint64_t npages, uint64_t *at)
 {
     uint64_t best = 0, bestlen = 0;
     for (pm_veh *v = pm_free_first(h); v; v = pm_free_next(h, v)) { /* not in address order */
@@ -233,7 +234,7 @@ static __thread bool place_anywhere;
 /* Algorithm 1 for extents (Sec. 6.3): the node's own range first, then the
  * others (nearest first for real nodes, in ring order for virtual ones), and
  * with `any`, finally anywhere (an extent larger than one node's range). */
-nm_err pm_numa_extent_alloc(pmalloc_heap *h, unsigned node, uint64_t npages, int state, bool any, pm_veh **out)
+nm_err pm_numa_extent_alloc(pm_heap *h, unsigned node, uint64_t npages, int state, bool any, pm_veh **out)
 {
     pm_numa *n = h->numa;
     if (n->nnodes <= 1) return pm_extent_alloc(h, npages, state, out);
@@ -263,7 +264,7 @@ nm_err pm_numa_extent_alloc(pmalloc_heap *h, unsigned node, uint64_t npages, int
  * nodes, each after applying its pending remote frees; then a new slab in a
  * remote node's arena. Blocks from here bypass the tcache (Sec. 6.4), so the
  * cache only ever holds local blocks. */
-nm_err pm_numa_take_other(pmalloc_heap *h, pm_tcache *tc, unsigned cls, pm_tcblk *out)
+nm_err pm_numa_take_other(pm_heap *h, pm_tcache *tc, unsigned cls, pm_tcblk *out)
 {
     pm_numa *n = h->numa;
     unsigned nn = n->nnodes > 1 ? n->nnodes : 1, per = n->nnodes > 1 ? n->per_node : h->narenas;
@@ -307,9 +308,8 @@ nm_err pm_numa_take_other(pmalloc_heap *h, pm_tcache *tc, unsigned cls, pm_tcblk
     return nm_fail(NM_ENOMEM, "pmalloc: heap exhausted for a %zu-byte block", h->sc.size[cls]);
 }
 
-nm_err pmalloc_numa_stats_get(pmalloc_heap *h, pmalloc_numa_stats *st)
+nm_err pm_numa_stats(pm_heap *h, pmalloc_numa_stats *st)
 {
-    if (!h || !st) return nm_fail(NM_EINVAL, "pmalloc_numa_stats_get: NULL argument");
     pm_numa *n = h->numa;
     memset(st, 0, sizeof *st);
     st->nodes = n->nnodes;
@@ -337,4 +337,11 @@ nm_err pmalloc_numa_stats_get(pmalloc_heap *h, pmalloc_numa_stats *st)
     st->pending_extents = st->remote_extent_frees - LD(c_xsynced);
 #undef LD
     return NM_OK;
+}
+
+nm_err pmalloc_numa_stats_get(pmalloc_heap *hd, pmalloc_numa_stats *st)
+{
+    PM_ENTER_ERR(h, hd);
+    if (!st) return nm_fail(NM_EINVAL, "pmalloc_numa_stats_get: NULL argument");
+    return pm_numa_stats(h, st);
 }

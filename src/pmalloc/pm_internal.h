@@ -13,21 +13,34 @@
 #include "nearmem/common/util.h"
 #include "nearmem/pmalloc.h"
 
+/* The heap. Public calls take a pmalloc_heap handle (an opaque value, never
+ * dereferenced) and resolve it to this through the handle table (handle.c), so
+ * that a call on a closed handle is an error, not a use after free. */
+typedef struct pm_heap pm_heap;
+pm_heap *pm_resolve(const pmalloc_heap *hd);              /* NULL: not a live handle */
+nm_err pm_handle_error(const pmalloc_heap *hd, const char *fn); /* NM_EINVAL (NULL, garbage) or NM_ESTATE (closed) */
+pmalloc_heap *pm_handle_new(pm_heap *h);                  /* NULL (NM_EBUSY) when the table is full */
+void pm_handle_drop(const pmalloc_heap *hd);
+/* Resolve handle `hd` into `h` at the top of a public call; on failure return `ret`. */
+#define PM_ENTER(h, hd, ret)                 \
+    pm_heap *h = pm_resolve(hd);             \
+    if (NM_UNLIKELY(h == NULL)) return ret
+#define PM_ENTER_ERR(h, hd) PM_ENTER(h, hd, pm_handle_error(hd, __func__))
+
 #define PM_PAGE 4096u
 #define PM_LINE 64u
 #define PM_MAGIC 0x50414548504d4e4eull /* "NNMPHEAP" little-endian */
-#define PM_VERSION 1u
+#define PM_VERSION 3u /* 1, 2: before tagged pointers (refused) */
 #define PM_MIN_HEAP (4u << 20)
 
 #define PM_STATE_CLEAN 0x4e41454c43ull      /* "CLEAN" */
 #define PM_STATE_RUNNING 0x4e4e4e5552ull    /* "RUNNN" */
 #define PM_STATE_RECOVERING 0x5643455272ull /* "rRECV" */
 
-/* WAL: one ring per thread cache; 32-byte entries, 2 per line, 16 lines. */
+/* Redo rings (redo.c): one per thread cache; 32-byte records, 2 per line. */
 #define PM_NRINGS 128u
-#define PM_RING_BYTES 1024u
-#define PM_RING_LINES (PM_RING_BYTES / PM_LINE)
-#define PM_RING_ENTRIES (PM_RING_BYTES / 32u)
+#define PM_RING_MIN 64u   /* records per ring */
+#define PM_RING_MAX 4096u
 
 /* Bookkeeping log (Sec. 5.3): 1 KiB chunks, line 0 = header, 15 lines of 8 entries. */
 #define PM_CHUNK_BYTES 1024u
@@ -47,6 +60,16 @@
 
 /* ---- persistent layout ---- */
 
+typedef struct pm_bkdesc { /* a copy of the bookkeeping-log descriptor (large.c) */
+    uint64_t w;     /* head chunk (bits 0-31), generation (32-63) */
+    uint64_t check;
+} pm_bkdesc;
+
+typedef struct pm_gw { /* a copy of the checkpoint bound (redo.c) */
+    uint64_t gw;
+    uint64_t check;
+} pm_gw;
+
 typedef struct pm_super {
     /* lines 0-1: written once at create, covered by `check` */
     uint64_t magic;
@@ -57,32 +80,54 @@ typedef struct pm_super {
     uint32_t nrings;
     uint32_t nchunks;
     uint32_t nroots;
-    uint64_t roots_off, wal_off, bk_off, data_off;
-    uint64_t check; /* XXH64 of the fields above */
-    uint8_t pad0[128 - 80];
+    uint64_t roots_off, redo_off, bk_off, data_off;
+    uint64_t ptr_tag;   /* this heap's tag (pmalloc_ptr bits 44-62), nonzero */
+    uint32_t ring_recs; /* records per redo ring (a power of two) */
+    uint32_t pad_r;
+    uint64_t check;     /* XXH64 of the fields above */
+    uint8_t pad0[128 - 96];
     /* line 2: session state */
     uint64_t state;
     uint8_t pad1[56];
-    /* line 3: bookkeeping-log header: two list heads and the alt bit (Sec. 5.3) */
-    uint32_t bk_head[2];
-    uint64_t bk_alt;
+    /* line 3: copy A of the bookkeeping-log descriptor (Sec. 5.3): the list's
+     * head and generation; copy B is line 17 (large.c) */
+    pm_bkdesc bk_a;
     uint8_t pad2[48];
-    /* line 4: WAL entries with seq <= wal_retired belong to finished operations */
-    uint64_t wal_retired;
-    uint8_t pad3[56];
+    /* line 4: copy A of the checkpoint bound (redo.c): every operation with a
+     * sequence number <= it is settled in the heap; copy B is line 16 */
+    pm_gw gw_a;
+    uint8_t pad3[48];
 } pm_super;
+#define PM_GW_B_LINE 16u /* superblock line of the second copy */
+/* Superblock lines 17-18: the last settle of the bookkeeping log (large.c):
+ * the new counts of the chunks it settled, one commit point for the group. */
+#define PM_BK_B_LINE 17u   /* bookkeeping-log descriptor, copy B */
+#define PM_SETTLE_LINE 20u /* lines 20-22 */
+#define PM_SETTLE_PAIRS 10u
+typedef struct pm_settle_rec {
+    uint64_t seq;   /* nonzero */
+    uint64_t n;     /* pairs */
+    uint64_t pair[PM_SETTLE_PAIRS][2]; /* chunk (bits 0-31) | generation (32-63); the chunk's new count word */
+    uint64_t check; /* XXH64 of the fields above */
+    uint64_t pad;
+} pm_settle_rec;
+NM_STATIC_ASSERT(sizeof(pm_settle_rec) == 3 * PM_LINE, "settle record is three lines");
 NM_STATIC_ASSERT(offsetof(pm_super, state) == 2 * PM_LINE, "state on line 2");
-NM_STATIC_ASSERT(offsetof(pm_super, bk_head) == 3 * PM_LINE, "log heads on line 3");
-NM_STATIC_ASSERT(offsetof(pm_super, wal_retired) == 4 * PM_LINE, "wal_retired on line 4");
+NM_STATIC_ASSERT(offsetof(pm_super, bk_a) == 3 * PM_LINE, "log descriptor on line 3");
+NM_STATIC_ASSERT(offsetof(pm_super, gw_a) == 4 * PM_LINE, "checkpoint bound on line 4");
 
 
 typedef struct pm_chunk_hdr {
     uint32_t magic;
-    uint32_t next; /* next chunk of the list, PM_CHUNK_NONE at the tail */
     uint32_t id;
-    uint32_t gen;  /* bumped at every reuse: tombstones name (chunk, gen, slot) */
-    uint32_t pad[12];
+    uint32_t gen;   /* bumped at every reuse: tombstones name (chunk, gen, slot) */
+    uint32_t flags; /* PM_CHUNK_INTER: appends interleaved over the entry lines */
+    uint64_t next;  /* next chunk of the list (PM_CHUNK_NONE at the tail), bits 0-31; check of it, 32-63 */
+    uint64_t count; /* settled appends (recovery reads appends 0..count-1 only), bits 0-31; their digest, 32-63 */
+    uint64_t check; /* XXH64 of magic, id, gen, flags */
+    uint8_t pad[24];
 } pm_chunk_hdr;
+#define PM_CHUNK_INTER 1u
 
 /* Bookkeeping-log entry (8 bytes): type in bits 62-63.
  * normal: page index bits 0-35, page count bits 36-61; tombstone: target position. */
@@ -103,7 +148,7 @@ typedef struct pm_slab_hdr {
     uint32_t magic;
     uint16_t cls;
     uint8_t stripes;
-    uint8_t morph_flag; /* slab-morphing step (issue 7); 0 = regular slab */
+    uint8_t morph_flag; /* 1: morphed once (set after the first morph word; not in `check`) */
     uint32_t block_size;
     uint32_t nblocks;
     uint32_t data_off;  /* from the slab start */
@@ -117,17 +162,37 @@ typedef struct pm_slab_hdr {
 NM_STATIC_ASSERT(sizeof(pm_slab_hdr) == PM_LINE, "slab header is one line");
 NM_STATIC_ASSERT(sizeof(pm_chunk_hdr) == PM_LINE, "chunk header is one line");
 
-/* WAL entry (32 bytes). */
+/* Redo record (32 bytes): one per committed operation (redo.c). */
 #define PM_OP_ALLOC_SMALL 1u
 #define PM_OP_FREE_SMALL 2u
 #define PM_OP_ALLOC_LARGE 3u
 #define PM_OP_FREE_LARGE 4u
-typedef struct pm_wal_ent {
-    uint64_t seq_op; /* seq << 8 | op; 0 = empty */
-    uint64_t block;  /* heap offset of the object */
-    uint64_t loc;    /* heap offset of the user pointer */
-    uint64_t aux;    /* npages << 32 | check32 */
-} pm_wal_ent;
+#define PM_OP_SET 5u /* pmalloc_set_root / pmalloc_set_ptr: a pointer store */
+#define PM_OP_MASK 7u
+#define PM_OP_REMOTE 8u /* flag: the free writes a deallocation-log entry after its commit (remote.c) */
+/* loc bits 44-63: how many sequence numbers back the thread's previous record
+ * is (0: none, or too far): recovery finds a damaged record that a later one
+ * of its thread follows (a torn record is always its thread's last). */
+#define PM_REC_LOC_BITS 44u
+#define PM_REC_LOC(l) ((l) & ((1ull << PM_REC_LOC_BITS) - 1))
+#define PM_REC_BACK(l) ((l) >> PM_REC_LOC_BITS)
+#define PM_REC_BACK_MAX ((1ull << (64u - PM_REC_LOC_BITS)) - 1)
+typedef struct pm_rec {
+    uint64_t seq_op; /* seq << 8 | flags | op; 0 = empty */
+    uint64_t block;  /* heap offset of the object (SET: the pointer value stored) */
+    uint64_t loc;    /* heap offset of the user pointer (bits 0-43), back distance (44-63) */
+    uint64_t aux;    /* size (small: block bytes; large: pages) << 32 | check32 */
+} pm_rec;
+
+/* What a committed operation changed in memory and a checkpoint must write
+ * back: kept per ring slot in DRAM by the operation's thread. */
+typedef struct pm_side {
+    uint64_t seq;    /* atomic */
+    uint64_t *bitw;  /* the bitmap word (small blocks), or NULL */
+    uint64_t *loc;   /* the pointer word, or NULL */
+    struct pm_vslab *s; /* the slab whose bit it toggled (its checksum changes by bh), or NULL */
+    uint64_t bh;
+} pm_side;
 
 /* ---- volatile structures ---- */
 
@@ -144,9 +209,14 @@ typedef struct pm_vslab {
     struct pm_vslab *next, *prev;
     bool in_partial;
     struct pm_rslab *rs; /* NUMA: remote-free state (shadow bitmap), remote.c; NULL until used */
-    /* NUMA heaps: a bit per block held by the free in progress (atomic), so a
-     * direct and a two-phase free of one block cannot both succeed (pmalloc.c) */
+    /* a bit per 16 bytes of the slab (a block start under any geometry), held by
+     * the free in progress (atomic): of two concurrent frees of one block exactly
+     * one gets past it, before either changes anything (pmalloc.c); with NUMA,
+     * a direct and a two-phase free of one block cannot both succeed */
     uint64_t *claim;
+    uint32_t gone;        /* atomic: released (or being released); see pm_slab_enter */
+    uint64_t digest;      /* atomic: XOR of pm_blk_hash over the blocks set in the bitmap(s) */
+    struct pm_vslab *pool_next, *all_next; /* the heap's vslab pool (type-stable, small.c) */
     /* slab morphing (morph.c): old geometry and counters, NULL until the first
      * morph; handshake with lock-free readers; the arena's LRU list */
     struct pm_morph *mo;
@@ -174,19 +244,6 @@ typedef struct pm_veh {
     bool retained;         /* free and decayed: its pages were returned (hole punched) */
     uint64_t freed_ns;     /* when it became free */
 } pm_veh;
-
-/* WAL sequence numbers are (clock << 8 | domain): one clock per arena domain
- * (arena id mod 255) and one (PM_WCLK_LARGE) for extents, each on its own line,
- * so threads in different arenas never share a counter. Recovery needs, for
- * every block, its operations ordered; a block's operations all draw from one
- * clock (its slab's arena, or the extent clock), and a slab's birth and death
- * raise the clock that takes over its pages (small.c). */
-#define PM_WCLK_N 256u
-#define PM_WCLK_LARGE 255u
-typedef struct pm_wclk {
-    _Alignas(64) uint64_t c; /* next clock value to hand out (atomic) */
-    char pad[56];
-} pm_wclk;
 
 /* A per-arena cache of freed extents (xcache.c): large allocations and frees
  * of the arena's threads are served here under the arena's own lock instead
@@ -223,11 +280,17 @@ typedef struct pm_tcbin {
 } pm_tcbin;
 
 typedef struct pm_tcache {
-    pmalloc_heap *h;
+    pm_heap *h;
     pm_arena *arena;
-    int ring;
-    uint32_t ring_next; /* appends so far */
+    int ring;           /* its first ring, and how many consecutive ones (redo.c) */
+    unsigned nrings;
+    uint32_t nrec;      /* records in them */
+    uint64_t head;      /* records written to the ring so far (the next goes to slot head) */
+    uint64_t pub;       /* records whose operation is complete (atomic: read by checkpoints) */
+    uint64_t settled;   /* records covered by a checkpoint: their slots are free (atomic) */
+    pm_side *side;      /* [ring_recs] */
     uint64_t inflight;  /* seq of the logged operation in progress, 1 while taking one, 0 idle */
+    uint64_t last_seq;  /* its last record's sequence number (0: none yet) */
     pm_tcbin bins[PM_NCLS_MAX];
     /* Remote frees (blocks of another arena's slabs): their bits are already
      * cleared durably; they go back to their slabs in batches, one lock
@@ -238,15 +301,22 @@ typedef struct pm_tcache {
     unsigned node;    /* NUMA: node the cache is bound to (numa.c) */
     unsigned nops;    /* NUMA: operations since the last migration check */
     bool pinned;      /* NUMA: bound by pmalloc_numa_set_node, no migration check */
+    struct { unsigned log, seg; uint32_t slot; uint64_t gen; bool held; } dl; /* NUMA: a reserved deallocation-log slot (remote.c) */
 } pm_tcache;
 
 typedef struct pm_bkchunk { /* vchunk */
     uint32_t next;
     uint32_t gen;
+    uint32_t appended; /* appends so far (stored, maybe not yet written back) */
+    uint32_t settled;  /* appends durable and counted in the header */
+    uint32_t digest;   /* of the appends so far (XOR of each append's hash) */
     bool in_list;
+    bool inter;        /* slot order of its appends (PM_CHUNK_INTER) */
 } pm_bkchunk;
 
-struct pmalloc_heap {
+struct pm_heap {
+    pmalloc_heap *handle; /* what the public calls and the simulation hook see */
+    uint64_t tagbits;     /* sb->ptr_tag << PMALLOC_PTR_OFFSET_BITS: in every pmalloc_ptr of this heap */
     char *base;
     size_t size;
     pm_super *sb;
@@ -274,16 +344,20 @@ struct pmalloc_heap {
     /* VEHs come from a per-heap pool and are only freed at close: a VEH read
      * without the lock (small_lookup, slab_at) is always a VEH, never freed memory */
     pm_veh *veh_pool;  /* free VEHs, linked by next */
+    struct pm_vslab *vslab_pool, *vslab_all; /* type-stable vslabs (small.c) */
     void *veh_blocks;  /* allocated pool blocks, linked by their first word */
     uint64_t free_pages, nextents, nslabs;
     uint64_t decay_ns, last_decay_ns, retained_pages;
     pm_bkchunk *chunks;
     uint32_t nchunks, bk_tail, bk_list_len, bk_free_count; /* bk_tail: the list's last chunk */
+    uint32_t bk_head, bk_gen; /* the list's head and the descriptor's generation */
     /* Append lanes: each arena (id mod PM_BK_LANES) appends into a chunk of its
      * own, so two threads' entries never share a cache line (a flush of a line
      * the other core keeps writing cost ~3x a private one). PM_CHUNK_NONE: none open. */
-    uint32_t bk_lane_chunk[PM_BK_LANES], bk_lane_count[PM_BK_LANES];
+    uint32_t bk_lane_chunk[PM_BK_LANES];
     uint64_t bk_live_entries, bk_tombs;
+    uint64_t bk_reserved; /* appends promised to operations that have not made them yet (large_lock) */
+    uint64_t settle_seq;  /* last settle record written (large_lock) */
 
     /* arenas and thread caches */
     pm_arena *arenas;
@@ -292,7 +366,18 @@ struct pmalloc_heap {
     pthread_mutex_t tc_lock;
     pm_tcache *tcaches;
     uint8_t ring_used[PM_NRINGS];
-    pm_wclk *wclk;     /* WAL sequence clocks [PM_WCLK_N] (see pm_wal_clock) */
+    uint32_t nrings, ring_recs; /* redo rings (redo.c) */
+    pm_rec *rings;
+    /* the sequence clock: one for the heap, on its own line. A global order of
+     * operations (an atomic increment agrees with happens-before) lets
+     * recovery pick each block's and each pointer word's last operation. */
+    _Alignas(64) uint64_t clock;
+    char clock_pad[56];
+    pthread_mutex_t ckpt_lock;
+    pthread_mutex_t old_lock; /* GC: one old-block free at a time (its checksum word, then its bit; morph.c) */
+    struct pm_ckset *ckset;   /* a checkpoint's lines and slabs (hash sets kept between checkpoints; redo.c) */
+    uint64_t gw;       /* the checkpoint bound: operations <= it are settled (under ckpt_lock) */
+    uint64_t c_ckpts;  /* checkpoints (atomic) */
 
     /* counters: hot ones per thread (pm_ctr_*), rare ones shared atomics */
     uint64_t uid; /* unique per open, keys thread-local caches */
@@ -304,14 +389,13 @@ struct pmalloc_heap {
 
     /* power-failure simulation */
     pthread_mutex_t sim_lock;
-    char *shadow;
-    uint32_t *pending;
-    size_t npending, cap_pending;
-    uint64_t *pending_bm;
+    char *shadow;                /* the persisted image: changed only by a thread's drain */
+    uint64_t *shadow_stamp;      /* per line: the flush whose content the image holds */
+    struct pm_simq *simqs;       /* every thread's flushed-but-undrained lines (persist.c) */
+    uint64_t sim_stamp;          /* flush order (under sim_lock) */
     uint64_t sim_flush_no;
     pmalloc_sim_hook sim_hook;
     void *sim_arg;
-    bool in_hook;
 
     pmalloc_recovery_info ri;
     int lock_fd; /* holds an flock on the heap file while it is open */
@@ -334,6 +418,23 @@ struct pmalloc_heap {
 #define PM_IDX_OLD 0x80000000u /* block index flag: an old block of a morphed slab */
 #define PM_MORPH_MAGIC 0x50524f4du /* "MORP" */
 #define PM_MORPH_WORD(hd) ((uint64_t *)(void *)(hd)->reserved) /* 0 = regular slab */
+/* The slab's bitmap checksum as of its last write-back (issue 16): the XOR of
+ * pm_blk_hash over the blocks allocated in its bitmaps. A function of the
+ * blocks' offsets, not of the geometry, so a morph does not change it. */
+#define PM_SLAB_DIGEST(hd) ((uint64_t *)(void *)((hd)->reserved + 8))
+/* GC model, morphed slab: the XOR of pm_blk_hash over the old blocks freed
+ * (written back before their bits): the old bits (exact under GC) are
+ * checked after a crash against the image's odigest ^ this (morph.c). */
+#define PM_SLAB_OLD_FREED(hd) ((uint64_t *)(void *)((hd)->reserved + 16))
+static inline uint64_t pm_blk_hash(uint64_t off) /* heap offset of a block's start */
+{
+    uint64_t x = off * 0x9e3779b97f4a7c15ull + 0x5b1a5d16e57ull;
+    x ^= x >> 31;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
 #define PM_MORPH_DEFAULT_SU 20u
 #define PM_MORPH_MAX_HDR 8192u /* a slab whose header would grow beyond this does not morph */
 
@@ -346,8 +447,8 @@ typedef struct pm_morph_img { /* one line */
     pm_geo cur, old;
     uint8_t pad[4];
     uint64_t slab_off; /* heap offset of the slab: an image copied elsewhere is refused */
+    uint64_t odigest;  /* the old blocks live at the morph (XOR of pm_blk_hash) ^ PM_SLAB_OLD_FREED then */
     uint64_t check;    /* XXH64 of the fields above */
-    uint8_t pad2[8];
 } pm_morph_img;
 NM_STATIC_ASSERT(sizeof(pm_morph_img) == PM_LINE, "morph image is one line");
 
@@ -369,47 +470,62 @@ static inline void pm_morph_old_bm(const pm_vslab *s, uint32_t *idx, uint64_t **
     *st = s->mo->old.stripes;
 }
 static inline uint32_t pm_blk_size(const pm_vslab *s, uint32_t idx) { return idx & PM_IDX_OLD ? s->mo->obs : s->block_size; }
+/* Heap offset of block idx (an old block when PM_IDX_OLD is set). */
+static inline uint64_t pm_blk_off(const pm_heap *h, const pm_vslab *s, uint32_t idx)
+{
+    const char *base = idx & PM_IDX_OLD ? s->mo->odata : s->data;
+    return (uint64_t)(base - h->base) + (uint64_t)(idx & ~PM_IDX_OLD) * pm_blk_size(s, idx);
+}
 static inline uint32_t pm_bm_lines(const pm_vslab *s) { return s->mo ? s->mo->cur.bm_lines : s->hdr->bm_lines; }
 
-/* Handshake with a morph for code that reads a slab's geometry without its
- * arena lock (free_from, usable_size, destination checks): a morph sets
- * `morphing` and proceeds only if `busy` is 0 (seq_cst on both sides). */
-static inline void pm_slab_enter(pmalloc_heap *h, pm_vslab *s)
+/* Handshake with a morph and with the slab's release for code that reads a
+ * slab's geometry without its arena lock (free_from, usable_size, destination
+ * checks): a morph sets `morphing`, a release sets `gone`, and each proceeds
+ * only if `busy` is 0 (seq_cst on both sides). false: the slab is being (or
+ * was) released; busy is not held then. A release only takes an empty slab,
+ * so every block of it is free. */
+static inline bool pm_slab_enter(pm_heap *h, pm_vslab *s)
 {
-    if (!h->morph_su || !s) return;
+    NM_UNUSED(h);
     for (;;) {
         __atomic_fetch_add(&s->busy, 1, __ATOMIC_SEQ_CST);
-        if (!__atomic_load_n(&s->morphing, __ATOMIC_SEQ_CST)) return;
+        if (NM_UNLIKELY(__atomic_load_n(&s->gone, __ATOMIC_SEQ_CST))) {
+            __atomic_fetch_sub(&s->busy, 1, __ATOMIC_SEQ_CST);
+            return false;
+        }
+        if (NM_LIKELY(!__atomic_load_n(&s->morphing, __ATOMIC_SEQ_CST))) return true;
         __atomic_fetch_sub(&s->busy, 1, __ATOMIC_SEQ_CST);
         while (__atomic_load_n(&s->morphing, __ATOMIC_ACQUIRE)) sched_yield();
     }
 }
-static inline void pm_slab_leave(pmalloc_heap *h, pm_vslab *s)
+static inline void pm_slab_leave(pm_heap *h, pm_vslab *s)
 {
-    if (h->morph_su && s) __atomic_fetch_sub(&s->busy, 1, __ATOMIC_SEQ_CST);
+    NM_UNUSED(h);
+    __atomic_fetch_sub(&s->busy, 1, __ATOMIC_SEQ_CST);
 }
 
 /* morph.c */
-pm_vslab *pm_morph_try(pmalloc_heap *h, pm_tcache *tc, pm_arena *a, unsigned cls); /* arena lock held */
-void pm_morph_put_old(pmalloc_heap *h, pm_vslab *s, uint32_t idx);  /* release an old block (bypasses the tcache) */
-bool pm_morph_lookup_old(pmalloc_heap *h, pm_vslab *s, uint64_t off, uint32_t *idx);
-bool pm_morph_loc_live(pmalloc_heap *h, pm_vslab *s, uint64_t off);
+pm_vslab *pm_morph_try(pm_heap *h, pm_tcache *tc, pm_arena *a, unsigned cls); /* arena lock held */
+void pm_morph_put_old(pm_heap *h, pm_vslab *s, uint32_t idx);  /* release an old block (bypasses the tcache) */
+bool pm_morph_lookup_old(pm_heap *h, pm_vslab *s, uint64_t off, uint32_t *idx);
+bool pm_morph_loc_live(pm_heap *h, pm_vslab *s, uint64_t off);
 void pm_morph_lru_add(pm_arena *a, pm_vslab *s);
 void pm_morph_lru_del(pm_arena *a, pm_vslab *s);
 void pm_morph_touch(pm_arena *a, pm_vslab *s);
-nm_err pm_morph_adopt(pmalloc_heap *h, pm_veh *v, pm_vslab *s); /* open: a slab whose morph word is set */
+nm_err pm_morph_adopt(pm_heap *h, pm_veh *v, pm_vslab *s); /* open: a slab whose morph word is set */
 void pm_morph_free(pm_vslab *s);
-nm_err pm_morph_check(pmalloc_heap *h, pm_vslab *s, uint64_t *live, uint64_t *objs);
+nm_err pm_morph_check(pm_heap *h, pm_vslab *s, uint64_t *live, uint64_t *objs);
 void pm_morph_count(const pm_vslab *s, uint64_t *live, uint64_t *objs);
-int pm_morph_walk(pmalloc_heap *h, pm_vslab *s, pmalloc_walk_fn fn, void *arg);
-void pm_morph_recover_free_old(pmalloc_heap *h, pm_vslab *s, uint32_t idx); /* WAL redo of an old-block free */
-nm_err pm_morph_gc_begin(pmalloc_heap *h, pm_vslab *s, uint64_t *before);
-bool pm_morph_gc_mark(pmalloc_heap *h, pm_vslab *s, uint64_t w, const uint64_t **push, size_t *words, uint64_t *marked);
-void pm_morph_gc_end(pmalloc_heap *h, pm_vslab *s);
+int pm_morph_walk(pm_heap *h, pm_vslab *s, pmalloc_walk_fn fn, void *arg);
+void pm_morph_recover_free_old(pm_heap *h, pm_vslab *s, uint32_t idx); /* WAL redo of an old-block free */
+void pm_morph_gc_freeing(pm_heap *h, pm_vslab *s, uint32_t idx); /* GC: an old block's free, before its bit */
+nm_err pm_morph_gc_begin(pm_heap *h, pm_vslab *s, uint64_t *before);
+bool pm_morph_gc_mark(pm_heap *h, pm_vslab *s, uint64_t w, const uint64_t **push, size_t *words, uint64_t *marked);
+void pm_morph_gc_end(pm_heap *h, pm_vslab *s);
 /* small.c, for morph.c */
-void pm_slab_settle(pmalloc_heap *h, pm_vslab *s); /* partial list / release after blocks came back */
+void pm_slab_settle(pm_heap *h, pm_vslab *s); /* partial list / release after blocks came back */
 void pm_slab_partial_del(pm_arena *a, pm_vslab *s);
-pm_vslab *pm_slab_vol_new(pmalloc_heap *h, pm_veh *v, pm_slab_hdr *hd);
+pm_vslab *pm_slab_vol_new(pm_heap *h, pm_veh *v, pm_slab_hdr *hd);
 /* ==== end of slab morphing ==== */
 
 /* persist.c: counters. Each thread adds to its own block (plain loads and
@@ -430,92 +546,111 @@ typedef struct pm_tlctr {
     pm_ctrblk *b;
 } pm_tlctr;
 extern PM_TLS pm_tlctr pm_tl_ctr[PM_TL_CTRS]; /* this thread's block per heap (heap uid) */
-pm_ctrblk *pm_ctr_block_new(pmalloc_heap *h);
-static inline void pm_ctr_add(pmalloc_heap *h, int which, uint64_t n);
-uint64_t pm_ctr_sum(pmalloc_heap *h, int which);
-void pm_ctr_set(pmalloc_heap *h, int which, uint64_t v); /* not concurrent with adds */
-nm_err pm_ctr_init(pmalloc_heap *h);
-void pm_ctr_free(pmalloc_heap *h);
+pm_ctrblk *pm_ctr_block_new(pm_heap *h);
+static inline void pm_ctr_add(pm_heap *h, int which, uint64_t n);
+uint64_t pm_ctr_sum(pm_heap *h, int which);
+void pm_ctr_set(pm_heap *h, int which, uint64_t v); /* not concurrent with adds */
+nm_err pm_ctr_init(pm_heap *h);
+void pm_ctr_free(pm_heap *h);
 
 /* persist.c */
 #define PM_META 1
 #define PM_USER 0
-void pm_flush(pmalloc_heap *h, const void *addr, size_t len, int meta);
-void pm_drain(pmalloc_heap *h);
-static inline void pm_persist(pmalloc_heap *h, const void *addr, size_t len, int meta)
+void pm_flush(pm_heap *h, const void *addr, size_t len, int meta);
+void pm_drain(pm_heap *h);
+static inline void pm_persist(pm_heap *h, const void *addr, size_t len, int meta)
 {
     pm_flush(h, addr, len, meta);
     pm_drain(h);
 }
-nm_err pm_sim_init(pmalloc_heap *h, bool fresh);
-void pm_sim_free(pmalloc_heap *h);
+nm_err pm_sim_init(pm_heap *h, bool fresh);
+void pm_sim_free(pm_heap *h);
 
 /* large.c: extents and the bookkeeping log (caller holds large_lock unless noted) */
-nm_err pm_large_init(pmalloc_heap *h, bool fresh); /* replays the log */
-void pm_large_free_all(pmalloc_heap *h);
-nm_err pm_extent_alloc(pmalloc_heap *h, uint64_t npages, int state, pm_veh **out);
-void pm_extent_release(pmalloc_heap *h, pm_veh *v);  /* back to the free list, coalesced */
-void pm_extent_decay(pmalloc_heap *h, uint64_t now_ns); /* punch long-free extents (every 50 ms) */
-pm_veh *pm_free_first(pmalloc_heap *h);             /* walk all free extents (no order) */
-pm_veh *pm_veh_new(pmalloc_heap *h);                 /* from the VEH pool (zeroed) */
+nm_err pm_large_init(pm_heap *h, bool fresh); /* replays the log */
+void pm_large_free_all(pm_heap *h);
+nm_err pm_extent_alloc(pm_heap *h, uint64_t npages, int state, pm_veh **out);
+void pm_extent_release(pm_heap *h, pm_veh *v);  /* back to the free list, coalesced */
+void pm_extent_decay(pm_heap *h, uint64_t now_ns); /* punch long-free extents (every 50 ms) */
+pm_veh *pm_free_first(pm_heap *h);             /* walk all free extents (no order) */
+pm_veh *pm_veh_new(pm_heap *h);                 /* from the VEH pool (zeroed) */
 /* Give an extent's pages back to the free lists (coalesced); no counters. */
-void pm_extent_free_pages(pmalloc_heap *h, pm_veh *v);
-pm_veh *pm_free_next(pmalloc_heap *h, pm_veh *v);
-nm_err pm_extent_claim(pmalloc_heap *h, uint64_t page, uint64_t npages, int state, pm_veh **out);
-nm_err pm_bk_append(pmalloc_heap *h, uint64_t entry, int64_t *pos); /* persisted on return */
-nm_err pm_bk_record(pmalloc_heap *h, pm_veh *v);  /* normal entry for v, persisted */
-/* The same, flushed but not drained: the caller drains (after dropping
- * large_lock) before anything may depend on the entry being durable. */
-nm_err pm_bk_record_flush(pmalloc_heap *h, pm_veh *v);
-nm_err pm_bk_tombstone(pmalloc_heap *h, pm_veh *v);
-nm_err pm_bk_tombstone_flush(pmalloc_heap *h, pm_veh *v); /* flushed, not drained (see pm_bk_record_flush) */
-nm_err pm_bk_compact(pmalloc_heap *h);
-nm_err pm_large_check(pmalloc_heap *h);
-static inline pm_veh *pm_pmap_get(pmalloc_heap *h, uint64_t page)
+void pm_extent_free_pages(pm_heap *h, pm_veh *v);
+pm_veh *pm_free_next(pm_heap *h, pm_veh *v);
+nm_err pm_extent_claim(pm_heap *h, uint64_t page, uint64_t npages, int state, pm_veh **out);
+/* Bookkeeping-log appends are stored, not written back: a checkpoint (redo.c)
+ * or pm_bk_settle makes them durable in batches. Operations call
+ * pm_bk_reserve (large_lock not held) before they commit, so that their
+ * append cannot fail afterwards; pm_bk_unreserve if they do not append. */
+nm_err pm_bk_reserve(pm_heap *h, bool normal); /* normal: a normal entry (counts against the live cap) */
+void pm_bk_unreserve(pm_heap *h, bool normal);   /* large_lock held */
+nm_err pm_bk_record(pm_heap *h, pm_veh *v);     /* normal entry for v (large_lock held) */
+nm_err pm_bk_tombstone(pm_heap *h, pm_veh *v);  /* tombstone for v's entry (large_lock held) */
+void pm_bk_settle(pm_heap *h);                  /* every append durable and counted (large_lock held) */
+void pm_bk_settle_replay(pm_heap *h);           /* open: the last settle record, again */
+void pm_bk_settle_flush(pm_heap *h, uint64_t *counts); /* checkpoint, phase 1: flush the unsettled appends, note counts */
+void pm_bk_settle_commit(pm_heap *h, const uint64_t *counts); /* ... phase 2 (after a drain): headers, flushed */
+bool pm_bk_gc_due(const pm_heap *h);
+nm_err pm_bk_gc(pm_heap *h);                    /* fast, then slow GC; the log settled (large_lock held) */
+nm_err pm_bk_compact(pm_heap *h);
+nm_err pm_large_check(pm_heap *h);
+static inline pm_veh *pm_pmap_get(pm_heap *h, uint64_t page)
 {
     return __atomic_load_n(&h->pmap[page], __ATOMIC_ACQUIRE);
 }
-static inline void pm_pmap_set(pmalloc_heap *h, uint64_t page, pm_veh *v)
+static inline void pm_pmap_set(pm_heap *h, uint64_t page, pm_veh *v)
 {
     __atomic_store_n(&h->pmap[page], v, __ATOMIC_RELEASE);
 }
 
 /* xcache.c: per-arena extent caches. Lock order: arena lock, then an xcache
  * lock, then large_lock. */
-void pm_xc_init(pmalloc_heap *h);
-void pm_xc_destroy(pmalloc_heap *h);
-bool pm_xc_take(pmalloc_heap *h, pm_arena *a, uint64_t npages, pm_veh **out); /* state ALLOC, no log entry yet */
-bool pm_xc_eligible(const pmalloc_heap *h, const pm_veh *v);
-void pm_xc_put(pmalloc_heap *h, pm_arena *a, pm_veh *v); /* tombstone durable; not under large_lock */
-bool pm_xc_flush_all(pmalloc_heap *h);                 /* true if anything was cached; no locks held */
-void pm_xc_lock_all(pmalloc_heap *h, bool lock);
-uint64_t pm_xc_pages(pmalloc_heap *h);                 /* cached pages, all arenas */
+void pm_xc_init(pm_heap *h);
+void pm_xc_destroy(pm_heap *h);
+bool pm_xc_take(pm_heap *h, pm_arena *a, uint64_t npages, pm_veh **out); /* state ALLOC, no log entry yet */
+bool pm_xc_eligible(const pm_heap *h, const pm_veh *v);
+void pm_xc_put(pm_heap *h, pm_arena *a, pm_veh *v); /* tombstone durable; not under large_lock */
+bool pm_xc_flush_all(pm_heap *h);                 /* true if anything was cached; no locks held */
+void pm_xc_lock_all(pm_heap *h, bool lock);
+uint64_t pm_xc_pages(pm_heap *h);                 /* cached pages, all arenas */
 
-/* WAL clocks */
-static inline unsigned pm_arena_dom(const struct pm_arena *a) { return a->id % PM_WCLK_LARGE; }
-static inline uint64_t pm_wclk_get(pmalloc_heap *h, unsigned dom)
-{
-    return __atomic_load_n(&h->wclk[dom].c, __ATOMIC_SEQ_CST);
-}
-/* Raise clock `dom` to at least v. */
-static inline void pm_wclk_raise(pmalloc_heap *h, unsigned dom, uint64_t v)
-{
-    uint64_t cur = __atomic_load_n(&h->wclk[dom].c, __ATOMIC_RELAXED);
-    while (cur < v && !__atomic_compare_exchange_n(&h->wclk[dom].c, &cur, v, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
-    }
-}
+/* redo.c: the one-line commit (docs/pmalloc.md, "Persistence protocol"). An
+ * operation reserves a ring slot (pm_redo_reserve, before any lock that a
+ * checkpoint needs), takes a sequence number (pm_redo_begin), writes its
+ * record and makes that one line durable (pm_redo_commit), stores its effects
+ * in memory (bitmap bit, pointer word, log entry) and reports what a
+ * checkpoint must write back (pm_redo_done). */
+enum { PM_CKPT_GC = 1 };
+void pm_redo_layout(uint64_t heap_size, unsigned want, uint32_t *nrings, uint32_t *recs); /* create */
+nm_err pm_redo_open(pm_heap *h, bool fresh);    /* the bound; the clock after it */
+void pm_redo_reserve(pm_heap *h, pm_tcache *tc); /* a free slot in tc's ring (may checkpoint) */
+uint64_t pm_redo_begin(pm_heap *h, pm_tcache *tc);
+void pm_redo_commit(pm_heap *h, pm_tcache *tc, uint64_t seq, unsigned op, uint64_t block, uint64_t loc, uint64_t size);
+void pm_redo_done(pm_heap *h, pm_tcache *tc, uint64_t seq, uint64_t *bitw, uint64_t *loc, struct pm_vslab *s, uint64_t blk);
+nm_err pm_checkpoint(pm_heap *h, unsigned flags); /* settle every committed operation */
+nm_err pm_redo_recover(pm_heap *h);              /* replay the records after the bound (open) */
+nm_err pm_tc_ring_take(pm_heap *h, pm_tcache *tc); /* tc_lock held */
+void pm_tc_ring_drop(pm_heap *h, pm_tcache *tc);   /* tc_lock held; settled first */
 
 /* small.c */
-pm_tcache *pm_tc_get(pmalloc_heap *h);
+pm_tcache *pm_tc_get(pm_heap *h);
 void pm_tc_destructor(void *p);
-void pm_tc_destroy_all(pmalloc_heap *h);
-void pm_tc_forget_all(pmalloc_heap *h); /* free without touching the heap (crash) */
-nm_err pm_small_take(pmalloc_heap *h, pm_tcache *tc, unsigned cls, pm_tcblk *out);
-void pm_small_put(pmalloc_heap *h, pm_tcache *tc, pm_tcblk k);
-void pm_slab_fix_lists(pmalloc_heap *h, pm_vslab *s); /* partial-list membership after recovery */
-nm_err pm_small_init(pmalloc_heap *h);
-nm_err pm_slab_adopt(pmalloc_heap *h, pm_veh *v); /* build the vslab of a logged slab */
-void pm_slab_free_vol(pm_vslab *s);
+void pm_tc_destroy_all(pm_heap *h);
+void pm_tc_forget_all(pm_heap *h); /* free without touching the heap (crash) */
+nm_err pm_small_take(pm_heap *h, pm_tcache *tc, unsigned cls, pm_tcblk *out);
+void pm_small_put(pm_heap *h, pm_tcache *tc, pm_tcblk k);
+void pm_slab_fix_lists(pm_heap *h, pm_vslab *s); /* partial-list membership after recovery */
+nm_err pm_small_init(pm_heap *h);
+nm_err pm_slab_adopt(pm_heap *h, pm_veh *v); /* build the vslab of a logged slab */
+bool pm_small_block_at(pm_heap *h, uint64_t off, struct pm_vslab **s, uint32_t *idx); /* recovery */
+bool pm_small_recover_bit(pm_heap *h, struct pm_vslab *s, uint32_t idx, bool alloc, uint64_t **w); /* recovery */
+uint64_t pm_slab_digest_bits(pm_heap *h, struct pm_vslab *s);
+void pm_slab_digest_write(pm_heap *h, struct pm_vslab *s); /* flushed, not drained */
+void pm_slab_digest_write_all(pm_heap *h);
+void pm_slab_digest_toggle(pm_heap *h, struct pm_vslab *s, uint64_t d); /* flushed, not drained */
+nm_err pm_redo_verify(pm_heap *h, uint64_t state); /* open: every slab's bitmap against its checksum (redo.c) */
+void pm_slab_free_vol(pm_heap *h, pm_vslab *s); /* large_lock held: back to the pool */
+void pm_vslabs_destroy(pm_heap *h);               /* close: every vslab struct */
 static inline uint64_t *pm_pbm_word(const pm_vslab *s, uint32_t idx, uint64_t *mask)
 {
     uint64_t *pbm = s->pbm;
@@ -534,10 +669,10 @@ static inline bool pm_pbit(const pm_vslab *s, uint32_t idx)
 void pm_slab_layout(unsigned block_size, unsigned stripes, uint32_t *nblocks, uint32_t *bm_lines, uint32_t *data_off);
 
 /* small.c: entry points for numa.c / remote.c (arena lock held where noted) */
-pm_vslab *pm_small_slab_new(pmalloc_heap *h, pm_arena *a, unsigned cls); /* arena lock held */
-void pm_small_vslab_put(pmalloc_heap *h, pm_vslab *s, uint32_t idx);     /* arena lock held */
-bool pm_small_take_from(pmalloc_heap *h, pm_arena *a, unsigned cls, pm_tcblk *out); /* arena lock held */
-void pm_tc_rebind(pmalloc_heap *h, pm_tcache *tc); /* return cached blocks, move to an arena of the thread's node */
+pm_vslab *pm_small_slab_new(pm_heap *h, pm_arena *a, unsigned cls); /* arena lock held */
+void pm_small_vslab_put(pm_heap *h, pm_vslab *s, uint32_t idx);     /* arena lock held */
+bool pm_small_take_from(pm_heap *h, pm_arena *a, unsigned cls, pm_tcblk *out); /* arena lock held */
+void pm_tc_rebind(pm_heap *h, pm_tcache *tc); /* return cached blocks, move to an arena of the thread's node */
 
 /* ==== NUMA (paper Sec. 6): numa.c (topology, node regions, local-first
  * allocation, migration check, sync threads) and remote.c (two-phase remote
@@ -569,7 +704,8 @@ typedef struct pm_dlog_hdr {
     uint32_t log;  /* log index */
     uint32_t seg;  /* 0 or 1 */
     uint32_t pad0;
-    uint64_t gen;  /* bumped when the segment is recycled: entries of older generations are dead */
+    uint64_t gen;  /* bumped when the segment is recycled: entries of older generations are dead;
+                    * bits 0-47, a 16-bit check of it (and the segment) in 48-63 (remote.c) */
     uint64_t check;
     uint8_t pad[32];
 } pm_dlog_hdr;
@@ -593,30 +729,47 @@ void pm_numa_layout_for(uint64_t heap_size, uint32_t nlogs, uint32_t seg_entries
 /* Bytes the superblock's NUMA header reserves (0 if absent); NM_ECORRUPT for a bad header. */
 nm_err pm_numa_region_of(const pm_super *sb, uint64_t *bytes);
 
-nm_err pm_numa_setup(pmalloc_heap *h, const pmalloc_options *o); /* topology */
-unsigned pm_numa_narenas(pmalloc_heap *h, unsigned want);        /* rounded up to a multiple of the nodes */
-uint64_t pm_numa_new_region(pmalloc_heap *h, uint64_t heap_size, const pmalloc_options *o); /* bytes, 0 = none */
-void pm_numa_start(pmalloc_heap *h);                             /* synchronisation threads */
-void pm_numa_lock_arenas(pmalloc_heap *h, bool lock);            /* all arena locks, in order */
-unsigned pm_numa_arena_node(const pmalloc_heap *h, unsigned arena);
-nm_err pm_numa_create(pmalloc_heap *h, uint64_t region_off);     /* new heap: write the region */
-nm_err pm_numa_open(pmalloc_heap *h);                            /* validate, replay the logs (LOG), retire them */
-void pm_numa_close(pmalloc_heap *h);                             /* stop threads, sync everything, retire logs */
-void pm_numa_free(pmalloc_heap *h);                              /* volatile state (threads stopped, no sync) */
-nm_err pm_numa_check(pmalloc_heap *h);                           /* large_lock held */
-pm_arena *pm_numa_pick_arena(pmalloc_heap *h, pm_tcache *tc);    /* tc_lock held */
-void pm_numa_tick(pmalloc_heap *h, pm_tcache *tc);               /* migration check, every N ops */
-nm_err pm_numa_extent_alloc(pmalloc_heap *h, unsigned node, uint64_t npages, int state, bool any, pm_veh **out);
-nm_err pm_numa_take_other(pmalloc_heap *h, pm_tcache *tc, unsigned cls, pm_tcblk *out);
-void pm_numa_slab_created(pmalloc_heap *h, uint64_t page);      /* before the slab's log entry */
-bool pm_numa_is_remote(const pmalloc_heap *h, const pm_tcache *tc, const pm_vslab *s);
-nm_err pm_numa_remote_free(pmalloc_heap *h, pm_tcache *tc, pm_vslab *s, uint32_t idx); /* after *src = 0 */
-unsigned pm_numa_page_node(const pmalloc_heap *h, uint64_t page);
-bool pm_numa_extent_is_remote(const pmalloc_heap *h, const pm_tcache *tc, const pm_veh *v);
-void pm_numa_remote_free_extent(pmalloc_heap *h, pm_tcache *tc, pm_veh *v); /* v->freeing set, after *src = 0 */
-unsigned pm_numa_xsync(pmalloc_heap *h, unsigned node, int why);            /* large_lock held */
-unsigned pm_numa_sync_arena(pmalloc_heap *h, pm_arena *a, int why);                       /* arena lock held */
+nm_err pm_numa_setup(pm_heap *h, const pmalloc_options *o); /* topology */
+unsigned pm_numa_narenas(pm_heap *h, unsigned want);        /* rounded up to a multiple of the nodes */
+uint64_t pm_numa_new_region(pm_heap *h, uint64_t heap_size, const pmalloc_options *o); /* bytes, 0 = none */
+void pm_numa_start(pm_heap *h);                             /* synchronisation threads */
+void pm_numa_lock_arenas(pm_heap *h, bool lock);            /* all arena locks, in order */
+unsigned pm_numa_arena_node(const pm_heap *h, unsigned arena);
+nm_err pm_numa_create(pm_heap *h, uint64_t region_off);     /* new heap: write the region */
+nm_err pm_numa_open(pm_heap *h);                            /* validate, replay the logs (LOG), retire them */
+void pm_numa_close(pm_heap *h);                             /* stop threads, sync everything, retire logs */
+void pm_numa_free(pm_heap *h);                              /* volatile state (threads stopped, no sync) */
+nm_err pm_numa_check(pm_heap *h);                           /* large_lock held */
+pm_arena *pm_numa_pick_arena(pm_heap *h, pm_tcache *tc);    /* tc_lock held */
+void pm_numa_tick(pm_heap *h, pm_tcache *tc);               /* migration check, every N ops */
+nm_err pm_numa_extent_alloc(pm_heap *h, unsigned node, uint64_t npages, int state, bool any, pm_veh **out);
+nm_err pm_numa_take_other(pm_heap *h, pm_tcache *tc, unsigned cls, pm_tcblk *out);
+void pm_numa_slab_created(pm_heap *h, uint64_t page);      /* before the slab's log entry */
+bool pm_numa_is_remote(const pm_heap *h, const pm_tcache *tc, const pm_vslab *s);
+void pm_numa_remote_reserve(pm_heap *h, pm_tcache *tc); /* before the commit of a remote free */
+nm_err pm_numa_remote_free(pm_heap *h, pm_tcache *tc, pm_vslab *s, uint32_t idx); /* after *src = 0 */
+unsigned pm_numa_page_node(const pm_heap *h, uint64_t page);
+bool pm_numa_extent_is_remote(const pm_heap *h, const pm_tcache *tc, const pm_veh *v);
+void pm_numa_remote_free_extent(pm_heap *h, pm_tcache *tc, pm_veh *v); /* v->freeing set, after *src = 0 */
+unsigned pm_numa_xsync(pm_heap *h, unsigned node, int why);            /* large_lock held */
+unsigned pm_numa_sync_arena(pm_heap *h, pm_arena *a, int why);                       /* arena lock held */
 void pm_numa_rslab_free(pm_vslab *s);
+size_t pm_numa_live_blocks(pm_heap *h, uint64_t **out); /* open: blocks named by live deallocation-log entries not yet applied */
+/* open: the blocks (| PM_DLOG_EXTENT for extents) of the remote frees after
+ * the bound: their deallocation-log entries may be torn (redo.c) */
+nm_err pm_redo_remote_frees(pm_heap *h, uint64_t **out, size_t *n);
+void pm_ckset_free(pm_heap *h);
+
+/* nearmem pmalloc dump (inspect.c): each structure printed, with its checks,
+ * by the file that owns it; read-only, from h->base, h->size and h->sb only. */
+#include <stdio.h>
+unsigned pm_redo_dump(pm_heap *h, FILE *out); /* each returns how many structures open would refuse */
+unsigned pm_bk_dump(pm_heap *h, FILE *out);
+unsigned pm_numa_dump(pm_heap *h, FILE *out);
+void pm_redo_summary(pm_heap *h, uint64_t *bound, uint64_t *pending);
+unsigned pm_bk_listed(pm_heap *h);
+uint64_t pm_super_check(const pm_super *sb);
+nm_err pm_numa_stats(pm_heap *h, pmalloc_numa_stats *st);
 
 /* Remote-free state of a slab (Sec. 6.2, Fig. 14): the shadow bitmap holds
  * blocks freed by threads of other nodes and not yet synchronised into the
@@ -698,7 +851,7 @@ static inline bool pm_numa_shadowed(const pm_vslab *s, uint32_t idx)
  * NUMA region) and one file per node holding node k's data pages, followed by
  * a one-page trailer. All are mapped back to back into one reserved range, so
  * heap offsets (pmalloc_ptr) are those of a one-file heap. */
-#define PM_VERSION_FILES 2u
+#define PM_VERSION_FILES 4u /* node files (3 = one file) */
 #define PM_FILES_LINE 6u                       /* superblock line of pm_files_hdr */
 #define PM_FILES_MAGIC 0x53454c49464d4e4eull   /* "NNMFILES" */
 #define PM_NODE_MAGIC 0x45444f4e504d4e4eull    /* "NNMPNODE" */
@@ -742,25 +895,38 @@ typedef struct pm_files {
     unsigned bound;                         /* node mappings given a memory policy (real nodes) */
     uint64_t created;                       /* node files this create made (bit k), removed if it fails */
     bool committed;                         /* create: the main file has its name */
+    bool single;                            /* a one-file heap being created (no node files) */
 } pm_files;
 
-nm_err pm_files_create(pmalloc_heap *h, const char *dir, const pmalloc_options *o, unsigned nfiles, uint64_t data_off,
+nm_err pm_files_create(pm_heap *h, const char *dir, const pmalloc_options *o, unsigned nfiles, uint64_t data_off,
                        uint64_t heap_size, int *is_pmem); /* maps everything; sets base, size, lock_fd */
-void pm_files_persist_hdr(pmalloc_heap *h);                 /* into the simulation image (create) */
-nm_err pm_files_commit(pmalloc_heap *h);                    /* create done: the main file gets its name */
-nm_err pm_files_open(pmalloc_heap *h, const char *dir, const pmalloc_options *o, const pm_super *sb, int *is_pmem);
-void pm_files_discard(pmalloc_heap *h);                     /* failed create: remove what it made */
-void pm_files_unmap(pmalloc_heap *h);
-bool pm_data_punch(pmalloc_heap *h, uint64_t page, uint64_t npages); /* hole punch (decay), in the right file(s) */
-nm_err pm_files_snapshot(pmalloc_heap *h, const char *dir,
+void pm_files_persist_hdr(pm_heap *h);                 /* into the simulation image (create) */
+nm_err pm_files_create_single(pm_heap *h, const char *dir, uint64_t heap_size, int *is_pmem); /* one file, under the temporary name */
+void pm_files_detach(pm_heap *h);                          /* one-file create committed: forget the create state */
+nm_err pm_files_commit(pm_heap *h);                    /* create done: the main file gets its name */
+nm_err pm_files_open(pm_heap *h, const char *dir, const pmalloc_options *o, const pm_super *sb, int *is_pmem);
+void pm_files_discard(pm_heap *h);                     /* failed create: remove what it made */
+void pm_files_unmap(pm_heap *h);
+bool pm_data_punch(pm_heap *h, uint64_t page, uint64_t npages); /* hole punch (decay), in the right file(s) */
+nm_err pm_files_snapshot(pm_heap *h, const char *dir,
                          nm_err (*write_range)(void *arg, int fd, uint64_t off, uint64_t len), void *arg);
 /* ==== end node files ==== */
 
 static inline void pm_count(uint64_t *c, uint64_t n) { __atomic_fetch_add(c, n, __ATOMIC_RELAXED); }
-static inline uint64_t pm_off(const pmalloc_heap *h, const void *p) { return (uint64_t)((const char *)p - h->base); }
+
+/* Persistent pointers (pmalloc.h): this heap's tag over an offset. */
+#define PM_TAG_MASK (((1ull << 63) - 1) & ~((1ull << PMALLOC_PTR_OFFSET_BITS) - 1))
+static inline uint64_t pm_ptr(const pm_heap *h, uint64_t off) { return off | h->tagbits; }
+/* The offset a pointer of this heap names; false for another heap's (or a non-pointer). */
+static inline bool pm_ptr_off(const pm_heap *h, uint64_t p, uint64_t *off)
+{
+    *off = PMALLOC_PTR_OFFSET(p);
+    return (p & ~((1ull << PMALLOC_PTR_OFFSET_BITS) - 1)) == h->tagbits;
+}
+static inline uint64_t pm_off(const pm_heap *h, const void *p) { return (uint64_t)((const char *)p - h->base); }
 
 /* This thread's block for heap h, or NULL if it has none yet (no allocation). */
-static inline pm_ctrblk *pm_ctr_find(const pmalloc_heap *h)
+static inline pm_ctrblk *pm_ctr_find(const pm_heap *h)
 {
     for (unsigned i = 0; i < PM_TL_CTRS; i++)
         if (pm_tl_ctr[i].uid == h->uid) return pm_tl_ctr[i].b != h->ctr_shared ? pm_tl_ctr[i].b : NULL;
@@ -770,7 +936,7 @@ static inline pm_ctrblk *pm_ctr_find(const pmalloc_heap *h)
 /* The calling thread now works for arena `id`: its log appends go to that
  * arena's lane. Kept per (thread, heap) with the counters, not looked up
  * through the thread-cache key, which recovery and helper threads lack. */
-static inline void pm_set_lane(pmalloc_heap *h, unsigned id)
+static inline void pm_set_lane(pm_heap *h, unsigned id)
 {
     pm_ctrblk *b = pm_ctr_find(h);
     if (!b) b = pm_ctr_block_new(h);
@@ -778,7 +944,7 @@ static inline void pm_set_lane(pmalloc_heap *h, unsigned id)
 }
 
 /* Per-thread counter blocks: a plain store to a line no other thread writes. */
-static inline void pm_ctr_add(pmalloc_heap *h, int which, uint64_t n)
+static inline void pm_ctr_add(pm_heap *h, int which, uint64_t n)
 {
     pm_ctrblk *b = NULL;
     for (unsigned i = 0; i < PM_TL_CTRS; i++)

@@ -55,6 +55,17 @@ void pm_numa_layout_for(uint64_t heap_size, uint32_t nlogs, uint32_t seg_entries
 static inline pm_numa_hdr *numa_hdr(const pm_super *sb) { return (pm_numa_hdr *)((char *)sb + PM_NUMA_HDR_LINE * PM_LINE); }
 static uint64_t numa_hdr_check(const pm_numa_hdr *nh) { return XXH64(nh, offsetof(pm_numa_hdr, check), 0x4e554d41); }
 static uint64_t seg_hdr_check(const pm_dlog_hdr *d) { return XXH64(d, offsetof(pm_dlog_hdr, gen), 0x444c4f47); }
+/* A segment's generation word: the generation and a check of it, one 8-byte store. */
+#define GEN_MASK ((1ull << 48) - 1)
+static uint64_t gen_word(unsigned li, unsigned seg, uint64_t gen)
+{
+    uint64_t v[2] = {(uint64_t)li << 1 | seg, gen & GEN_MASK};
+    return (gen & GEN_MASK) | (uint64_t)(uint16_t)XXH64(v, sizeof v, 0x47454e57u) << 48;
+}
+static inline uint64_t seg_gen(const pm_numa *n, unsigned li, unsigned seg)
+{
+    return __atomic_load_n(&n->seghdr[li * 2 + seg].gen, __ATOMIC_RELAXED) & GEN_MASK;
+}
 static uint64_t ent_check(uint64_t block, uint64_t ts, uint64_t gen, unsigned log, unsigned seg)
 {
     uint64_t v[4] = {block, ts, gen, (uint64_t)log << 1 | seg};
@@ -79,7 +90,7 @@ nm_err pm_numa_region_of(const pm_super *sb, uint64_t *bytes)
     return NM_OK;
 }
 
-uint64_t pm_numa_new_region(pmalloc_heap *h, uint64_t heap_size, const pmalloc_options *o)
+uint64_t pm_numa_new_region(pm_heap *h, uint64_t heap_size, const pmalloc_options *o)
 {
     pm_numa *n = h->numa;
     if (n->nnodes < 2) return 0;
@@ -94,7 +105,7 @@ uint64_t pm_numa_new_region(pmalloc_heap *h, uint64_t heap_size, const pmalloc_o
     return l.region_bytes;
 }
 
-static void attach(pmalloc_heap *h)
+static void attach(pm_heap *h)
 {
     pm_numa *n = h->numa;
     pm_numa_hdr *nh = numa_hdr(h->sb);
@@ -106,12 +117,28 @@ static void attach(pmalloc_heap *h)
     n->segs = (pm_dlog_ent *)(h->base + nh->seg_off);
 }
 
+/* The slab timestamp table: a 48-bit timestamp and a 16-bit check of it and
+ * its page in each 8-byte word (timestamp 0 = never set, with its check too:
+ * a word zeroed by damage is not "never set"); a damaged word is refused at open. */
+#define TS_MASK ((1ull << 48) - 1)
+static inline uint64_t ts_word(uint64_t page, uint64_t ts)
+{
+    uint64_t v[2] = {page, ts & TS_MASK};
+    return (ts & TS_MASK) | (uint64_t)(uint16_t)XXH64(v, sizeof v, 0x54535453u) << 48;
+}
+static inline uint64_t ts_get(const pm_numa *n, uint64_t page) { return __atomic_load_n(&n->ts_table[page], __ATOMIC_RELAXED) & TS_MASK; }
+static inline void ts_put(pm_heap *h, uint64_t page, uint64_t ts)
+{
+    __atomic_store_n(&h->numa->ts_table[page], ts_word(page, ts), __ATOMIC_RELAXED);
+    pm_persist(h, &h->numa->ts_table[page], 8, PM_META);
+}
+
 static inline pm_dlog_ent *seg_ent(pm_numa *n, unsigned log, unsigned seg, uint32_t i)
 {
     return &n->segs[((uint64_t)log * 2 + seg) * n->seg_entries + i];
 }
 
-nm_err pm_numa_create(pmalloc_heap *h, uint64_t region_off)
+nm_err pm_numa_create(pm_heap *h, uint64_t region_off)
 {
     pm_numa *n = h->numa;
     pm_numa_layout l;
@@ -130,10 +157,13 @@ nm_err pm_numa_create(pmalloc_heap *h, uint64_t region_off)
         sh[i].magic = PM_DLOG_MAGIC;
         sh[i].log = i / 2;
         sh[i].seg = i % 2;
-        sh[i].gen = 1;
+        sh[i].gen = gen_word(i / 2, i % 2, 1);
         sh[i].check = seg_hdr_check(&sh[i]);
     }
-    /* the file is zero-filled: the timestamp table and the segments are empty */
+    /* the file is zero-filled: the segments are empty; every timestamp "never set" */
+    uint64_t *ts = (uint64_t *)(h->base + nh->ts_off);
+    for (uint64_t p = 0; p < h->size / PM_PAGE; p++) ts[p] = ts_word(p, 0);
+    pm_flush(h, ts, h->size / PM_PAGE * 8, PM_META);
     pm_flush(h, sh, (size_t)n->nlogs * 2 * PM_LINE, PM_META);
     pm_persist(h, nh, sizeof *nh, PM_META);
     return NM_OK;
@@ -169,20 +199,19 @@ void pm_numa_rslab_free(pm_vslab *s)
     s->rs = NULL;
 }
 
-bool pm_numa_is_remote(const pmalloc_heap *h, const pm_tcache *tc, const pm_vslab *s)
+bool pm_numa_is_remote(const pm_heap *h, const pm_tcache *tc, const pm_vslab *s)
 {
     const pm_numa *n = h->numa;
     if (NM_LIKELY(n->hdr == NULL)) return false;
     return s->arena->node != tc->node && get_rs((pm_vslab *)s) != NULL; /* no host memory: direct free */
 }
 
-void pm_numa_slab_created(pmalloc_heap *h, uint64_t page)
+void pm_numa_slab_created(pm_heap *h, uint64_t page)
 {
     pm_numa *n = h->numa;
     if (!n->hdr) return;
     /* above every timestamp issued so far: entries about earlier slabs here are stale */
-    __atomic_store_n(&n->ts_table[page], __atomic_fetch_add(&n->dts, 1, __ATOMIC_SEQ_CST), __ATOMIC_RELAXED);
-    pm_persist(h, &n->ts_table[page], 8, PM_META);
+    ts_put(h, page, __atomic_fetch_add(&n->dts, 1, __ATOMIC_SEQ_CST));
 }
 
 /* ---- phase 2: synchronisation ---- */
@@ -193,7 +222,7 @@ static int cmp_uptr(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static unsigned rs_sync(pmalloc_heap *h, pm_rslab *rs, int why)
+static unsigned rs_sync(pm_heap *h, pm_rslab *rs, int why)
 {
     pm_numa *n = h->numa;
     pm_vslab *s = rs->slab;
@@ -212,11 +241,16 @@ static unsigned rs_sync(pmalloc_heap *h, pm_rslab *rs, int why)
      * blocks spread over the stripes' lines, several per line */
     uintptr_t lines[sizeof bits * 8];
     unsigned nl = 0;
+    uint64_t dg = 0;
     for (uint32_t w = 0; w < nw; w++)
         for (uint64_t b = bits[w]; b; b &= b - 1) {
             uint32_t idx = w * 64u + (uint32_t)nm_ctz64(b);
             uint64_t m, *pw = pm_pbm_word(s, idx, &m);
-            __atomic_fetch_and(pw, ~m, __ATOMIC_RELAXED);
+            if (__atomic_fetch_and(pw, ~m, __ATOMIC_RELAXED) & m) {
+                uint64_t x = pm_blk_hash(pm_blk_off(h, s, idx));
+                __atomic_fetch_xor(&s->digest, x, __ATOMIC_RELAXED);
+                dg ^= x;
+            }
             lines[nl++] = (uintptr_t)pw & ~(uintptr_t)(PM_LINE - 1);
         }
     if (log) {
@@ -224,9 +258,12 @@ static unsigned rs_sync(pmalloc_heap *h, pm_rslab *rs, int why)
         for (unsigned i = 0; i < nl; i++)
             if (i == 0 || lines[i] != lines[i - 1]) pm_flush(h, (const void *)lines[i], PM_LINE, PM_META);
         pm_drain(h);
+        /* then the slab's checksum (until ts is durable, the entries still name
+         * these blocks: recovery treats them as unknown, redo.c) */
+        pm_slab_digest_toggle(h, s, dg);
+        pm_drain(h);
         /* the bits are durably clear: now the entries recorded before ts are obsolete */
-        __atomic_store_n(&n->ts_table[s->veh->page], ts, __ATOMIC_RELAXED);
-        pm_persist(h, &n->ts_table[s->veh->page], 8, PM_META);
+        ts_put(h, s->veh->page, ts);
     }
     /* the blocks become allocatable; the last put may release the slab (and rs) */
     for (uint32_t w = 0; w < nw; w++)
@@ -235,7 +272,7 @@ static unsigned rs_sync(pmalloc_heap *h, pm_rslab *rs, int why)
     return cnt;
 }
 
-unsigned pm_numa_sync_arena(pmalloc_heap *h, pm_arena *a, int why)
+unsigned pm_numa_sync_arena(pm_heap *h, pm_arena *a, int why)
 {
     pm_numa *n = h->numa;
     if (NM_LIKELY(n->pend == NULL)) return 0;
@@ -250,7 +287,7 @@ unsigned pm_numa_sync_arena(pmalloc_heap *h, pm_arena *a, int why)
     return total;
 }
 
-void pm_numa_lock_arenas(pmalloc_heap *h, bool lock)
+void pm_numa_lock_arenas(pm_heap *h, bool lock)
 {
     for (unsigned i = 0; i < h->narenas; i++) {
         if (lock) pthread_mutex_lock(&h->arenas[i].lock);
@@ -266,7 +303,7 @@ static void done_max(pm_numa *n, unsigned node, uint64_t e)
 
 /* One synchronisation pass over the arenas of `node` (-1: all nodes). Every
  * shadow bit set before the pass read the epoch is applied by its end. */
-static void sync_pass(pmalloc_heap *h, int node, int why)
+static void sync_pass(pm_heap *h, int node, int why)
 {
     pm_numa *n = h->numa;
     if (!n->pend) return;
@@ -289,16 +326,16 @@ static void sync_pass(pmalloc_heap *h, int node, int why)
     pm_count(&n->c_passes, 1);
 }
 
-nm_err pmalloc_numa_sync(pmalloc_heap *h)
+nm_err pmalloc_numa_sync(pmalloc_heap *hd)
 {
-    if (!h) return nm_fail(NM_EINVAL, "pmalloc_numa_sync: NULL heap");
+    PM_ENTER_ERR(h, hd);
     sync_pass(h, -1, PM_SYNC_OTHER);
     return NM_OK;
 }
 
 static void *sync_thread(void *arg)
 {
-    pmalloc_heap *h = ((void **)arg)[0];
+    pm_heap *h = ((void **)arg)[0];
     unsigned node = (unsigned)(uintptr_t)((void **)arg)[1];
     free(arg);
     pm_numa *n = h->numa;
@@ -322,7 +359,7 @@ static void *sync_thread(void *arg)
     return NULL;
 }
 
-void pm_numa_start(pmalloc_heap *h)
+void pm_numa_start(pm_heap *h)
 {
     pm_numa *n = h->numa;
     /* the power-failure simulation crashes at chosen flushes of one thread:
@@ -360,17 +397,17 @@ static uint64_t min_done(pm_numa *n)
     return m;
 }
 
-static void bump_gen(pmalloc_heap *h, unsigned log, unsigned seg)
+static void bump_gen(pm_heap *h, unsigned log, unsigned seg)
 {
     pm_dlog_hdr *d = &h->numa->seghdr[log * 2 + seg];
-    __atomic_store_n(&d->gen, d->gen + 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&d->gen, gen_word(log, seg, seg_gen(h->numa, log, seg) + 1), __ATOMIC_RELAXED);
     pm_persist(h, &d->gen, 8, PM_META);
 }
 
 /* The active segment is full (log lock held): close it and reuse the other
  * one once every entry in it is obsolete, i.e. every node has completed a
  * synchronisation pass that started after that segment was closed. */
-static void dlog_switch(pmalloc_heap *h, unsigned li)
+static void dlog_switch(pm_heap *h, unsigned li)
 {
     pm_numa *n = h->numa;
     pm_dlog *L = &n->logs[li];
@@ -389,27 +426,42 @@ static void dlog_switch(pmalloc_heap *h, unsigned li)
     pthread_mutex_unlock(&n->mu);
 }
 
-static void dlog_append(pmalloc_heap *h, unsigned li, uint64_t block, uint64_t ts)
+/* A slot of the freeing node's deallocation log, taken before the free
+ * commits (a segment switch may synchronise, which takes arena locks: not
+ * inside an operation, redo.c); the segment cannot be recycled before the
+ * entry is written (writers). */
+void pm_numa_remote_reserve(pm_heap *h, pm_tcache *tc)
 {
     pm_numa *n = h->numa;
+    if (!n->hdr) return;
+    unsigned li = tc->node % n->nlogs;
     pm_dlog *L = &n->logs[li];
     pthread_mutex_lock(&L->lock);
     if (L->cursor == n->seg_entries) dlog_switch(h, li);
-    unsigned seg = L->active;
-    uint32_t slot = L->cursor++;
-    __atomic_add_fetch(&L->writers[seg], 1, __ATOMIC_ACQ_REL);
-    uint64_t gen = n->seghdr[li * 2 + seg].gen;
+    tc->dl.log = li;
+    tc->dl.seg = L->active;
+    tc->dl.slot = L->cursor++;
+    __atomic_add_fetch(&L->writers[tc->dl.seg], 1, __ATOMIC_ACQ_REL);
+    tc->dl.gen = seg_gen(n, li, tc->dl.seg);
+    tc->dl.held = true;
     pthread_mutex_unlock(&L->lock);
-    pm_dlog_ent *e = seg_ent(n, li, seg, slot);
-    e->block = block;
-    e->ts = ts;
-    e->gen = gen;
-    e->check = ent_check(block, ts, gen, li, seg);
-    pm_persist(h, e, sizeof *e, PM_META);
-    __atomic_sub_fetch(&L->writers[seg], 1, __ATOMIC_ACQ_REL);
 }
 
-nm_err pm_numa_remote_free(pmalloc_heap *h, pm_tcache *tc, pm_vslab *s, uint32_t idx)
+static void dlog_write(pm_heap *h, pm_tcache *tc, uint64_t block, uint64_t ts)
+{
+    pm_numa *n = h->numa;
+    unsigned li = tc->dl.log, seg = tc->dl.seg;
+    pm_dlog_ent *e = seg_ent(n, li, seg, tc->dl.slot);
+    e->block = block;
+    e->ts = ts;
+    e->gen = tc->dl.gen;
+    e->check = ent_check(block, ts, tc->dl.gen, li, seg);
+    pm_persist(h, e, sizeof *e, PM_META);
+    tc->dl.held = false;
+    __atomic_sub_fetch(&n->logs[li].writers[seg], 1, __ATOMIC_ACQ_REL);
+}
+
+nm_err pm_numa_remote_free(pm_heap *h, pm_tcache *tc, pm_vslab *s, uint32_t idx)
 {
     pm_numa *n = h->numa;
     pm_rslab *rs = __atomic_load_n(&s->rs, __ATOMIC_ACQUIRE); /* allocated by pm_numa_is_remote; atomic: a losing get_rs CAS may run concurrently */
@@ -417,16 +469,17 @@ nm_err pm_numa_remote_free(pmalloc_heap *h, pm_tcache *tc, pm_vslab *s, uint32_t
     /* once the shadow bit is set and the lock dropped, the owner may apply it
      * and release the slab: nothing of s is read after the unlock */
     uint64_t block = pm_off(h, s->data) + (uint64_t)idx * s->block_size;
+    uint64_t cbit = (block - pm_off(h, s->hdr)) / 16u, cm = 1ull << (cbit % 64u); /* the free's claim (pmalloc.c) */
     pthread_mutex_lock(&rs->lock);
     if (__atomic_load_n(&rs->shadow[idx / 64u], __ATOMIC_RELAXED) & m) {
-        if (s->claim) __atomic_fetch_and(&s->claim[idx / 64u], ~m, __ATOMIC_SEQ_CST);
+        __atomic_fetch_and(&s->claim[cbit / 64u], ~cm, __ATOMIC_SEQ_CST);
         pthread_mutex_unlock(&rs->lock);
         return nm_fail(NM_EDOUBLEFREE, "pmalloc_free_from: block was freed concurrently");
     }
     __atomic_fetch_or(&rs->shadow[idx / 64u], m, __ATOMIC_SEQ_CST);
     /* the caller's claim (pmalloc_free_from) ends once the shadow bit is
      * visible, and before the owner may apply it and release the slab */
-    if (s->claim) __atomic_fetch_and(&s->claim[idx / 64u], ~m, __ATOMIC_SEQ_CST);
+    __atomic_fetch_and(&s->claim[cbit / 64u], ~cm, __ATOMIC_SEQ_CST);
     rs->nshadow++;
     uint64_t ts = __atomic_fetch_add(&n->dts, 1, __ATOMIC_SEQ_CST);
     if (!rs->queued) {
@@ -437,8 +490,7 @@ nm_err pm_numa_remote_free(pmalloc_heap *h, pm_tcache *tc, pm_vslab *s, uint32_t
     }
     pthread_mutex_unlock(&rs->lock);
     pm_count(&n->c_remote_frees, 1);
-    if (h->model == PMALLOC_LOG)
-        dlog_append(h, tc->node % n->nlogs, block, ts);
+    if (h->model == PMALLOC_LOG) dlog_write(h, tc, block, ts); /* reserved before the commit */
     return NM_OK;
 }
 
@@ -453,13 +505,13 @@ nm_err pm_numa_remote_free(pmalloc_heap *h, pm_tcache *tc, pm_vslab *s, uint32_t
  * extent is still allocated there gets its tombstone. Both models (large
  * allocations follow the LOG path in both). */
 
-bool pm_numa_extent_is_remote(const pmalloc_heap *h, const pm_tcache *tc, const pm_veh *v)
+bool pm_numa_extent_is_remote(const pm_heap *h, const pm_tcache *tc, const pm_veh *v)
 {
     const pm_numa *n = h->numa;
     return n->hdr != NULL && n->nnodes > 1 && pm_numa_page_node(h, v->page) != tc->node;
 }
 
-void pm_numa_remote_free_extent(pmalloc_heap *h, pm_tcache *tc, pm_veh *v)
+void pm_numa_remote_free_extent(pm_heap *h, pm_tcache *tc, pm_veh *v)
 {
     pm_numa *n = h->numa;
     uint64_t off = h->sb->data_off + v->page * PM_PAGE;
@@ -471,10 +523,10 @@ void pm_numa_remote_free_extent(pmalloc_heap *h, pm_tcache *tc, pm_veh *v)
     pthread_mutex_unlock(&n->xlock);
     /* from here the owner may release v: it is not read again */
     pm_count(&n->c_remote_xfrees, 1);
-    dlog_append(h, tc->node % n->nlogs, off | PM_DLOG_EXTENT, ts);
+    dlog_write(h, tc, off | PM_DLOG_EXTENT, ts); /* reserved before the commit */
 }
 
-unsigned pm_numa_xsync(pmalloc_heap *h, unsigned node, int why)
+unsigned pm_numa_xsync(pm_heap *h, unsigned node, int why)
 {
     pm_numa *n = h->numa;
     NM_UNUSED(why);
@@ -497,8 +549,8 @@ unsigned pm_numa_xsync(pmalloc_heap *h, unsigned node, int why)
             continue;
         }
         /* the tombstone is durable: entries recorded before ts are obsolete */
-        __atomic_store_n(&n->ts_table[v->page], ts, __ATOMIC_RELAXED);
-        pm_persist(h, &n->ts_table[v->page], 8, PM_META);
+        pm_bk_settle(h);
+        ts_put(h, v->page, ts);
         v->freeing = false;
         pm_extent_release(h, v);
         cnt++;
@@ -509,7 +561,7 @@ unsigned pm_numa_xsync(pmalloc_heap *h, unsigned node, int why)
 
 /* ---- open: validate, replay (Sec. 7), retire ---- */
 
-static nm_err small_at(pmalloc_heap *h, uint64_t off, pm_vslab **out, uint32_t *idx)
+static nm_err small_at(pm_heap *h, uint64_t off, pm_vslab **out, uint32_t *idx)
 {
     *out = NULL;
     uint64_t page = (off - h->sb->data_off) / PM_PAGE;
@@ -523,28 +575,95 @@ static nm_err small_at(pmalloc_heap *h, uint64_t off, pm_vslab **out, uint32_t *
     return NM_OK;
 }
 
-nm_err pm_numa_open(pmalloc_heap *h)
+static bool ent_zero(const pm_dlog_ent *e) { return !e->block && !e->ts && !e->gen && !e->check; }
+static bool ent_valid(const pm_dlog_ent *e, unsigned li, unsigned seg) { return e->check == ent_check(e->block, e->ts, e->gen, li, seg); }
+
+static nm_err check_damaged(pm_heap *h)
+{
+    pm_numa *n = h->numa;
+    size_t bad = 0, nlive = 0;
+    unsigned bli = 0, bseg = 0;
+    uint32_t bi = 0;
+    for (unsigned li = 0; li < n->nlogs; li++)
+        for (unsigned seg = 0; seg < 2; seg++)
+            for (uint32_t i = 0; i < n->seg_entries; i++) {
+                const pm_dlog_ent *e = seg_ent(n, li, seg, i);
+                if (ent_zero(e)) continue;
+                if (!ent_valid(e, li, seg)) {
+                    if (!bad++) { bli = li; bseg = seg; bi = i; }
+                } else if (e->gen == seg_gen(n, li, seg)) nlive++;
+            }
+    if (!bad) return NM_OK;
+    uint64_t *rf, *live = malloc((nlive ? nlive : 1) * sizeof *live);
+    size_t nrf, k = 0, unmatched = 0;
+    nm_err err = live ? pm_redo_remote_frees(h, &rf, &nrf) : nm_fail(NM_ENOMEM, "pmalloc: no host memory for the deallocation logs");
+    if (err) { free(live); return err; }
+    for (unsigned li = 0; li < n->nlogs; li++)
+        for (unsigned seg = 0; seg < 2; seg++)
+            for (uint32_t i = 0; i < n->seg_entries; i++) {
+                const pm_dlog_ent *e = seg_ent(n, li, seg, i);
+                if (!ent_zero(e) && ent_valid(e, li, seg) && e->gen == seg_gen(n, li, seg)) live[k++] = e->block;
+            }
+    qsort(live, k, sizeof *live, cmp_uptr);
+    for (size_t i = 0; i < nrf; i++)
+        if (!bsearch(&rf[i], live, k, sizeof *live, cmp_uptr)) unmatched++;
+    free(rf);
+    free(live);
+    if (bad > unmatched)
+        return nm_fail(NM_ECORRUPT, "pmalloc: deallocation log %u segment %u entry %u is damaged (%zu damaged entries, %zu frees after the bound could have torn them)",
+                       bli, bseg, bi, bad, unmatched);
+    return NM_OK;
+}
+
+static void zero_damaged(pm_heap *h)
+{
+    pm_numa *n = h->numa;
+    for (unsigned li = 0; li < n->nlogs; li++)
+        for (unsigned seg = 0; seg < 2; seg++)
+            for (uint32_t i = 0; i < n->seg_entries; i++) {
+                pm_dlog_ent *e = seg_ent(n, li, seg, i);
+                if (ent_zero(e) || ent_valid(e, li, seg)) continue;
+                memset(e, 0, sizeof *e);
+                pm_flush(h, e, sizeof *e, PM_META);
+            }
+}
+
+nm_err pm_numa_open(pm_heap *h)
 {
     pm_numa *n = h->numa;
     pm_numa_hdr *nh = numa_hdr(h->sb);
+    nm_err err;
     if (nh->magic != PM_NUMA_MAGIC) return NM_OK;
     attach(h);
     for (unsigned i = 0; i < n->nlogs * 2; i++) {
         pm_dlog_hdr *d = &n->seghdr[i];
-        if (d->magic != PM_DLOG_MAGIC || d->log != i / 2 || d->seg != i % 2 || d->check != seg_hdr_check(d) || d->gen == 0)
+        if (d->magic != PM_DLOG_MAGIC || d->log != i / 2 || d->seg != i % 2 || d->check != seg_hdr_check(d) || d->gen != gen_word(i / 2, i % 2, d->gen & GEN_MASK) ||
+            (d->gen & GEN_MASK) == 0)
             return nm_fail(NM_ECORRUPT, "pmalloc: deallocation log %u segment %u has a damaged header", i / 2, i % 2);
     }
     uint64_t maxts = 0;
-    for (uint64_t p = 0; p < h->data_pages; p++) maxts = NM_MAX(maxts, n->ts_table[p]);
-    /* live entries: valid check and the segment's current generation */
+    for (uint64_t p = 0; p < h->data_pages; p++) {
+        uint64_t w = n->ts_table[p];
+        if (w != ts_word(p, w & TS_MASK))
+            return nm_fail(NM_ECORRUPT, "pmalloc: the NUMA slab timestamp table is damaged (data page %llu)", (unsigned long long)p);
+        maxts = NM_MAX(maxts, w & TS_MASK);
+    }
+    /* An entry is zero, valid (live: the segment's current generation; else
+     * dead), or damaged. A damaged one may be torn: written by a remote free
+     * whose record is after the bound (the checkpoint that moved the bound
+     * waited for the entries of the operations before it); there can be as
+     * many of those as such frees have no valid live entry. More damaged
+     * entries than that: NM_ECORRUPT. Damaged entries are zeroed once the
+     * logs are replayed, so a later crash does not count them again. */
+    if ((err = check_damaged(h))) return err;
     uint64_t replayed = 0;
     bool log = h->model == PMALLOC_LOG;
     for (unsigned li = 0; li < n->nlogs; li++)
         for (unsigned seg = 0; seg < 2; seg++) {
-            uint64_t gen = n->seghdr[li * 2 + seg].gen;
+            uint64_t gen = seg_gen(n, li, seg);
             for (uint32_t i = 0; i < n->seg_entries; i++) {
                 pm_dlog_ent e = *seg_ent(n, li, seg, i);
-                if (e.gen != gen || e.check != ent_check(e.block, e.ts, e.gen, li, seg)) continue; /* dead or torn */
+                if (e.gen != gen || e.check != ent_check(e.block, e.ts, e.gen, li, seg)) continue; /* dead or damaged */
                 bool ext = e.block & PM_DLOG_EXTENT;
                 uint64_t blk = e.block & ~PM_DLOG_EXTENT;
                 if (blk < h->sb->data_off || blk >= h->size || blk % 16 || e.ts == 0 || (ext && (blk - h->sb->data_off) % PM_PAGE))
@@ -554,9 +673,8 @@ nm_err pm_numa_open(pmalloc_heap *h)
                 if (ext) { /* both models: extents follow the LOG path */
                     uint64_t page = (blk - h->sb->data_off) / PM_PAGE;
                     pm_veh *v = h->pmap[page];
-                    if (!v || v->state != PM_VEH_ALLOC || v->page != page || e.ts <= n->ts_table[page]) continue;
-                    nm_err err = pm_bk_tombstone(h, v);
-                    if (err) return err;
+                    if (!v || v->state != PM_VEH_ALLOC || v->page != page || e.ts <= ts_get(n, page)) continue;
+                    if ((err = pm_bk_tombstone(h, v))) return err;
                     pm_extent_release(h, v);
                     replayed++;
                     continue;
@@ -565,10 +683,17 @@ nm_err pm_numa_open(pmalloc_heap *h)
                 pm_vslab *s;
                 uint32_t idx;
                 small_at(h, e.block, &s, &idx);
-                if (!s || e.ts <= n->ts_table[s->veh->page] || !pm_pbit(s, idx)) continue; /* applied before */
+                if (!s || e.ts <= ts_get(n, s->veh->page) || !pm_pbit(s, idx)) continue; /* applied before */
                 uint64_t m, *w = pm_pbm_word(s, idx, &m);
                 __atomic_fetch_and(w, ~m, __ATOMIC_RELAXED);
+                uint64_t x = pm_blk_hash(pm_blk_off(h, s, idx));
+                s->digest ^= x;
                 pm_flush(h, w, 8, PM_META);
+                pm_drain(h);
+                /* then the checksum, as an owner-side synchronisation does (a
+                 * toggle: the state is still RUNNING here); drained below,
+                 * before the entries retire */
+                pm_slab_digest_toggle(h, s, x);
                 if (nm_bitmap_test(s->vbm, idx)) {
                     nm_bitmap_clear(s->vbm, idx);
                     s->nfree_v++;
@@ -578,9 +703,11 @@ nm_err pm_numa_open(pmalloc_heap *h)
             }
         }
     pm_drain(h);
+    pm_bk_settle(h); /* the tombstones of replayed extent frees, before the entries that name them die */
     /* every entry is applied: retire all segments (a crash before this point replays again) */
     for (unsigned li = 0; li < n->nlogs; li++)
         for (unsigned seg = 0; seg < 2; seg++) bump_gen(h, li, seg);
+    zero_damaged(h); /* drained with the next write-back (dead entries either way) */
     n->c_replayed = replayed;
     n->dts = maxts + 1;
     n->logs = calloc(n->nlogs, sizeof *n->logs);
@@ -594,7 +721,7 @@ nm_err pm_numa_open(pmalloc_heap *h)
     return NM_OK;
 }
 
-void pm_numa_close(pmalloc_heap *h)
+void pm_numa_close(pm_heap *h)
 {
     pm_numa *n = h->numa;
     if (!n) return;
@@ -605,7 +732,7 @@ void pm_numa_close(pmalloc_heap *h)
         for (unsigned seg = 0; seg < 2; seg++) bump_gen(h, li, seg);
 }
 
-void pm_numa_free(pmalloc_heap *h)
+void pm_numa_free(pm_heap *h)
 {
     pm_numa *n = h->numa;
     if (!n) return;
@@ -634,7 +761,7 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-nm_err pm_numa_check(pmalloc_heap *h)
+nm_err pm_numa_check(pm_heap *h)
 {
     pm_numa *n = h->numa;
     if (!n->hdr) return NM_OK;
@@ -647,26 +774,26 @@ nm_err pm_numa_check(pmalloc_heap *h)
     for (unsigned li = 0; li < n->nlogs && !err; li++)
         for (unsigned seg = 0; seg < 2 && !err; seg++) {
             pm_dlog_hdr *d = &n->seghdr[li * 2 + seg];
-            if (d->magic != PM_DLOG_MAGIC || d->check != seg_hdr_check(d)) {
+            if (d->magic != PM_DLOG_MAGIC || d->check != seg_hdr_check(d) || d->gen != gen_word(li, seg, d->gen & GEN_MASK)) {
                 err = nm_fail(NM_ECORRUPT, "pmalloc check: deallocation log %u segment %u header damaged", li, seg);
                 break;
             }
             for (uint32_t i = 0; i < n->seg_entries; i++) {
                 pm_dlog_ent e = *seg_ent(n, li, seg, i);
-                if (e.gen != d->gen || e.check != ent_check(e.block, e.ts, e.gen, li, seg)) continue;
+                if (e.gen != (d->gen & GEN_MASK) || e.check != ent_check(e.block, e.ts, e.gen, li, seg)) continue;
                 if (e.block < h->sb->data_off || e.block >= h->size || e.ts >= dts) {
                     err = nm_fail(NM_ECORRUPT, "pmalloc check: deallocation log %u entry %u is out of range", li, i);
                     break;
                 }
                 if (e.block & PM_DLOG_EXTENT) {
                     uint64_t page = ((e.block & ~PM_DLOG_EXTENT) - h->sb->data_off) / PM_PAGE;
-                    if (e.ts > n->ts_table[page]) live[nlive++] = e.block;
+                    if (e.ts > ts_get(n, page)) live[nlive++] = e.block;
                     continue;
                 }
                 pm_vslab *s;
                 uint32_t idx;
                 small_at(h, e.block, &s, &idx);
-                if (s && e.ts > n->ts_table[s->veh->page]) live[nlive++] = e.block;
+                if (s && e.ts > ts_get(n, s->veh->page)) live[nlive++] = e.block;
             }
         }
     qsort(live, nlive, sizeof *live, cmp_u64);
@@ -675,7 +802,7 @@ nm_err pm_numa_check(pmalloc_heap *h)
         pm_veh *v = h->pmap[p];
         if (v->state == PM_VEH_SLAB && v->slab) {
             pm_vslab *s = v->slab;
-            if (n->ts_table[v->page] >= dts) err = nm_fail(NM_ECORRUPT, "pmalloc check: slab timestamp ahead of the clock");
+            if (ts_get(n, v->page) >= dts) err = nm_fail(NM_ECORRUPT, "pmalloc check: slab timestamp ahead of the clock");
             pm_rslab *rs = __atomic_load_n(&s->rs, __ATOMIC_ACQUIRE);
             if (rs && !err) {
                 pthread_mutex_lock(&rs->lock);
@@ -714,7 +841,7 @@ nm_err pm_numa_check(pmalloc_heap *h)
     free(live);
     if (!err) {
         pmalloc_numa_stats st;
-        pmalloc_numa_stats_get(h, &st);
+        pm_numa_stats(h, &st);
         if (st.pending_extents != xpending)
             err = nm_fail(NM_ECORRUPT, "pmalloc check: %llu remote extent frees pending, %llu listed", (unsigned long long)st.pending_extents,
                           (unsigned long long)xpending);
@@ -723,4 +850,84 @@ nm_err pm_numa_check(pmalloc_heap *h)
                           (unsigned long long)shadowed);
     }
     return err;
+}
+
+/* Open (before the replay): the blocks (not extents) named by entries of the
+ * current generations: recovery treats their bits as unknown when it checks
+ * the slabs' checksums (redo.c). */
+size_t pm_numa_live_blocks(pm_heap *h, uint64_t **out)
+{
+    *out = NULL;
+    pm_numa *n = h->numa;
+    if (!n || numa_hdr(h->sb)->magic != PM_NUMA_MAGIC) return 0;
+    attach(h);
+    size_t cap = (size_t)n->nlogs * 2 * n->seg_entries, k = 0;
+    uint64_t *v = malloc((cap ? cap : 1) * sizeof *v);
+    if (!v) return 0;
+    for (unsigned li = 0; li < n->nlogs; li++)
+        for (unsigned seg = 0; seg < 2; seg++) {
+            uint64_t gen = seg_gen(n, li, seg);
+            for (uint32_t i = 0; i < n->seg_entries; i++) {
+                pm_dlog_ent e = *seg_ent(n, li, seg, i);
+                if (e.gen != gen || e.check != ent_check(e.block, e.ts, e.gen, li, seg) || (e.block & PM_DLOG_EXTENT)) continue;
+                if (e.block >= h->sb->data_off && e.block < h->size) { /* applied: its bit and checksum were written back */
+                    pm_veh *sv = h->pmap[(e.block - h->sb->data_off) / PM_PAGE];
+                    if (sv && sv->state == PM_VEH_SLAB && e.ts <= ts_get(n, sv->page)) continue;
+                }
+                v[k++] = e.block;
+            }
+        }
+    *out = v;
+    return k;
+}
+
+/* ---- nearmem pmalloc dump (inspect.c): read-only, h->base/size/sb only ---- */
+
+unsigned pm_numa_dump(pm_heap *h, FILE *out)
+{
+    const pm_numa_hdr *nh = numa_hdr(h->sb);
+    unsigned damaged = 0;
+    if (nh->magic == 0 && nh->check == 0) {
+        fprintf(out, "NUMA deallocation logs: none (created with one node)\n");
+        return 0;
+    }
+    uint64_t bytes;
+    if (pm_numa_region_of(h->sb, &bytes) != NM_OK || nh->region_off + bytes > h->size) {
+        fprintf(out, "NUMA header (superblock line %u): DAMAGED (%s)\n", PM_NUMA_HDR_LINE, nm_last_errmsg());
+        return 1;
+    }
+    pm_numa n = {0};
+    n.seghdr = (pm_dlog_hdr *)(h->base + nh->region_off);
+    n.ts_table = (uint64_t *)(h->base + nh->ts_off);
+    n.segs = (pm_dlog_ent *)(h->base + nh->seg_off);
+    n.seg_entries = nh->seg_entries;
+    uint64_t pages = (h->sb->heap_size - h->sb->data_off) / PM_PAGE, tsbad = 0, tsset = 0;
+    for (uint64_t p = 0; p < pages; p++) {
+        uint64_t w = n.ts_table[p];
+        if (w & TS_MASK) tsset++;
+        if (w != ts_word(p, w & TS_MASK)) tsbad++;
+    }
+    fprintf(out, "NUMA deallocation logs: %u logs of 2 segments x %u entries; slab timestamps: %llu set\n", nh->nlogs, nh->seg_entries,
+            (unsigned long long)tsset);
+    if (tsbad) fprintf(out, "  slab timestamp table: %llu words DAMAGED\n", (unsigned long long)tsbad);
+    damaged += tsbad != 0;
+    for (unsigned li = 0; li < nh->nlogs; li++)
+        for (unsigned seg = 0; seg < 2; seg++) {
+            const pm_dlog_hdr *d = &n.seghdr[li * 2 + seg];
+            bool ok = d->magic == PM_DLOG_MAGIC && d->log == li && d->seg == seg && d->check == seg_hdr_check(d) &&
+                      d->gen == gen_word(li, seg, d->gen & GEN_MASK);
+            uint64_t live = 0, dead = 0, bad = 0;
+            for (uint32_t i = 0; i < nh->seg_entries; i++) {
+                const pm_dlog_ent *e = seg_ent(&n, li, seg, i);
+                if (ent_zero(e)) continue;
+                if (!ent_valid(e, li, seg)) bad++;
+                else if (e->gen == (d->gen & GEN_MASK)) live++;
+                else dead++;
+            }
+            fprintf(out, "  log %u segment %u: generation %llu, %llu live entries, %llu dead, %llu fail their check%s\n", li, seg,
+                    (unsigned long long)(d->gen & GEN_MASK), (unsigned long long)live, (unsigned long long)dead, (unsigned long long)bad,
+                    ok ? "" : "  HEADER DAMAGED");
+            damaged += !ok;
+        }
+    return damaged;
 }

@@ -31,10 +31,18 @@ void pm_slab_layout(unsigned block_size, unsigned stripes, uint32_t *nblocks, ui
     }
 }
 
-static pm_vslab *vslab_new(pmalloc_heap *h, pm_veh *v, pm_slab_hdr *hd);
-static uint32_t slab_hdr_check(const pm_slab_hdr *hd) { return (uint32_t)XXH64(hd, offsetof(pm_slab_hdr, check), 0x51ab); }
+static pm_vslab *vslab_new(pm_heap *h, pm_veh *v, pm_slab_hdr *hd);
+/* morph_flag is not covered: it changes after creation (morph.c), and a
+ * set flag without a morph word is refused on its own */
+static uint32_t slab_hdr_check(const pm_slab_hdr *hd)
+{
+    pm_slab_hdr c;
+    memcpy(&c, hd, offsetof(pm_slab_hdr, check));
+    c.morph_flag = 0;
+    return (uint32_t)XXH64(&c, offsetof(pm_slab_hdr, check), 0x51ab);
+}
 
-nm_err pm_small_init(pmalloc_heap *h)
+nm_err pm_small_init(pm_heap *h)
 {
     nm_err e = nm_sizeclass_init_geometric(&h->sc, 16, PMALLOC_SMALL_MAX, 4, 16);
     if (e) return e;
@@ -45,18 +53,37 @@ nm_err pm_small_init(pmalloc_heap *h)
     return NM_OK;
 }
 
-pm_vslab *pm_slab_vol_new(pmalloc_heap *h, pm_veh *v, pm_slab_hdr *hd) { return vslab_new(h, v, hd); }
+pm_vslab *pm_slab_vol_new(pm_heap *h, pm_veh *v, pm_slab_hdr *hd) { return vslab_new(h, v, hd); }
 
-static pm_vslab *vslab_new(pmalloc_heap *h, pm_veh *v, pm_slab_hdr *hd)
+/* vslabs are type-stable: a released one goes back to a per-heap pool (under
+ * large_lock) and is freed only at close, so a free or lookup that read a
+ * VEH's slab pointer without a lock touches a vslab, maybe a recycled one, and
+ * never freed memory; pm_slab_pin validates it. `busy` survives recycling
+ * (each reader's increment is undone on the struct it was made on). */
+static pm_vslab *vslab_new(pm_heap *h, pm_veh *v, pm_slab_hdr *hd)
 {
-    pm_vslab *s = calloc(1, sizeof *s);
-    if (!s) return NULL;
-    s->vbm = calloc(nm_bitmap_words(hd->nblocks), sizeof(uint64_t));
-    if (!s->vbm) { free(s); return NULL; }
-    if (h->numa && h->numa->nnodes > 1) { /* sized for any geometry: morphing keeps it */
+    pm_vslab *s = h->vslab_pool;
+    if (s) {
+        h->vslab_pool = s->pool_next;
+        uint32_t busy = __atomic_load_n(&s->busy, __ATOMIC_RELAXED);
+        uint64_t *claim = s->claim;
+        pm_vslab *all = s->all_next;
+        memset(s, 0, sizeof *s);
+        __atomic_store_n(&s->busy, busy, __ATOMIC_RELAXED);
+        s->claim = claim;
+        s->all_next = all;
+        memset(s->claim, 0, nm_bitmap_words(PMALLOC_SLAB_SIZE / 16u) * sizeof(uint64_t));
+    } else {
+        s = calloc(1, sizeof *s);
+        if (!s) return NULL;
+        /* a bit per 16 bytes of the slab: block starts under any geometry (morphing) */
         s->claim = calloc(nm_bitmap_words(PMALLOC_SLAB_SIZE / 16u), sizeof(uint64_t));
-        if (!s->claim) { free(s->vbm); free(s); return NULL; }
+        if (!s->claim) { free(s); return NULL; }
+        s->all_next = h->vslab_all;
+        h->vslab_all = s;
     }
+    s->vbm = calloc(nm_bitmap_words(hd->nblocks), sizeof(uint64_t));
+    if (!s->vbm) { s->pool_next = h->vslab_pool; h->vslab_pool = s; return NULL; }
     s->veh = v;
     s->hdr = hd;
     s->pbm = (uint64_t *)((char *)hd + PM_LINE);
@@ -66,18 +93,32 @@ static pm_vslab *vslab_new(pmalloc_heap *h, pm_veh *v, pm_slab_hdr *hd)
     s->cls = hd->cls;
     s->stripes = hd->stripes;
     s->arena = &h->arenas[hd->arena % h->narenas];
-    v->slab = s;
+    __atomic_store_n(&v->slab, s, __ATOMIC_RELEASE);
     return s;
 }
 
-void pm_slab_free_vol(pm_vslab *s)
+void pm_slab_free_vol(pm_heap *h, pm_vslab *s)
 {
     if (!s) return;
+    __atomic_store_n(&s->gone, 1, __ATOMIC_SEQ_CST);
     pm_morph_free(s);
     pm_numa_rslab_free(s);
     free(s->vbm);
-    free(s->claim);
-    free(s);
+    s->vbm = NULL;
+    s->pool_next = h->vslab_pool;
+    h->vslab_pool = s;
+}
+
+void pm_vslabs_destroy(pm_heap *h)
+{
+    while (h->vslab_all) {
+        pm_vslab *s = h->vslab_all;
+        h->vslab_all = s->all_next;
+        if (s->vbm) { pm_morph_free(s); pm_numa_rslab_free(s); free(s->vbm); }
+        free(s->claim);
+        free(s);
+    }
+    h->vslab_pool = NULL;
 }
 
 static void partial_add(pm_arena *a, pm_vslab *s)
@@ -101,7 +142,7 @@ static void partial_del(pm_arena *a, pm_vslab *s)
 }
 
 /* Rebuild the vslab of a slab found in the bookkeeping log (open/recovery). */
-nm_err pm_slab_adopt(pmalloc_heap *h, pm_veh *v)
+nm_err pm_slab_adopt(pm_heap *h, pm_veh *v)
 {
     pm_slab_hdr *hd = (pm_slab_hdr *)(h->data + v->page * PM_PAGE);
     uint32_t nb, bl, doff;
@@ -112,6 +153,7 @@ nm_err pm_slab_adopt(pmalloc_heap *h, pm_veh *v)
     if (hd->nblocks != nb || hd->bm_lines != bl || hd->data_off != doff)
         return nm_fail(NM_ECORRUPT, "pmalloc: slab at data page %llu has an inconsistent geometry", (unsigned long long)v->page);
     if (*PM_MORPH_WORD(hd)) return pm_morph_adopt(h, v, NULL); /* morphed: geometry from its header image */
+    if (hd->morph_flag) return nm_fail(NM_ECORRUPT, "pmalloc: slab at data page %llu was morphed but its morph word is gone", (unsigned long long)v->page);
     pm_vslab *s = vslab_new(h, v, hd);
     if (!s) return nm_fail(NM_ENOMEM, "pmalloc: no host memory for a vslab");
     s->nfree_v = s->nblocks;
@@ -128,7 +170,7 @@ nm_err pm_slab_adopt(pmalloc_heap *h, pm_veh *v)
 
 /* A new slab for class `cls` in arena a (arena lock held). The header is
  * persisted before the log entry that makes the slab exist. */
-static pm_vslab *slab_new(pmalloc_heap *h, pm_arena *a, unsigned cls)
+static pm_vslab *slab_new(pm_heap *h, pm_arena *a, unsigned cls)
 {
     pm_veh *v;
     pthread_mutex_lock(&h->large_lock);
@@ -142,9 +184,6 @@ static pm_vslab *slab_new(pmalloc_heap *h, pm_arena *a, unsigned cls)
             return NULL;
         }
     }
-    /* these pages' past operations drew from the extent clock; their new
-     * blocks draw from the arena's, which must therefore be ahead of it */
-    pm_wclk_raise(h, pm_arena_dom(a), pm_wclk_get(h, PM_WCLK_LARGE));
     pm_slab_hdr *hd = (pm_slab_hdr *)(h->data + v->page * PM_PAGE);
     size_t hbytes = h->slab_data_off[cls];
     memset(hd, 0, hbytes);
@@ -163,11 +202,14 @@ static pm_vslab *slab_new(pmalloc_heap *h, pm_arena *a, unsigned cls)
     pm_numa_slab_created(h, v->page);
     pm_vslab *s = vslab_new(h, v, hd);
     if (!s || pm_bk_record(h, v)) {
-        if (s) { v->slab = NULL; pm_slab_free_vol(s); }
+        if (s) { v->slab = NULL; pm_slab_free_vol(h, s); }
         pm_extent_release(h, v);
         pthread_mutex_unlock(&h->large_lock);
         return NULL;
     }
+    /* the slab exists once its entry is settled, before any of its blocks
+     * can be allocated (recovery replays records only onto known slabs) */
+    pm_bk_settle(h);
     pthread_mutex_unlock(&h->large_lock);
     s->nfree_v = s->nblocks;
     s->arena = a;
@@ -177,41 +219,57 @@ static pm_vslab *slab_new(pmalloc_heap *h, pm_arena *a, unsigned cls)
 }
 
 /* Give an empty slab back to the large allocator (arena lock held). Its
- * blocks are all free in DRAM and, under LOG, durably free in the bitmap. */
-static void slab_release(pmalloc_heap *h, pm_vslab *s)
+ * blocks are all free in DRAM and, under LOG, durably free in the bitmap.
+ * false: kept, because a lock-free reader is on it (pm_slab_enter) or the log
+ * is full. */
+static bool slab_release(pm_heap *h, pm_vslab *s)
 {
+    __atomic_store_n(&s->gone, 1, __ATOMIC_SEQ_CST); /* first mark it, then look for readers */
+    if (__atomic_load_n(&s->busy, __ATOMIC_SEQ_CST)) {
+        __atomic_store_n(&s->gone, 0, __ATOMIC_SEQ_CST);
+        return false;
+    }
+    /* LOG: records of its blocks must be settled before its pages can hold
+     * another slab or extent: recovery would replay them onto the newcomer */
+    if (h->model == PMALLOC_LOG && pm_checkpoint(h, 0) != NM_OK) {
+        __atomic_store_n(&s->gone, 0, __ATOMIC_SEQ_CST);
+        return false;
+    }
     partial_del(s->arena, s);
     pthread_mutex_lock(&h->large_lock);
-    pm_wclk_raise(h, PM_WCLK_LARGE, pm_wclk_get(h, pm_arena_dom(s->arena))); /* see slab_new */
     pm_veh *v = s->veh;
     if (pm_bk_tombstone(h, v) == NM_OK) {
+        pm_bk_settle(h); /* before the pages are reused */
         pm_morph_lru_del(s->arena, s);
-        v->slab = NULL;
+        __atomic_store_n(&v->slab, NULL, __ATOMIC_RELEASE);
         pm_extent_release(h, v);
-        pm_slab_free_vol(s);
-    } else {
-        partial_add(s->arena, s); /* log full: keep the slab */
+        pm_slab_free_vol(h, s);
+        pthread_mutex_unlock(&h->large_lock);
+        return true;
     }
+    __atomic_store_n(&s->gone, 0, __ATOMIC_SEQ_CST);
+    partial_add(s->arena, s); /* log full: keep the slab */
     pthread_mutex_unlock(&h->large_lock);
+    return false;
 }
 
 /* Return one block to its vslab (caller holds the slab's arena lock). */
-static void vslab_put(pmalloc_heap *h, pm_vslab *s, uint32_t idx)
+static void vslab_put(pm_heap *h, pm_vslab *s, uint32_t idx)
 {
     nm_bitmap_clear(s->vbm, idx);
     s->nfree_v++;
     pm_slab_settle(h, s);
 }
 
-void pm_slab_settle(pmalloc_heap *h, pm_vslab *s)
+void pm_slab_settle(pm_heap *h, pm_vslab *s)
 {
     /* old blocks pin a morphed slab; a reader inside (busy: a remote free that
      * has recorded its block, a lookup) keeps it until a later put */
-    if (s->nfree_v == s->nblocks && !(s->mo && s->mo->nold) && !__atomic_load_n(&s->busy, __ATOMIC_SEQ_CST)) {
+    if (s->nfree_v == s->nblocks && !(s->mo && s->mo->nold)) {
         /* keep one empty slab per class in the arena; release the others */
         pm_arena *a = s->arena;
         bool other = a->partial[s->cls] && (a->partial[s->cls] != s || s->next);
-        if (other) { slab_release(h, s); return; }
+        if (other && slab_release(h, s)) return;
     }
     if (s->nfree_v) partial_add(s->arena, s);
 }
@@ -223,7 +281,7 @@ void pm_slab_partial_del(pm_arena *a, pm_vslab *s) { partial_del(a, s); }
 /* Return the buffered remote frees to their slabs, one lock per arena. A
  * buffered block keeps its slab alive (taken in the vslab), so the vslab
  * pointers stay valid until their own put. */
-static void rbuf_flush(pmalloc_heap *h, pm_tcache *tc)
+static void rbuf_flush(pm_heap *h, pm_tcache *tc)
 {
     while (tc->rn) {
         pm_arena *a = tc->rbuf[0].s->arena;
@@ -239,7 +297,7 @@ static void rbuf_flush(pmalloc_heap *h, pm_tcache *tc)
     }
 }
 
-static void tc_drain(pmalloc_heap *h, pm_tcache *tc)
+static void tc_drain(pm_heap *h, pm_tcache *tc)
 {
     rbuf_flush(h, tc);
     for (unsigned c = 0; c < h->ncls; c++) {
@@ -262,12 +320,17 @@ static void tc_drain(pmalloc_heap *h, pm_tcache *tc)
 static void tc_destroy(void *p)
 {
     pm_tcache *tc = p;
-    pmalloc_heap *h = tc->h;
+    pm_heap *h = tc->h;
     tc_drain(h, tc);
+    /* its records settled before its ring and side array go (and its ring
+     * may hold records of other threads' heaps' pasts no more) */
+    while (__atomic_load_n(&tc->settled, __ATOMIC_ACQUIRE) < tc->head)
+        if (pm_checkpoint(h, 0) != NM_OK) break; /* out of host memory: recovery settles them */
     pthread_mutex_lock(&h->tc_lock);
     for (pm_tcache **pp = &h->tcaches; *pp; pp = &(*pp)->next)
         if (*pp == tc) { *pp = tc->next; break; }
-    if (tc->ring >= 0) h->ring_used[tc->ring] = 0;
+    if (tc->settled == tc->head) pm_tc_ring_drop(h, tc);
+    else { free(tc->side); tc->side = NULL; } /* its ring keeps unsettled records: stays taken */
     tc->arena->nthreads--;
     pthread_mutex_unlock(&h->tc_lock);
     free(tc);
@@ -275,12 +338,12 @@ static void tc_destroy(void *p)
 
 void pm_tc_destructor(void *p) { tc_destroy(p); }
 
-void pm_tc_destroy_all(pmalloc_heap *h)
+void pm_tc_destroy_all(pm_heap *h)
 {
     while (h->tcaches) tc_destroy(h->tcaches);
 }
 
-pm_tcache *pm_tc_get(pmalloc_heap *h)
+pm_tcache *pm_tc_get(pm_heap *h)
 {
     pm_tcache *tc = pthread_getspecific(h->tc_key);
     if (NM_LIKELY(tc != NULL)) return tc;
@@ -291,12 +354,9 @@ pm_tcache *pm_tc_get(pmalloc_heap *h)
     tc->h = h;
     tc->ring = -1;
     pthread_mutex_lock(&h->tc_lock);
-    for (unsigned r = 0; r < PM_NRINGS; r++)
-        if (!h->ring_used[r]) { h->ring_used[r] = 1; tc->ring = (int)r; break; }
-    if (tc->ring < 0) {
+    if (pm_tc_ring_take(h, tc) != NM_OK) {
         pthread_mutex_unlock(&h->tc_lock);
         free(tc);
-        nm_fail(NM_EBUSY, "pmalloc: more than %u threads use the heap at once", PM_NRINGS);
         return NULL;
     }
     /* each thread goes to the arena with the fewest threads (paper Sec. 4.2) of its node */
@@ -311,7 +371,7 @@ pm_tcache *pm_tc_get(pmalloc_heap *h)
     return tc;
 }
 
-static unsigned tc_cap(const pmalloc_heap *h, unsigned cls)
+static unsigned tc_cap(const pm_heap *h, unsigned cls)
 {
     /* per-stripe capacity: fewer cached blocks for big classes */
     size_t bs = h->sc.size[cls];
@@ -328,7 +388,7 @@ static bool bin_full(const pm_tcbin *b, unsigned S, unsigned cap)
 
 /* Fill the tcache bin from the arena's partial slabs (arena lock held). Each
  * free block goes to the sub-cache of its stripe. */
-static bool tc_fill(pmalloc_heap *h, pm_tcache *tc, unsigned cls)
+static bool tc_fill(pm_heap *h, pm_tcache *tc, unsigned cls)
 {
     pm_tcbin *b = &tc->bins[cls];
     pm_arena *a = tc->arena;
@@ -362,7 +422,7 @@ static bool tc_fill(pmalloc_heap *h, pm_tcache *tc, unsigned cls)
     }
 }
 
-nm_err pm_small_take(pmalloc_heap *h, pm_tcache *tc, unsigned cls, pm_tcblk *out)
+nm_err pm_small_take(pm_heap *h, pm_tcache *tc, unsigned cls, pm_tcblk *out)
 {
     pm_tcbin *b = &tc->bins[cls];
     unsigned S = h->interleave ? h->stripes : 1;
@@ -395,7 +455,7 @@ nm_err pm_small_take(pmalloc_heap *h, pm_tcache *tc, unsigned cls, pm_tcblk *out
 }
 
 /* One block of class cls straight from arena a's partial slabs (lock held). */
-bool pm_small_take_from(pmalloc_heap *h, pm_arena *a, unsigned cls, pm_tcblk *out)
+bool pm_small_take_from(pm_heap *h, pm_arena *a, unsigned cls, pm_tcblk *out)
 {
     NM_UNUSED(h);
     pm_vslab *s = a->partial[cls];
@@ -407,7 +467,7 @@ bool pm_small_take_from(pmalloc_heap *h, pm_arena *a, unsigned cls, pm_tcblk *ou
     return true;
 }
 
-void pm_small_put(pmalloc_heap *h, pm_tcache *tc, pm_tcblk k)
+void pm_small_put(pm_heap *h, pm_tcache *tc, pm_tcblk k)
 {
     pm_tcbin *b = &tc->bins[k.s->cls];
     unsigned S = h->interleave ? h->stripes : 1;
@@ -427,17 +487,18 @@ void pm_small_put(pmalloc_heap *h, pm_tcache *tc, pm_tcblk k)
     pthread_mutex_unlock(&a->lock);
 }
 
-void pm_tc_forget_all(pmalloc_heap *h)
+void pm_tc_forget_all(pm_heap *h)
 {
     while (h->tcaches) {
         pm_tcache *tc = h->tcaches;
         h->tcaches = tc->next;
         for (unsigned c = 0; c < PM_NCLS_MAX; c++) free(tc->bins[c].slot);
+        free(tc->side);
         free(tc);
     }
 }
 
-void pm_slab_fix_lists(pmalloc_heap *h, pm_vslab *s)
+void pm_slab_fix_lists(pm_heap *h, pm_vslab *s)
 {
     NM_UNUSED(h);
     if (s->nfree_v == 0) partial_del(s->arena, s);
@@ -446,11 +507,11 @@ void pm_slab_fix_lists(pmalloc_heap *h, pm_vslab *s)
 
 /* ---- entry points for numa.c / remote.c ---- */
 
-pm_vslab *pm_small_slab_new(pmalloc_heap *h, pm_arena *a, unsigned cls) { return slab_new(h, a, cls); }
+pm_vslab *pm_small_slab_new(pm_heap *h, pm_arena *a, unsigned cls) { return slab_new(h, a, cls); }
 
-void pm_small_vslab_put(pmalloc_heap *h, pm_vslab *s, uint32_t idx) { vslab_put(h, s, idx); }
+void pm_small_vslab_put(pm_heap *h, pm_vslab *s, uint32_t idx) { vslab_put(h, s, idx); }
 
-void pm_tc_rebind(pmalloc_heap *h, pm_tcache *tc)
+void pm_tc_rebind(pm_heap *h, pm_tcache *tc)
 {
     tc_drain(h, tc);
     pthread_mutex_lock(&h->tc_lock);
@@ -460,4 +521,90 @@ void pm_tc_rebind(pmalloc_heap *h, pm_tcache *tc)
     tc->arena = a;
     pthread_mutex_unlock(&h->tc_lock);
     pm_set_lane(h, a->id);
+}
+
+/* ---- recovery (single-threaded) ---- */
+
+/* The slab block starting at heap offset `off`, if there is one. */
+bool pm_small_block_at(pm_heap *h, uint64_t off, pm_vslab **out, uint32_t *idx)
+{
+    if (off < h->sb->data_off || off >= h->size) return false;
+    pm_veh *v = pm_pmap_get(h, (off - h->sb->data_off) / PM_PAGE);
+    if (!v || v->state != PM_VEH_SLAB || !v->slab) return false;
+    pm_vslab *s = v->slab;
+    if (NM_UNLIKELY(s->mo != NULL) && pm_morph_lookup_old(h, s, off, idx)) { *out = s; return true; } /* a live old block */
+    uint64_t start = pm_off(h, s->data);
+    if (off < start || (off - start) % s->block_size || (off - start) / s->block_size >= s->nblocks) return false;
+    *idx = (uint32_t)((off - start) / s->block_size);
+    *out = s;
+    return true;
+}
+
+/* Give block idx of s the state `alloc` in the bitmap and the vslab; true if
+ * that changed it. *w: the bitmap word to write back (NULL: written already). */
+bool pm_small_recover_bit(pm_heap *h, pm_vslab *s, uint32_t idx, bool alloc, uint64_t **w)
+{
+    *w = NULL;
+    if (idx & PM_IDX_OLD) { /* old blocks are only freed (and that is written back at once) */
+        if (alloc) return false;
+        bool was = pm_pbit(s, idx);
+        pm_morph_recover_free_old(h, s, idx);
+        return was;
+    }
+    uint64_t m, *pw = pm_pbm_word(s, idx, &m);
+    uint64_t old = alloc ? __atomic_fetch_or(pw, m, __ATOMIC_RELAXED) : __atomic_fetch_and(pw, ~m, __ATOMIC_RELAXED);
+    *w = pw;
+    if (((old & m) != 0) != alloc) s->digest ^= pm_blk_hash(pm_blk_off(h, s, idx));
+    if (alloc && !nm_bitmap_test(s->vbm, idx)) {
+        nm_bitmap_set(s->vbm, idx);
+        s->nfree_v--;
+    } else if (!alloc && nm_bitmap_test(s->vbm, idx) && !(s->mo && s->mo->cnt && s->mo->cnt[idx])) { /* a covered block stays taken */
+        nm_bitmap_clear(s->vbm, idx);
+        s->nfree_v++;
+    }
+    pm_slab_fix_lists(h, s);
+    return ((old & m) != 0) != alloc;
+}
+
+/* ---- bitmap checksums (issue 16) ---- */
+
+/* The digest of the blocks allocated in s's bitmap(s), from the bits. */
+uint64_t pm_slab_digest_bits(pm_heap *h, pm_vslab *s)
+{
+    uint64_t d = 0;
+    for (uint32_t i = 0; i < s->nblocks; i++)
+        if (pm_pbit(s, i)) d ^= pm_blk_hash(pm_blk_off(h, s, i));
+    if (s->mo)
+        for (uint32_t i = 0; i < s->mo->old.nblocks; i++)
+            if (pm_pbit(s, i | PM_IDX_OLD)) d ^= pm_blk_hash(pm_blk_off(h, s, i | PM_IDX_OLD));
+    return d;
+}
+
+/* Store s's digest in its header (line 0) and flush it; the caller drains. */
+void pm_slab_digest_write(pm_heap *h, pm_vslab *s)
+{
+    uint64_t *w = PM_SLAB_DIGEST(s->hdr);
+    __atomic_store_n(w, __atomic_load_n(&s->digest, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+    pm_flush(h, w, sizeof *w, PM_META);
+}
+
+/* XOR d into s's checksum in its header and flush it; the caller drains.
+ * LOG at run time: the toggles of a checkpoint's operations and of an
+ * owner-side NUMA synchronisation (concurrent XORs commute). */
+void pm_slab_digest_toggle(pm_heap *h, pm_vslab *s, uint64_t d)
+{
+    uint64_t *w = PM_SLAB_DIGEST(s->hdr);
+    if (d) __atomic_fetch_xor(w, d, __ATOMIC_RELAXED);
+    pm_flush(h, w, sizeof *w, PM_META);
+}
+
+/* Every slab's digest written (close of a GC heap, end of a recovery); drained. */
+void pm_slab_digest_write_all(pm_heap *h)
+{
+    for (uint64_t p = 0; p < h->data_pages;) {
+        pm_veh *v = h->pmap[p];
+        if (v->state == PM_VEH_SLAB && v->slab) pm_slab_digest_write(h, v->slab);
+        p += v->npages;
+    }
+    pm_drain(h);
 }

@@ -24,7 +24,7 @@
 
 #include "pm_internal.h"
 
-void pm_xc_init(pmalloc_heap *h)
+void pm_xc_init(pm_heap *h)
 {
     /* an eighth of the data area shared by the arenas, 64 KiB .. 16 MiB each */
     uint64_t per = h->data_pages / (8u * (h->narenas ? h->narenas : 1u));
@@ -38,16 +38,16 @@ void pm_xc_init(pmalloc_heap *h)
 }
 
 /* VEHs belong to the heap's pool (large.c) and are freed with it. */
-void pm_xc_destroy(pmalloc_heap *h)
+void pm_xc_destroy(pm_heap *h)
 {
     for (unsigned i = 0; i < h->narenas; i++) pthread_mutex_destroy(&h->arenas[i].xc.lock);
 }
 
-bool pm_xc_eligible(const pmalloc_heap *h, const pm_veh *v) { return v->npages <= h->xc_max_extent; }
+bool pm_xc_eligible(const pm_heap *h, const pm_veh *v) { return v->npages <= h->xc_max_extent; }
 
 /* Spare VEHs for splits come from the heap pool under large_lock, a few at a
  * time, taken before the cache lock (lock order). */
-static void refill_pool(pmalloc_heap *h, pm_xcache *c)
+static void refill_pool(pm_heap *h, pm_xcache *c)
 {
     pm_veh *got = NULL;
     unsigned n = 0;
@@ -77,7 +77,7 @@ static void drop_at(pm_xcache *c, unsigned i)
     c->n--;
 }
 
-bool pm_xc_take(pmalloc_heap *h, pm_arena *a, uint64_t npages, pm_veh **out)
+bool pm_xc_take(pm_heap *h, pm_arena *a, uint64_t npages, pm_veh **out)
 {
     pm_xcache *c = &a->xc;
     if (npages > h->xc_max_extent) return false;
@@ -126,7 +126,7 @@ bool pm_xc_take(pmalloc_heap *h, pm_arena *a, uint64_t npages, pm_veh **out)
     return false;
 }
 
-static void release_list(pmalloc_heap *h, pm_veh **v, unsigned n)
+static void release_list(pm_heap *h, pm_veh **v, unsigned n)
 {
     if (!n) return;
     pthread_mutex_lock(&h->large_lock);
@@ -134,7 +134,7 @@ static void release_list(pmalloc_heap *h, pm_veh **v, unsigned n)
     pthread_mutex_unlock(&h->large_lock);
 }
 
-void pm_xc_put(pmalloc_heap *h, pm_arena *a, pm_veh *v)
+void pm_xc_put(pm_heap *h, pm_arena *a, pm_veh *v)
 {
     pm_xcache *c = &a->xc;
     pm_veh *out[PM_XC_N];
@@ -152,7 +152,7 @@ void pm_xc_put(pmalloc_heap *h, pm_arena *a, pm_veh *v)
     release_list(h, out, nout);
 }
 
-bool pm_xc_flush_all(pmalloc_heap *h)
+bool pm_xc_flush_all(pm_heap *h)
 {
     bool any = false;
     for (unsigned i = 0; i < h->narenas; i++) {
@@ -170,7 +170,7 @@ bool pm_xc_flush_all(pmalloc_heap *h)
     return any;
 }
 
-void pm_xc_lock_all(pmalloc_heap *h, bool lock)
+void pm_xc_lock_all(pm_heap *h, bool lock)
 {
     for (unsigned i = 0; i < h->narenas; i++) {
         if (lock) pthread_mutex_lock(&h->arenas[i].xc.lock);
@@ -178,7 +178,7 @@ void pm_xc_lock_all(pmalloc_heap *h, bool lock)
     }
 }
 
-uint64_t pm_xc_pages(pmalloc_heap *h)
+uint64_t pm_xc_pages(pm_heap *h)
 {
     uint64_t s = 0;
     for (unsigned i = 0; i < h->narenas; i++) s += __atomic_load_n(&h->arenas[i].xc.pages, __ATOMIC_RELAXED);

@@ -14,13 +14,25 @@ static void run_t(pmalloc_model m, bool sim, unsigned points, unsigned threads)
     r.points = points;
     r.threads = threads;
     r.seed = nm_test_seed(sim ? 21 : 22) + m;
+    r.crasher = sim && threads > 1;
     int rc = sim ? pmc_run_sim(&r) : pmc_run_proc(&r);
-    print_message("%s%s %s: %llu crash points (%llu during recovery, %llu log GCs), %llu failures %s\n", sim ? "power-failure" : "process", threads > 1 ? " (2 threads)" : "",
-                  m == PMALLOC_LOG ? "LOG" : "GC", (unsigned long long)r.tried, (unsigned long long)r.recovery_tried, (unsigned long long)r.log_gcs,
-                  (unsigned long long)r.failures, r.first_failure);
+    if (sim)
+        print_message("power-failure%s %s: %llu crash points (%llu during recovery, %llu with 2 threads running, %llu at random moments, "
+                      "%llu at workload flushes, %llu in create, %llu in close; %llu log GCs), %llu failures %s\n",
+                      threads > 1 ? " (2 threads)" : "", m == PMALLOC_LOG ? "LOG" : "GC", (unsigned long long)r.tried,
+                      (unsigned long long)r.recovery_tried, (unsigned long long)r.mt_points, (unsigned long long)r.timer_points,
+                      (unsigned long long)r.user_flush_points, (unsigned long long)r.create_points, (unsigned long long)r.close_points,
+                      (unsigned long long)r.log_gcs, (unsigned long long)r.failures, r.first_failure);
+    else
+        print_message("process%s %s: %llu kills (%llu in close, %llu in open or recovery), %llu failures %s\n", threads > 1 ? " (2 threads)" : "",
+                      m == PMALLOC_LOG ? "LOG" : "GC", (unsigned long long)r.tried, (unsigned long long)r.kills_in_close,
+                      (unsigned long long)r.kills_in_open, (unsigned long long)r.failures, r.first_failure);
     assert_int_equal(rc, 0);
     assert_int_equal(r.failures, 0);
     assert_true(r.tried >= points);
+    if (sim) assert_true(r.create_points > 0 && r.close_points > 0 && r.user_flush_points > 0);
+    if (sim && threads > 1) assert_true(r.mt_points > 0 && r.timer_points > 0);
+    if (!sim && threads == 1) assert_true(r.kills_in_close + r.kills_in_open > 0);
     rmdir(dir);
 }
 
@@ -46,6 +58,7 @@ static void test_sim_loggc(void **st)
     r.cfg.large_max = 20000;
     r.cfg.list_lo = 0;
     r.cfg.list_n = 3;
+    r.round_steps = 20000; /* long-lived heaps: the log fills and its GCs run */
     int rc = pmc_run_sim(&r);
     print_message("log GC under power failure: %llu crash points, %llu log GCs, %llu failures %s\n", (unsigned long long)r.tried,
                   (unsigned long long)r.log_gcs, (unsigned long long)r.failures, r.first_failure);
@@ -101,6 +114,10 @@ static void test_sim_morph_numa_gc(void **s) { (void)s; morph_run(PMALLOC_GC, tr
 static void test_proc_morph_numa_log(void **s) { (void)s; morph_run(PMALLOC_LOG, false, 24, 2, 2); }
 
 static void test_proc_log_mt(void **s) { (void)s; run_t(PMALLOC_LOG, false, 60, 2); }
+/* Power failure with 2 workload threads (crash points land anywhere in the
+ * other thread's operations) and a timer thread crashing at random moments. */
+static void test_sim_log_mt(void **s) { (void)s; run_t(PMALLOC_LOG, true, 150, 2); }
+static void test_sim_gc_mt(void **s) { (void)s; run_t(PMALLOC_GC, true, 150, 2); }
 
 /* NUMA (Sec. 6): virtual nodes, the workload hops between them, so frees are
  * often two-phase remote frees; crashes land between the two phases and the
@@ -151,6 +168,8 @@ int main(void)
         cmocka_unit_test(test_proc_gc),
         cmocka_unit_test(test_sim_loggc),
         cmocka_unit_test(test_proc_log_mt),
+        cmocka_unit_test(test_sim_log_mt),
+        cmocka_unit_test(test_sim_gc_mt),
         cmocka_unit_test(test_numa_sim_log),
         cmocka_unit_test(test_lanes_sim_log),
         cmocka_unit_test(test_lanes_proc_log),
@@ -166,5 +185,7 @@ int main(void)
         cmocka_unit_test(test_sim_morph_numa_gc),
         cmocka_unit_test(test_proc_morph_numa_log),
     };
+    const char *only = getenv("PMT_ONLY"); /* one test (cmocka filter), e.g. when replaying a seed */
+    if (only && *only) cmocka_set_test_filter(only);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

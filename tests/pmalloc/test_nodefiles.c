@@ -77,8 +77,9 @@ static bool holds(const uint8_t *b, size_t n, unsigned i, unsigned k)
 }
 
 /* The bytes of heap offset p as stored in node file k (through the file, not the mapping). */
-static bool file_holds(const char *dir, unsigned k, pmalloc_ptr p, size_t n, unsigned i, unsigned node)
+static bool file_holds(const char *dir, unsigned k, pmalloc_ptr ptr, size_t n, unsigned i, unsigned node)
 {
+    uint64_t p = PMALLOC_PTR_OFFSET(ptr); /* the offset in the heap's bytes */
     char path[400];
     node_file(path, sizeof path, dir, k);
     pm_node_trailer t = read_trailer(path);
@@ -295,11 +296,16 @@ static void test_process_crash(void **st)
     nm_rng r;
     nm_rng_seed(&r, nm_test_seed(7));
     for (unsigned round = 0; round < 6; round++) {
+        int pfd[2];
+        assert_int_equal(pipe(pfd), 0);
         pid_t pid = fork();
         assert_true(pid >= 0);
         if (pid == 0) {
             pmalloc_heap *c;
+            close(pfd[0]);
             if (pmalloc_open(dir, &o, &c)) _exit(3);
+            char one = 1; /* open: the kill may come (on a loaded machine it could come before) */
+            if (write(pfd[1], &one, 1) != 1) _exit(4);
             pmalloc_ptr *roots = pmalloc_root_slot(c, 0);
             nm_rng cr;
             nm_rng_seed(&cr, round);
@@ -311,6 +317,10 @@ static void test_process_crash(void **st)
                 if (round == 5 && it == 3000) _exit(0); /* a crash with nothing in flight */
             }
         }
+        close(pfd[1]);
+        char one;
+        assert_int_equal(read(pfd[0], &one, 1), 1);
+        close(pfd[0]);
         usleep((useconds_t)(2000 + nm_rng_below(&r, 30000)));
         kill(pid, SIGKILL);
         int ws;
@@ -590,8 +600,8 @@ static void test_decay_spanning(void **st)
     assert_int_equal(pmalloc_numa_set_node(h, 1), NM_OK);
     /* a guard keeps the freed extent from merging with the (recently touched) rest */
     assert_int_equal(pmalloc_malloc_to(h, 20000, guard), NM_OK);
-    pmalloc_ptr e = *r0;
-    uint8_t *b = pmalloc_direct(h, e);
+    uint64_t e = PMALLOC_PTR_OFFSET(*r0);
+    uint8_t *b = pmalloc_direct(h, *r0);
     memset(b, 0x5a, big);
     pmalloc_persist(h, b, big);
     msync(b, big, MS_SYNC);

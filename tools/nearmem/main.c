@@ -1,8 +1,11 @@
 /* nearmem: the project's main tool.
  *
  *   nearmem demo [STEP...] [--seed N]   a short tour of every built component
- *   nearmem list                        the demo steps and the components
+ *   nearmem list                        the demo steps, the components and the commands
  *   nearmem version
+ *   nearmem COMMAND ARGS...             a component's command (registered with
+ *                                       nearmem_add_tool_command, include/nearmem/tool.h),
+ *                                       e.g. nearmem pmalloc info|check|create|remove|dump HEAPDIR
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,12 +14,19 @@
 #include "demo_internal.h"
 #include "nearmem/common/error.h"
 #include "nearmem/common/timer.h"
+#include "nearmem/tool.h"
 
 struct nm_registry_entry_demo_step {
     const char *name;
     int (*fn)(nm_demo *);
 };
 extern const struct nm_registry_entry_demo_step nm_registry_demo_step[];
+
+struct nm_registry_entry_tool_command {
+    const char *name;
+    int (*fn)(nm_tool *);
+};
+extern const struct nm_registry_entry_tool_command nm_registry_tool_command[];
 
 /* Every component of nearmem, in tour order, with the paper it implements.
  * A component whose demo step is not registered is reported as not built. */
@@ -110,12 +120,22 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < sizeof k_components / sizeof k_components[0]; i++)
             printf("%-12s %-9s %s\n", k_components[i].step, find_step(k_components[i].step) ? "built" : "not built",
                    k_components[i].what);
+        printf("\ncommands:");
+        for (const struct nm_registry_entry_tool_command *e = nm_registry_tool_command; e->name; e++) printf(" %s", e->name);
+        printf(" (nearmem COMMAND with no arguments: its usage)\n");
         return 0;
     }
     if (strcmp(cmd, "version") == 0) {
         printf("nearmem %s\n", NEARMEM_VERSION);
         return 0;
     }
-    fprintf(stderr, "usage: nearmem [demo [STEP...] [--seed N] | list | version]\n");
+    for (const struct nm_registry_entry_tool_command *e = nm_registry_tool_command; e->name; e++)
+        if (strcmp(e->name, cmd) == 0) {
+            nm_tool t = {.argc = argc - 2, .argv = argv + 2, .self = argv[0]};
+            return e->fn(&t);
+        }
+    fprintf(stderr, "usage: nearmem [demo [STEP...] [--seed N] | list | version | COMMAND ARGS...]\ncommands:");
+    for (const struct nm_registry_entry_tool_command *e = nm_registry_tool_command; e->name; e++) fprintf(stderr, " %s", e->name);
+    fprintf(stderr, "\n");
     return 2;
 }

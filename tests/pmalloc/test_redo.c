@@ -1,0 +1,240 @@
+/* PMAlloc: the one-line commit's contract (pmalloc.h, "When a pointer word is
+ * durable"), checked on power-failure images (PMALLOC_PERSIST_SIM):
+ *  - malloc_to returns with the pointer word possibly stale in the heap file;
+ *    pmalloc_open replays it;
+ *  - pmalloc_sync writes it back;
+ *  - set_ptr is ordered after malloc_to on the same word (a move);
+ *  - a plain store to such a word before a checkpoint is replaced by the
+ *    replay; after pmalloc_sync it is kept;
+ *  - a word inside an object freed later is never written by recovery;
+ *  - one line and one fence per operation (plus the checkpoints' share). */
+#include "nm_test.h"
+
+#include <fcntl.h>
+
+#include "nearmem/common/util.h"
+#include "pm_testutil.h"
+
+#define MiB (1u << 20)
+
+static pmalloc_options sim_opts(void)
+{
+    pmalloc_options o = pmt_opts(8 * MiB, PMALLOC_LOG, PMALLOC_PERSIST_SIM);
+    o.narenas = 1;
+    o.redo_records = 1024; /* no checkpoint within these few operations */
+    return o;
+}
+
+/* The 8 bytes at heap offset `off` of the image in dir (a one-file heap). */
+static uint64_t image_word(const char *dir, uint64_t off)
+{
+    char path[400];
+    snprintf(path, sizeof path, "%s/%s", dir, PMALLOC_FILE_NAME);
+    int fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    uint64_t w = 0;
+    assert_int_equal(pread(fd, &w, 8, (off_t)off), 8);
+    close(fd);
+    return w;
+}
+
+static uint64_t slot_off(pmalloc_heap *h, unsigned i) { return PMALLOC_PTR_OFFSET(pmalloc_ptr_of(h, pmalloc_root_slot(h, i))); }
+
+static pmalloc_heap *recover(const char *img)
+{
+    pmalloc_options o = pmt_opts(8 * MiB, PMALLOC_LOG, PMALLOC_PERSIST_CPU);
+    o.create = false;
+    o.narenas = 1;
+    pmalloc_heap *h;
+    assert_int_equal(pmalloc_open(img, &o, &h), NM_OK);
+    assert_int_equal(pmalloc_check(h), NM_OK);
+    return h;
+}
+
+static void test_pointer_word_replayed(void **st)
+{
+    (void)st;
+    char dir[256], img[256];
+    pmt_tmpdir(dir, sizeof dir, "redo");
+    pmt_tmpdir(img, sizeof img, "redoimg");
+    pmalloc_options o = sim_opts();
+    pmalloc_heap *h;
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+    assert_int_equal(pmalloc_malloc_to(h, 100, pmalloc_root_slot(h, 3)), NM_OK);
+    pmalloc_ptr p = pmalloc_get_root(h, 3);
+    assert_true(p != 0); /* the program sees it at once */
+    uint64_t off = slot_off(h, 3);
+    /* a crash now: the record is durable, the word is not written back yet */
+    assert_int_equal(pmalloc_sim_snapshot(h, img, 1, 0), NM_OK);
+    assert_int_equal(image_word(img, off), 0);
+    pmalloc_heap *r = recover(img);
+    pmalloc_recovery_info ri;
+    pmalloc_recovery_info_get(r, &ri);
+    assert_false(ri.was_clean);
+    assert_int_equal(pmalloc_get_root(r, 3), p); /* replayed */
+    assert_true(pmalloc_usable_size(r, p) >= 100);
+    assert_int_equal(pmalloc_close(r), NM_OK);
+    /* pmalloc_sync writes it back: the file holds what the program sees */
+    assert_int_equal(pmalloc_sync(h), NM_OK);
+    assert_int_equal(pmalloc_sim_snapshot(h, img, 2, 0), NM_OK);
+    assert_int_equal(image_word(img, off), p);
+    pmalloc_stats s;
+    pmalloc_stats_get(h, &s);
+    assert_true(s.checkpoints >= 1);
+    pmalloc_abandon(h);
+    pmt_rmdir(img);
+    pmt_rmdir(dir);
+}
+
+static void test_set_ptr_and_plain_stores(void **st)
+{
+    (void)st;
+    char dir[256], img[256];
+    pmt_tmpdir(dir, sizeof dir, "redo2");
+    pmt_tmpdir(img, sizeof img, "redo2img");
+    pmalloc_options o = sim_opts();
+    pmalloc_heap *h;
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+    pmalloc_ptr *r0 = pmalloc_root_slot(h, 0), *r1 = pmalloc_root_slot(h, 1), *r2 = pmalloc_root_slot(h, 2);
+    /* a move through set_ptr is ordered after the malloc_to that wrote r0 */
+    assert_int_equal(pmalloc_malloc_to(h, 64, r0), NM_OK);
+    pmalloc_ptr p = *r0;
+    assert_int_equal(pmalloc_set_ptr(h, r1, p), NM_OK);
+    assert_int_equal(pmalloc_set_ptr(h, r0, 0), NM_OK);
+    assert_int_equal(pmalloc_set_ptr(h, r2, 12345), NM_EINVAL); /* not a pointer of this heap */
+    assert_int_equal(pmalloc_set_ptr(h, NULL, p), NM_EINVAL);
+    /* a plain store (persisted) to a word malloc_to wrote, with no checkpoint
+     * between: recovery replays the operation over it, as documented */
+    assert_int_equal(pmalloc_malloc_to(h, 64, r2), NM_OK);
+    pmalloc_ptr q = *r2;
+    *r2 = 0;
+    pmalloc_persist(h, r2, 8);
+    assert_int_equal(pmalloc_sim_snapshot(h, img, 3, 0), NM_OK);
+    pmalloc_heap *r = recover(img);
+    assert_int_equal(pmalloc_get_root(r, 0), 0);
+    assert_int_equal(pmalloc_get_root(r, 1), p);
+    assert_int_equal(pmalloc_get_root(r, 2), q);
+    assert_int_equal(pmalloc_close(r), NM_OK);
+    /* after pmalloc_sync the word is the program's: a plain store survives */
+    *r2 = q;
+    assert_int_equal(pmalloc_sync(h), NM_OK);
+    *r2 = 0;
+    pmalloc_persist(h, r2, 8);
+    assert_int_equal(pmalloc_set_root(h, 4, q), NM_OK); /* still reachable: no leak */
+    assert_int_equal(pmalloc_sim_snapshot(h, img, 4, 0), NM_OK);
+    r = recover(img);
+    assert_int_equal(pmalloc_get_root(r, 2), 0);
+    assert_int_equal(pmalloc_get_root(r, 4), q);
+    assert_int_equal(pmalloc_close(r), NM_OK);
+    pmalloc_abandon(h);
+    pmt_rmdir(img);
+    pmt_rmdir(dir);
+}
+
+/* A word inside an object that a later free_from released is not replayed:
+ * that memory may hold another object by then. */
+static void test_freed_container_not_written(void **st)
+{
+    (void)st;
+    char dir[256], img[256];
+    pmt_tmpdir(dir, sizeof dir, "redo3");
+    pmt_tmpdir(img, sizeof img, "redo3img");
+    pmalloc_options o = sim_opts();
+    pmalloc_heap *h;
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+    pmalloc_ptr *r0 = pmalloc_root_slot(h, 0), *r1 = pmalloc_root_slot(h, 1);
+    for (int large = 0; large < 2; large++) {
+        size_t sz = large ? 40000 : 256;
+        assert_int_equal(pmalloc_malloc_to(h, sz, r0), NM_OK); /* X */
+        pmalloc_ptr x = *r0;
+        pmalloc_ptr *field = pmalloc_direct(h, x + 64);
+        *field = 0;
+        assert_int_equal(pmalloc_malloc_to(h, 64, field), NM_OK); /* Y, its pointer inside X */
+        assert_int_equal(pmalloc_free_from(h, field), NM_OK);
+        assert_int_equal(pmalloc_free_from(h, r0), NM_OK);     /* X freed: the word inside it is dead */
+        /* Z reuses X's memory (allocate until it does) */
+        unsigned nz = 0;
+        for (; nz < 64; nz++) {
+            assert_int_equal(pmalloc_malloc_to(h, sz, pmalloc_root_slot(h, 10 + nz)), NM_OK);
+            if (pmalloc_get_root(h, 10 + nz) == x) break;
+        }
+        assert_true(nz < 64);
+        assert_int_equal(pmalloc_set_ptr(h, r1, x), NM_OK);
+        assert_int_equal(pmalloc_set_root(h, 10 + nz, 0), NM_OK);
+        memset(pmalloc_direct(h, *r1), 0x77, sz);
+        pmalloc_persist(h, pmalloc_direct(h, *r1), sz);
+        assert_int_equal(pmalloc_sim_snapshot(h, img, 5, 0), NM_OK);
+        pmalloc_heap *r = recover(img);
+        const unsigned char *z = pmalloc_direct(r, pmalloc_get_root(r, 1));
+        for (size_t k = 0; k < sz; k++) assert_int_equal(z[k], 0x77);
+        assert_int_equal(pmalloc_get_root(r, 0), 0);
+        pmalloc_stats s;
+        pmalloc_stats_get(r, &s);
+        assert_int_equal(s.objects_live, 1 + nz); /* Z and the blocks taken on the way */
+        assert_int_equal(pmalloc_close(r), NM_OK);
+        assert_int_equal(pmalloc_free_from(h, r1), NM_OK);
+        for (unsigned k = 0; k < nz; k++) assert_int_equal(pmalloc_free_from(h, pmalloc_root_slot(h, 10 + k)), NM_OK);
+    }
+    pmalloc_abandon(h);
+    pmt_rmdir(img);
+    pmt_rmdir(dir);
+}
+
+/* One line and one fence per committed operation, small and large, and the
+ * checkpoints' share over a steady run. */
+static void test_one_line(void **st)
+{
+    (void)st;
+    char dir[256];
+    pmt_tmpdir(dir, sizeof dir, "redo4");
+    pmalloc_options o = pmt_opts(64 * MiB, PMALLOC_LOG, PMALLOC_PERSIST_CPU);
+    o.narenas = 1;
+    pmalloc_heap *h;
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+    assert_int_equal(pmalloc_malloc_to(h, 64 * 2000, pmalloc_root_slot(h, 0)), NM_OK);
+    pmalloc_ptr *slots = pmalloc_direct(h, pmalloc_get_root(h, 0));
+    memset(slots, 0, 64 * 2000);
+    pmalloc_persist(h, slots, 64 * 2000);
+    for (unsigned i = 0; i < 16; i++) assert_int_equal(pmalloc_malloc_to(h, 64, &slots[i * 8]), NM_OK); /* warm-up: slab */
+    for (unsigned i = 0; i < 16; i++) assert_int_equal(pmalloc_free_from(h, &slots[i * 8]), NM_OK);
+    assert_int_equal(pmalloc_sync(h), NM_OK);
+    /* one operation: exactly its record */
+    pmalloc_stats_reset_counters(h);
+    assert_int_equal(pmalloc_malloc_to(h, 64, &slots[0]), NM_OK);
+    pmalloc_stats s;
+    pmalloc_stats_get(h, &s);
+    assert_int_equal(s.flushes, 1);
+    assert_int_equal(s.fences, 1);
+    assert_int_equal(pmalloc_free_from(h, &slots[0]), NM_OK);
+    /* a steady churn of small and large objects on an array of pointer
+     * words (8 per line: a checkpoint writes each line back once) */
+    pmalloc_stats_reset_counters(h);
+    unsigned ops = 0;
+    for (unsigned round = 0; round < 40; round++)
+        for (unsigned i = 0; i < 2000; i++) {
+            size_t sz = i % 50 == 0 ? 20000 : 64 + (i % 7) * 16;
+            assert_int_equal(pmalloc_malloc_to(h, sz, &slots[i]), NM_OK);
+            assert_int_equal(pmalloc_free_from(h, &slots[i]), NM_OK);
+            ops += 2;
+        }
+    pmalloc_stats_get(h, &s);
+    print_message("%u operations: %.3f flushed lines and %.3f fences per operation, %llu checkpoints\n", ops, (double)s.flushes / ops,
+                  (double)s.fences / ops, (unsigned long long)s.checkpoints);
+    assert_true(s.fences < ops * 1.05);
+    assert_true(s.flushes < ops * 1.1);
+    assert_true(s.checkpoints > 0);
+    assert_int_equal(pmalloc_check(h), NM_OK);
+    assert_int_equal(pmalloc_close(h), NM_OK);
+    pmt_rmdir(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pointer_word_replayed),
+        cmocka_unit_test(test_set_ptr_and_plain_stores),
+        cmocka_unit_test(test_freed_container_not_written),
+        cmocka_unit_test(test_one_line),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
