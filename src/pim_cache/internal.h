@@ -284,5 +284,8 @@ nm_err pimc_copy_parallel(nm_pimc *c, const batch *b, hclk start);
 /* Predicted critical-path ns of the DRM fingerprinting `hashed` bytes, gathering and
  * indexing `missed` bytes and touching `grown` bytes of fresh scratch (0 without rates). */
 double pimc_drm_predict(const nm_pimc *c, double hashed, double missed, double grown);
+/* Modeled ns of pushes to `active` ranks at once moving `total` bytes, `max_rank` of them to
+ * the busiest rank: the transport's multi-rank model (0 without a model). */
+double pimc_push_ns(const nm_pimc *c, double max_rank, double total, unsigned active);
 
 #endif
