@@ -238,6 +238,9 @@ struct nm_pimc {
     double hash_ns, copy_ns, insert_ns, touch_ns, drm_corr;
     unsigned drm_threads;
     double sample_ns, sample_ns0; /* critical-path ns per sample: learned, and first estimate */
+    /* Predicted savings given up by plain copies that CAC would have won but for growing its
+     * gather buffers (a one-time cost): once they reach that cost, CAC grows them (push.c). */
+    double forgone_ns;
     /* write tracking */
     struct nm_pimc_reg *regs;
     uint64_t copy_no;

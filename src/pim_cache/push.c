@@ -356,6 +356,17 @@ static bool decide(nm_pimc *c, const batch *b)
         }
         double t_cac = pimc_drm_predict(c, hash_bytes, miss_bytes, grown) + plain_x * (1.0 - f_now) + list_x;
         cac = t_cac < (grown > 0 ? 0.75 : 1.0) * plain_x;
+        /* Growing is a one-time cost (the buffers are kept), which a copy-by-copy rule never
+         * pays when it exceeds one copy's gain: CAC would win every copy but the first, and
+         * every copy goes plain. Rent-or-buy: push plain while the predicted savings given up
+         * stay below the cost of growing, then grow (at most twice the cost of knowing the
+         * future: the savings given up, plus the growth). */
+        double growth = grown > 0 ? pimc_drm_predict(c, 0, 0, grown) : 0.0;
+        if (!cac && grown > 0 && t_cac - growth < plain_x) {
+            c->forgone_ns += plain_x - (t_cac - growth);
+            cac = c->forgone_ns >= growth;
+        }
+        if (cac) c->forgone_ns = 0;
         /* A correction learned on a bad day would keep CAC away for good (only CAC copies
          * measure it): while plain copies are chosen near the break-even point, it drifts
          * back to its start value, so CAC is tried again. */
