@@ -682,7 +682,7 @@ nm_err pm_redo_verify(pm_heap *h, uint64_t state)
         n = k;
         qsort(all, n, sizeof *all, cmp_blkseq);
         ndl = pm_numa_live_blocks(h, &dl);
-        qsort(dl, ndl, sizeof *dl, cmp_u64);
+        if (ndl) qsort(dl, ndl, sizeof *dl, cmp_u64); /* dl is NULL when there are none */
     }
     uint64_t hv[64 * 8];
     nm_err err = NM_OK;
