@@ -2,6 +2,7 @@
  * through nearmem-bench and must report its summary keys as finite positive
  * numbers. Speeds are not asserted (benchmarks report them). */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
