@@ -18,7 +18,25 @@
  * dereferenced) and resolve it to this through the handle table (handle.c), so
  * that a call on a closed handle is an error, not a use after free. */
 typedef struct pm_heap pm_heap;
-pm_heap *pm_resolve(const pmalloc_heap *hd);              /* NULL: not a live handle */
+/* The handle table (handle.c): inline resolution, since every public call
+ * (pmalloc_direct above all, which programs call per object access) pays it. */
+#define PM_HMAGIC 0x9e4bull
+#define PM_HSLOTS 1024u
+typedef struct pm_hslot {
+    pm_heap *h;
+    uint32_t gen; /* atomic; odd = in use */
+    uint32_t next_free;
+} pm_hslot;
+extern pm_hslot pm_hslots[PM_HSLOTS];
+static inline pm_heap *pm_resolve(const pmalloc_heap *hd) /* NULL: not a live handle */
+{
+    uint64_t v = (uint64_t)(uintptr_t)hd;
+    unsigned idx = (unsigned)(v & 0xffffu);
+    if (NM_UNLIKELY(v >> 48 != PM_HMAGIC || idx >= PM_HSLOTS)) return NULL;
+    const pm_hslot *s = &pm_hslots[idx];
+    if (NM_UNLIKELY(__atomic_load_n(&s->gen, __ATOMIC_ACQUIRE) != (uint32_t)(v >> 16))) return NULL;
+    return s->h;
+}
 nm_err pm_handle_error(const pmalloc_heap *hd, const char *fn); /* NM_EINVAL (NULL, garbage) or NM_ESTATE (closed) */
 pmalloc_heap *pm_handle_new(pm_heap *h);                  /* NULL (NM_EBUSY) when the table is full */
 void pm_handle_drop(const pmalloc_heap *hd);
@@ -592,6 +610,7 @@ nm_err pm_extent_claim(pm_heap *h, uint64_t page, uint64_t npages, int state, pm
  * append cannot fail afterwards; pm_bk_unreserve if they do not append. */
 nm_err pm_bk_reserve(pm_heap *h, bool normal); /* normal: a normal entry (counts against the live cap) */
 void pm_bk_unreserve(pm_heap *h, bool normal);   /* large_lock held */
+bool pm_bk_try_reserve(pm_heap *h, bool normal); /* large_lock held: the fast path of pm_bk_reserve, or false */
 nm_err pm_bk_record(pm_heap *h, pm_veh *v);     /* normal entry for v (large_lock held) */
 nm_err pm_bk_tombstone(pm_heap *h, pm_veh *v);  /* tombstone for v's entry (large_lock held) */
 void pm_bk_settle(pm_heap *h);                  /* every append durable and counted (large_lock held) */
