@@ -486,6 +486,7 @@ static int vc_client_tx(vc_db *db, pa_tx *tx, const vc_params *p, nm_rng *r)
         }
     }
     if (!rc) rc = pa_tx_commit(tx);
+    if (rc) pa_tx_abort(tx); /* before another thread's transaction sees its changes */
     pthread_mutex_unlock(&db->mu);
     return rc;
 }
