@@ -104,6 +104,8 @@ static unsigned cpu_node_now(const pm_heap *h)
     return (unsigned)n->cpu_node[cpu];
 }
 
+unsigned pm_numa_node_now(const pm_heap *h) { return cpu_node_now(h); }
+
 /* The arena with the fewest threads among the node's (paper Sec. 4.2), caller holds tc_lock. */
 pm_arena *pm_numa_pick_arena(pm_heap *h, pm_tcache *tc)
 {
@@ -114,53 +116,6 @@ pm_arena *pm_numa_pick_arena(pm_heap *h, pm_tcache *tc)
     for (unsigned i = 0; i < cnt; i++)
         if (h->arenas[first + i].nthreads < best->nthreads) best = &h->arenas[first + i];
     return best;
-}
-
-/* Thread migration (Sec. 6.4): a cache whose thread now runs on another node
- * returns its blocks and moves to an arena of the new node. */
-static void migrate(pm_heap *h, pm_tcache *tc)
-{
-    unsigned node = cpu_node_now(h);
-    if (node == tc->node) return;
-    pm_tc_rebind(h, tc);
-    pm_count(&h->numa->c_migrations, 1);
-}
-
-void pm_numa_tick(pm_heap *h, pm_tcache *tc)
-{
-    if (NM_LIKELY(h->numa->nnodes <= 1) || tc->pinned) return;
-    if (++tc->nops < PM_NUMA_CHECK_EVERY) return;
-    tc->nops = 0;
-    migrate(h, tc);
-}
-
-nm_err pmalloc_numa_migrate_check(pmalloc_heap *hd)
-{
-    PM_ENTER_ERR(h, hd);
-    pm_tcache *tc = pm_tc_get(h);
-    if (!tc) return nm_fail(NM_ENOMEM, "pmalloc: no thread cache: %s", nm_last_errmsg());
-    if (h->numa->nnodes > 1 && !tc->pinned) migrate(h, tc);
-    return NM_OK;
-}
-
-nm_err pmalloc_numa_set_node(pmalloc_heap *hd, int node)
-{
-    PM_ENTER_ERR(h, hd);
-    if (node < -1 || node >= (int)h->numa->nnodes)
-        return nm_fail(NM_EINVAL, "pmalloc_numa_set_node: node %d, the heap has %u", node, h->numa->nnodes);
-    pm_tcache *tc = pm_tc_get(h);
-    if (!tc) return nm_fail(NM_ENOMEM, "pmalloc: no thread cache: %s", nm_last_errmsg());
-    tc->pinned = node >= 0;
-    tc->node = node >= 0 ? (unsigned)node : cpu_node_now(h);
-    if (tc->arena->node != tc->node) pm_tc_rebind(h, tc); /* its cache holds only the new node's blocks */
-    return NM_OK;
-}
-
-int pmalloc_numa_current_node(pmalloc_heap *hd)
-{
-    PM_ENTER(h, hd, -1);
-    pm_tcache *tc = pm_tc_get(h);
-    return tc ? (int)tc->node : -1;
 }
 
 /* ---- node regions of the data area ---- */

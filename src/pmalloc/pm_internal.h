@@ -671,6 +671,7 @@ void pm_slab_layout(unsigned block_size, unsigned stripes, uint32_t *nblocks, ui
 /* small.c: entry points for numa.c / remote.c (arena lock held where noted) */
 pm_vslab *pm_small_slab_new(pm_heap *h, pm_arena *a, unsigned cls); /* arena lock held */
 void pm_small_vslab_put(pm_heap *h, pm_vslab *s, uint32_t idx);     /* arena lock held */
+void pm_small_drain(pm_heap *h, pm_tcache *tc); /* every cached and buffered block back to its slab */
 bool pm_small_take_from(pm_heap *h, pm_arena *a, unsigned cls, pm_tcblk *out); /* arena lock held */
 void pm_tc_rebind(pm_heap *h, pm_tcache *tc); /* return cached blocks, move to an arena of the thread's node */
 
@@ -741,6 +742,7 @@ void pm_numa_close(pm_heap *h);                             /* stop threads, syn
 void pm_numa_free(pm_heap *h);                              /* volatile state (threads stopped, no sync) */
 nm_err pm_numa_check(pm_heap *h);                           /* large_lock held */
 pm_arena *pm_numa_pick_arena(pm_heap *h, pm_tcache *tc);    /* tc_lock held */
+unsigned pm_numa_node_now(const pm_heap *h);               /* node of the CPU the caller runs on */
 void pm_numa_tick(pm_heap *h, pm_tcache *tc);               /* migration check, every N ops */
 nm_err pm_numa_extent_alloc(pm_heap *h, unsigned node, uint64_t npages, int state, bool any, pm_veh **out);
 nm_err pm_numa_take_other(pm_heap *h, pm_tcache *tc, unsigned cls, pm_tcblk *out);

@@ -317,60 +317,6 @@ static void tc_drain(pm_heap *h, pm_tcache *tc)
     }
 }
 
-static void tc_destroy(void *p)
-{
-    pm_tcache *tc = p;
-    pm_heap *h = tc->h;
-    tc_drain(h, tc);
-    /* its records settled before its ring and side array go (and its ring
-     * may hold records of other threads' heaps' pasts no more) */
-    while (__atomic_load_n(&tc->settled, __ATOMIC_ACQUIRE) < tc->head)
-        if (pm_checkpoint(h, 0) != NM_OK) break; /* out of host memory: recovery settles them */
-    pthread_mutex_lock(&h->tc_lock);
-    for (pm_tcache **pp = &h->tcaches; *pp; pp = &(*pp)->next)
-        if (*pp == tc) { *pp = tc->next; break; }
-    if (tc->settled == tc->head) pm_tc_ring_drop(h, tc);
-    else { free(tc->side); tc->side = NULL; } /* its ring keeps unsettled records: stays taken */
-    tc->arena->nthreads--;
-    pthread_mutex_unlock(&h->tc_lock);
-    free(tc);
-}
-
-void pm_tc_destructor(void *p) { tc_destroy(p); }
-
-void pm_tc_destroy_all(pm_heap *h)
-{
-    while (h->tcaches) tc_destroy(h->tcaches);
-}
-
-pm_tcache *pm_tc_get(pm_heap *h)
-{
-    pm_tcache *tc = pthread_getspecific(h->tc_key);
-    if (NM_LIKELY(tc != NULL)) return tc;
-    /* its own cache lines: `inflight` is written twice per operation */
-    tc = aligned_alloc(PM_LINE, NM_ALIGN_UP(sizeof *tc, PM_LINE));
-    if (!tc) return NULL;
-    memset(tc, 0, sizeof *tc);
-    tc->h = h;
-    tc->ring = -1;
-    pthread_mutex_lock(&h->tc_lock);
-    if (pm_tc_ring_take(h, tc) != NM_OK) {
-        pthread_mutex_unlock(&h->tc_lock);
-        free(tc);
-        return NULL;
-    }
-    /* each thread goes to the arena with the fewest threads (paper Sec. 4.2) of its node */
-    pm_arena *best = pm_numa_pick_arena(h, tc);
-    best->nthreads++;
-    tc->arena = best;
-    pm_set_lane(h, best->id);
-    tc->next = h->tcaches;
-    h->tcaches = tc;
-    pthread_mutex_unlock(&h->tc_lock);
-    pthread_setspecific(h->tc_key, tc);
-    return tc;
-}
-
 static unsigned tc_cap(const pm_heap *h, unsigned cls)
 {
     /* per-stripe capacity: fewer cached blocks for big classes */
@@ -487,17 +433,6 @@ void pm_small_put(pm_heap *h, pm_tcache *tc, pm_tcblk k)
     pthread_mutex_unlock(&a->lock);
 }
 
-void pm_tc_forget_all(pm_heap *h)
-{
-    while (h->tcaches) {
-        pm_tcache *tc = h->tcaches;
-        h->tcaches = tc->next;
-        for (unsigned c = 0; c < PM_NCLS_MAX; c++) free(tc->bins[c].slot);
-        free(tc->side);
-        free(tc);
-    }
-}
-
 void pm_slab_fix_lists(pm_heap *h, pm_vslab *s)
 {
     NM_UNUSED(h);
@@ -511,17 +446,7 @@ pm_vslab *pm_small_slab_new(pm_heap *h, pm_arena *a, unsigned cls) { return slab
 
 void pm_small_vslab_put(pm_heap *h, pm_vslab *s, uint32_t idx) { vslab_put(h, s, idx); }
 
-void pm_tc_rebind(pm_heap *h, pm_tcache *tc)
-{
-    tc_drain(h, tc);
-    pthread_mutex_lock(&h->tc_lock);
-    tc->arena->nthreads--;
-    pm_arena *a = pm_numa_pick_arena(h, tc);
-    a->nthreads++;
-    tc->arena = a;
-    pthread_mutex_unlock(&h->tc_lock);
-    pm_set_lane(h, a->id);
-}
+void pm_small_drain(pm_heap *h, pm_tcache *tc) { tc_drain(h, tc); }
 
 /* ---- recovery (single-threaded) ---- */
 
