@@ -524,7 +524,26 @@ bool pm_morph_gc_mark(pm_heap *h, pm_vslab *s, uint64_t w, const uint64_t **push
 void pm_morph_gc_end(pm_heap *h, pm_vslab *s);
 /* small.c, for morph.c */
 void pm_slab_settle(pm_heap *h, pm_vslab *s); /* partial list / release after blocks came back */
-void pm_slab_partial_del(pm_arena *a, pm_vslab *s);
+/* an arena's partial list of class s->cls (arena lock held) */
+static inline void pm_slab_partial_add(pm_arena *a, pm_vslab *s)
+{
+    if (s->in_partial) return;
+    s->prev = NULL;
+    s->next = a->partial[s->cls];
+    if (s->next) s->next->prev = s;
+    a->partial[s->cls] = s;
+    s->in_partial = true;
+}
+
+static inline void pm_slab_partial_del(pm_arena *a, pm_vslab *s)
+{
+    if (!s->in_partial) return;
+    if (s->prev) s->prev->next = s->next;
+    else a->partial[s->cls] = s->next;
+    if (s->next) s->next->prev = s->prev;
+    s->next = s->prev = NULL;
+    s->in_partial = false;
+}
 pm_vslab *pm_slab_vol_new(pm_heap *h, pm_veh *v, pm_slab_hdr *hd);
 /* ==== end of slab morphing ==== */
 

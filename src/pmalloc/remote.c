@@ -189,16 +189,6 @@ static pm_rslab *get_rs(pm_vslab *s)
     return exp;
 }
 
-void pm_numa_rslab_free(pm_vslab *s)
-{
-    pm_rslab *rs = s->rs;
-    if (!rs) return;
-    pthread_mutex_destroy(&rs->lock);
-    free(rs->shadow);
-    free(rs);
-    s->rs = NULL;
-}
-
 bool pm_numa_is_remote(const pm_heap *h, const pm_tcache *tc, const pm_vslab *s)
 {
     const pm_numa *n = h->numa;

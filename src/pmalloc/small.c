@@ -15,23 +15,6 @@
 #include "nearmem/common/bitmap.h"
 #include "pm_internal.h"
 
-void pm_slab_layout(unsigned block_size, unsigned stripes, uint32_t *nblocks, uint32_t *bm_lines, uint32_t *data_off)
-{
-    uint32_t n = (PMALLOC_SLAB_SIZE - PM_LINE * (1 + PM_SLAB_RESERVED_LINES + 1)) / block_size;
-    for (;; n--) {
-        uint32_t per = 512u * stripes;
-        uint32_t lines = ((n + per - 1) / per) * stripes;
-        uint32_t hdr = (1 + lines + PM_SLAB_RESERVED_LINES) * PM_LINE;
-        if (hdr + (uint64_t)n * block_size <= PMALLOC_SLAB_SIZE) {
-            *nblocks = n;
-            *bm_lines = lines;
-            *data_off = hdr;
-            return;
-        }
-    }
-}
-
-static pm_vslab *vslab_new(pm_heap *h, pm_veh *v, pm_slab_hdr *hd);
 /* morph_flag is not covered: it changes after creation (morph.c), and a
  * set flag without a morph word is refused on its own */
 static uint32_t slab_hdr_check(const pm_slab_hdr *hd)
@@ -53,94 +36,6 @@ nm_err pm_small_init(pm_heap *h)
     return NM_OK;
 }
 
-pm_vslab *pm_slab_vol_new(pm_heap *h, pm_veh *v, pm_slab_hdr *hd) { return vslab_new(h, v, hd); }
-
-/* vslabs are type-stable: a released one goes back to a per-heap pool (under
- * large_lock) and is freed only at close, so a free or lookup that read a
- * VEH's slab pointer without a lock touches a vslab, maybe a recycled one, and
- * never freed memory; pm_slab_pin validates it. `busy` survives recycling
- * (each reader's increment is undone on the struct it was made on). */
-static pm_vslab *vslab_new(pm_heap *h, pm_veh *v, pm_slab_hdr *hd)
-{
-    pm_vslab *s = h->vslab_pool;
-    if (s) {
-        h->vslab_pool = s->pool_next;
-        uint32_t busy = __atomic_load_n(&s->busy, __ATOMIC_RELAXED);
-        uint64_t *claim = s->claim;
-        pm_vslab *all = s->all_next;
-        memset(s, 0, sizeof *s);
-        __atomic_store_n(&s->busy, busy, __ATOMIC_RELAXED);
-        s->claim = claim;
-        s->all_next = all;
-        memset(s->claim, 0, nm_bitmap_words(PMALLOC_SLAB_SIZE / 16u) * sizeof(uint64_t));
-    } else {
-        s = calloc(1, sizeof *s);
-        if (!s) return NULL;
-        /* a bit per 16 bytes of the slab: block starts under any geometry (morphing) */
-        s->claim = calloc(nm_bitmap_words(PMALLOC_SLAB_SIZE / 16u), sizeof(uint64_t));
-        if (!s->claim) { free(s); return NULL; }
-        s->all_next = h->vslab_all;
-        h->vslab_all = s;
-    }
-    s->vbm = calloc(nm_bitmap_words(hd->nblocks), sizeof(uint64_t));
-    if (!s->vbm) { s->pool_next = h->vslab_pool; h->vslab_pool = s; return NULL; }
-    s->veh = v;
-    s->hdr = hd;
-    s->pbm = (uint64_t *)((char *)hd + PM_LINE);
-    s->data = (char *)hd + hd->data_off;
-    s->block_size = hd->block_size;
-    s->nblocks = hd->nblocks;
-    s->cls = hd->cls;
-    s->stripes = hd->stripes;
-    s->arena = &h->arenas[hd->arena % h->narenas];
-    __atomic_store_n(&v->slab, s, __ATOMIC_RELEASE);
-    return s;
-}
-
-void pm_slab_free_vol(pm_heap *h, pm_vslab *s)
-{
-    if (!s) return;
-    __atomic_store_n(&s->gone, 1, __ATOMIC_SEQ_CST);
-    pm_morph_free(s);
-    pm_numa_rslab_free(s);
-    free(s->vbm);
-    s->vbm = NULL;
-    s->pool_next = h->vslab_pool;
-    h->vslab_pool = s;
-}
-
-void pm_vslabs_destroy(pm_heap *h)
-{
-    while (h->vslab_all) {
-        pm_vslab *s = h->vslab_all;
-        h->vslab_all = s->all_next;
-        if (s->vbm) { pm_morph_free(s); pm_numa_rslab_free(s); free(s->vbm); }
-        free(s->claim);
-        free(s);
-    }
-    h->vslab_pool = NULL;
-}
-
-static void partial_add(pm_arena *a, pm_vslab *s)
-{
-    if (s->in_partial) return;
-    s->prev = NULL;
-    s->next = a->partial[s->cls];
-    if (s->next) s->next->prev = s;
-    a->partial[s->cls] = s;
-    s->in_partial = true;
-}
-
-static void partial_del(pm_arena *a, pm_vslab *s)
-{
-    if (!s->in_partial) return;
-    if (s->prev) s->prev->next = s->next;
-    else a->partial[s->cls] = s->next;
-    if (s->next) s->next->prev = s->prev;
-    s->next = s->prev = NULL;
-    s->in_partial = false;
-}
-
 /* Rebuild the vslab of a slab found in the bookkeeping log (open/recovery). */
 nm_err pm_slab_adopt(pm_heap *h, pm_veh *v)
 {
@@ -154,7 +49,7 @@ nm_err pm_slab_adopt(pm_heap *h, pm_veh *v)
         return nm_fail(NM_ECORRUPT, "pmalloc: slab at data page %llu has an inconsistent geometry", (unsigned long long)v->page);
     if (*PM_MORPH_WORD(hd)) return pm_morph_adopt(h, v, NULL); /* morphed: geometry from its header image */
     if (hd->morph_flag) return nm_fail(NM_ECORRUPT, "pmalloc: slab at data page %llu was morphed but its morph word is gone", (unsigned long long)v->page);
-    pm_vslab *s = vslab_new(h, v, hd);
+    pm_vslab *s = pm_slab_vol_new(h, v, hd);
     if (!s) return nm_fail(NM_ENOMEM, "pmalloc: no host memory for a vslab");
     s->nfree_v = s->nblocks;
     for (uint32_t i = 0; i < s->nblocks; i++)
@@ -163,7 +58,7 @@ nm_err pm_slab_adopt(pm_heap *h, pm_veh *v)
             s->nfree_v--;
         }
     /* bits beyond nblocks must be clear */
-    if (s->nfree_v) partial_add(s->arena, s);
+    if (s->nfree_v) pm_slab_partial_add(s->arena, s);
     pm_morph_lru_add(s->arena, s);
     return NM_OK;
 }
@@ -200,7 +95,7 @@ static pm_vslab *slab_new(pm_heap *h, pm_arena *a, unsigned cls)
     hd->check = slab_hdr_check(hd);
     pm_persist(h, hd, hbytes, PM_META);
     pm_numa_slab_created(h, v->page);
-    pm_vslab *s = vslab_new(h, v, hd);
+    pm_vslab *s = pm_slab_vol_new(h, v, hd);
     if (!s || pm_bk_record(h, v)) {
         if (s) { v->slab = NULL; pm_slab_free_vol(h, s); }
         pm_extent_release(h, v);
@@ -213,44 +108,9 @@ static pm_vslab *slab_new(pm_heap *h, pm_arena *a, unsigned cls)
     pthread_mutex_unlock(&h->large_lock);
     s->nfree_v = s->nblocks;
     s->arena = a;
-    partial_add(a, s);
+    pm_slab_partial_add(a, s);
     pm_morph_lru_add(a, s);
     return s;
-}
-
-/* Give an empty slab back to the large allocator (arena lock held). Its
- * blocks are all free in DRAM and, under LOG, durably free in the bitmap.
- * false: kept, because a lock-free reader is on it (pm_slab_enter) or the log
- * is full. */
-static bool slab_release(pm_heap *h, pm_vslab *s)
-{
-    __atomic_store_n(&s->gone, 1, __ATOMIC_SEQ_CST); /* first mark it, then look for readers */
-    if (__atomic_load_n(&s->busy, __ATOMIC_SEQ_CST)) {
-        __atomic_store_n(&s->gone, 0, __ATOMIC_SEQ_CST);
-        return false;
-    }
-    /* LOG: records of its blocks must be settled before its pages can hold
-     * another slab or extent: recovery would replay them onto the newcomer */
-    if (h->model == PMALLOC_LOG && pm_checkpoint(h, 0) != NM_OK) {
-        __atomic_store_n(&s->gone, 0, __ATOMIC_SEQ_CST);
-        return false;
-    }
-    partial_del(s->arena, s);
-    pthread_mutex_lock(&h->large_lock);
-    pm_veh *v = s->veh;
-    if (pm_bk_tombstone(h, v) == NM_OK) {
-        pm_bk_settle(h); /* before the pages are reused */
-        pm_morph_lru_del(s->arena, s);
-        __atomic_store_n(&v->slab, NULL, __ATOMIC_RELEASE);
-        pm_extent_release(h, v);
-        pm_slab_free_vol(h, s);
-        pthread_mutex_unlock(&h->large_lock);
-        return true;
-    }
-    __atomic_store_n(&s->gone, 0, __ATOMIC_SEQ_CST);
-    partial_add(s->arena, s); /* log full: keep the slab */
-    pthread_mutex_unlock(&h->large_lock);
-    return false;
 }
 
 /* Return one block to its vslab (caller holds the slab's arena lock). */
@@ -260,21 +120,6 @@ static void vslab_put(pm_heap *h, pm_vslab *s, uint32_t idx)
     s->nfree_v++;
     pm_slab_settle(h, s);
 }
-
-void pm_slab_settle(pm_heap *h, pm_vslab *s)
-{
-    /* old blocks pin a morphed slab; a reader inside (busy: a remote free that
-     * has recorded its block, a lookup) keeps it until a later put */
-    if (s->nfree_v == s->nblocks && !(s->mo && s->mo->nold)) {
-        /* keep one empty slab per class in the arena; release the others */
-        pm_arena *a = s->arena;
-        bool other = a->partial[s->cls] && (a->partial[s->cls] != s || s->next);
-        if (other && slab_release(h, s)) return;
-    }
-    if (s->nfree_v) partial_add(s->arena, s);
-}
-
-void pm_slab_partial_del(pm_arena *a, pm_vslab *s) { partial_del(a, s); }
 
 /* ---- thread caches ---- */
 
@@ -358,13 +203,13 @@ static bool tc_fill(pm_heap *h, pm_tcache *tc, unsigned cls)
             got = true;
             if (bin_full(b, S, cap)) {
                 s->hint = i + 1 == s->nblocks ? 0 : i + 1;
-                if (s->nfree_v == 0) partial_del(a, s);
+                if (s->nfree_v == 0) pm_slab_partial_del(a, s);
                 return true;
             }
         }
         s->hint = i;
         if (s->nfree_v > 0) return got; /* what is left maps to full sub-caches */
-        partial_del(a, s);
+        pm_slab_partial_del(a, s);
     }
 }
 
@@ -408,7 +253,7 @@ bool pm_small_take_from(pm_heap *h, pm_arena *a, unsigned cls, pm_tcblk *out)
     if (!s || !s->nfree_v) return false;
     uint32_t idx = (uint32_t)nm_bitmap_find_first_clear(s->vbm, s->nblocks, 0);
     nm_bitmap_set(s->vbm, idx);
-    if (--s->nfree_v == 0) partial_del(a, s);
+    if (--s->nfree_v == 0) pm_slab_partial_del(a, s);
     *out = (pm_tcblk){s, idx};
     return true;
 }
@@ -431,13 +276,6 @@ void pm_small_put(pm_heap *h, pm_tcache *tc, pm_tcblk k)
     pthread_mutex_lock(&a->lock);
     vslab_put(h, k.s, k.idx);
     pthread_mutex_unlock(&a->lock);
-}
-
-void pm_slab_fix_lists(pm_heap *h, pm_vslab *s)
-{
-    NM_UNUSED(h);
-    if (s->nfree_v == 0) partial_del(s->arena, s);
-    else partial_add(s->arena, s);
 }
 
 /* ---- entry points for numa.c / remote.c ---- */
