@@ -480,11 +480,6 @@ void pm_files_detach(pm_heap *h)
     h->files = NULL;
 }
 
-void pm_files_persist_hdr(pm_heap *h)
-{
-    pm_persist(h, files_hdr(h->sb), PM_LINE + (size_t)h->files->n * 8, PM_META);
-}
-
 nm_err pm_files_commit(pm_heap *h)
 {
     pm_files *f = h->files;

@@ -212,7 +212,7 @@ static bool morph(pm_heap *h, pm_arena *a, pm_vslab *s, unsigned cls)
      * commits, an offset means what the new geometry (and the old bits) say,
      * and recovery must not replay an older record onto it. Nothing touches
      * the slab meanwhile (`morphing`, and no block of it is cached or in flight). */
-    if (h->model == PMALLOC_LOG && pm_checkpoint(h, 0) != NM_OK) goto abort;
+    if (h->model == PMALLOC_LOG && pm_up_checkpoint(h, 0) != NM_OK) goto abort;
     uint64_t *nvbm = calloc(nm_bitmap_words(ng.nblocks), sizeof(uint64_t));
     uint16_t *cnt = live ? calloc(ng.nblocks, sizeof(uint16_t)) : NULL;
     uint64_t *nshadow = rs ? calloc(nm_bitmap_words(ng.nblocks), sizeof(uint64_t)) : NULL; /* NUMA shadow bitmap, new size */

@@ -155,7 +155,7 @@ int pmalloc_numa_node_of(pmalloc_heap *hd, pmalloc_ptr p)
 
 /* Nodes in the order to try from `node`: itself, then nearest first (libnuma's
  * distance table; ring order for virtual nodes, which have no distances). */
-static void node_order(const pm_heap *h, unsigned node, unsigned *order)
+void pm_numa_node_order(const pm_heap *h, unsigned node, unsigned *order)
 {
     unsigned nn = h->numa->nnodes;
     for (unsigned d = 0; d < nn; d++) order[d] = (node + d) % nn;
@@ -182,9 +182,9 @@ static bool fit_in(pm_heap *h, uint64_t lo, uint64_t hi, uint64_t npages, uint64
     return bestlen != 0;
 }
 
-/* Set by pm_numa_take_other around its last resort: a slab anywhere (node
+/* Set by pm_small_take_other (small.c) around its last resort: a slab anywhere (node
  * ranges smaller than a slab, or free space only across range borders). */
-static __thread bool place_anywhere;
+__thread bool pm_numa_place_anywhere;
 
 /* Algorithm 1 for extents (Sec. 6.3): the node's own range first, then the
  * others (nearest first for real nodes, in ring order for virtual ones), and
@@ -197,14 +197,14 @@ nm_err pm_numa_extent_alloc(pm_heap *h, unsigned node, uint64_t npages, int stat
     node_range(h, node, &lo, &hi);
     if (fit_in(h, lo, hi, npages, &at)) return pm_extent_claim(h, at, npages, state, out);
     /* on-demand synchronisation: extents of this node freed by other nodes */
-    if (pm_numa_xsync(h, node, PM_SYNC_DEMAND) && fit_in(h, lo, hi, npages, &at)) return pm_extent_claim(h, at, npages, state, out);
-    if (!any && !place_anywhere) return nm_fail(NM_ENOMEM, "pmalloc: node %u's range has no free extent of %llu pages", node, (unsigned long long)npages);
+    if (pm_up_xsync(h, node, PM_SYNC_DEMAND) && fit_in(h, lo, hi, npages, &at)) return pm_extent_claim(h, at, npages, state, out);
+    if (!any && !pm_numa_place_anywhere) return nm_fail(NM_ENOMEM, "pmalloc: node %u's range has no free extent of %llu pages", node, (unsigned long long)npages);
     unsigned order[PM_NUMA_MAX_NODES];
-    node_order(h, node, order);
+    pm_numa_node_order(h, node, order);
     for (unsigned d = 1; d < n->nnodes; d++) {
         unsigned k = order[d];
         node_range(h, k, &lo, &hi);
-        if (fit_in(h, lo, hi, npages, &at) || (pm_numa_xsync(h, k, PM_SYNC_DEMAND) && fit_in(h, lo, hi, npages, &at))) {
+        if (fit_in(h, lo, hi, npages, &at) || (pm_up_xsync(h, k, PM_SYNC_DEMAND) && fit_in(h, lo, hi, npages, &at))) {
             pm_count(&n->c_remote_extents, 1);
             return pm_extent_claim(h, at, npages, state, out);
         }
@@ -212,55 +212,6 @@ nm_err pm_numa_extent_alloc(pm_heap *h, unsigned node, uint64_t npages, int stat
     nm_err e = pm_extent_alloc(h, npages, state, out);
     if (!e) pm_count(&n->c_remote_extents, 1);
     return e;
-}
-
-/* Algorithm 1, lines 4-14: our arena could not fill the tcache (its range is
- * exhausted). Other arenas of our node first, then the arenas of the other
- * nodes, each after applying its pending remote frees; then a new slab in a
- * remote node's arena. Blocks from here bypass the tcache (Sec. 6.4), so the
- * cache only ever holds local blocks. */
-nm_err pm_numa_take_other(pm_heap *h, pm_tcache *tc, unsigned cls, pm_tcblk *out)
-{
-    pm_numa *n = h->numa;
-    unsigned nn = n->nnodes > 1 ? n->nnodes : 1, per = n->nnodes > 1 ? n->per_node : h->narenas;
-    unsigned order[PM_NUMA_MAX_NODES];
-    order[0] = 0;
-    if (nn > 1) node_order(h, tc->node, order);
-    for (unsigned d = 0; d < nn; d++) {
-        unsigned node = order[d];
-        for (unsigned i = 0; i < per; i++) {
-            pm_arena *a = &h->arenas[node * per + i];
-            if (a == tc->arena) continue;
-            pthread_mutex_lock(&a->lock);
-            pm_numa_sync_arena(h, a, PM_SYNC_DEMAND);
-            bool ok = pm_small_take_from(h, a, cls, out);
-            pthread_mutex_unlock(&a->lock);
-            if (ok) {
-                if (d) pm_count(&n->c_remote_allocs, 1);
-                return NM_OK;
-            }
-        }
-    }
-    for (unsigned d = 1; d < nn; d++) {
-        pm_arena *a = &h->arenas[order[d] * per];
-        pthread_mutex_lock(&a->lock);
-        bool ok = pm_small_slab_new(h, a, cls) != NULL && pm_small_take_from(h, a, cls, out);
-        pthread_mutex_unlock(&a->lock);
-        if (ok) {
-            pm_count(&n->c_remote_allocs, 1);
-            return NM_OK;
-        }
-    }
-    if (nn > 1) { /* no node range has room for a slab: a slab for our arena wherever it fits */
-        pm_arena *a = tc->arena;
-        pthread_mutex_lock(&a->lock);
-        place_anywhere = true;
-        bool ok = pm_small_slab_new(h, a, cls) != NULL && pm_small_take_from(h, a, cls, out);
-        place_anywhere = false;
-        pthread_mutex_unlock(&a->lock);
-        if (ok) return NM_OK;
-    }
-    return nm_fail(NM_ENOMEM, "pmalloc: heap exhausted for a %zu-byte block", h->sc.size[cls]);
 }
 
 nm_err pm_numa_stats(pm_heap *h, pmalloc_numa_stats *st)
@@ -299,4 +250,12 @@ nm_err pmalloc_numa_stats_get(pmalloc_heap *hd, pmalloc_numa_stats *st)
     PM_ENTER_ERR(h, hd);
     if (!st) return nm_fail(NM_EINVAL, "pmalloc_numa_stats_get: NULL argument");
     return pm_numa_stats(h, st);
+}
+
+void pm_numa_slab_created(pm_heap *h, uint64_t page)
+{
+    pm_numa *n = h->numa;
+    if (!n->hdr) return;
+    /* above every timestamp issued so far: entries about earlier slabs here are stale */
+    pm_ts_put(h, page, __atomic_fetch_add(&n->dts, 1, __ATOMIC_SEQ_CST));
 }

@@ -13,6 +13,8 @@
 #include "nearmem/common/util.h"
 #include "nearmem/pmalloc.h"
 
+#include <xxhash.h>
+
 /* The heap. Public calls take a pmalloc_heap handle (an opaque value, never
  * dereferenced) and resolve it to this through the handle table (handle.c), so
  * that a call on a closed handle is an error, not a use after free. */
@@ -406,7 +408,32 @@ struct pm_heap {
     unsigned morph_su;       /* occupancy threshold in percent; 0 = morphing off */
     uint64_t c_morphs, morph_slabs_in, morph_old_live; /* atomic */
     uint32_t morph_step;     /* step of the morph in progress (testing aid), atomic */
+
+    /* the upcalls of the layers below into the operation layer (pm_upcalls) */
+    const struct pm_upcalls *up;
 };
+
+/* ==== upcalls (docs/pmalloc.md, "Code layout") ====
+ * The files of src/pmalloc call only downward, with three exceptions that the
+ * paper's design needs, made through this table (set by pmalloc.c at open) so
+ * that no lower file names a function above it:
+ * - checkpoint (redo.c): an allocator that is about to reuse memory named by
+ *   committed records (an empty slab's release, slab.c; a morph, morph.c) or
+ *   whose bookkeeping log is full (pm_bk_reserve, large.c) first settles every
+ *   committed operation (Sec. 5.3; docs/pmalloc.md, "Persistence protocol");
+ * - sync_arena (remote.c): an arena that cannot fill a thread cache first
+ *   applies the remote frees of its slabs (on-demand synchronisation, Sec. 6.2;
+ *   small.c);
+ * - xsync (remote.c): the same for a node's extents freed by other nodes
+ *   before a node-local extent allocation fails (Sec. 6.3; numa.c). */
+typedef struct pm_upcalls {
+    nm_err (*checkpoint)(pm_heap *h, unsigned flags);
+    unsigned (*sync_arena)(pm_heap *h, struct pm_arena *a, int why);
+    unsigned (*xsync)(pm_heap *h, unsigned node, int why);
+} pm_upcalls;
+static inline nm_err pm_up_checkpoint(pm_heap *h, unsigned flags) { return h->up->checkpoint(h, flags); }
+static inline unsigned pm_up_sync_arena(pm_heap *h, struct pm_arena *a, int why) { return h->up->sync_arena(h, a, why); }
+static inline unsigned pm_up_xsync(pm_heap *h, unsigned node, int why) { return h->up->xsync(h, node, why); }
 
 /* ==== slab morphing (paper Sec. 5.2; morph.c, docs/pmalloc.md "Slab morphing") ====
  *
@@ -612,7 +639,7 @@ void pm_bk_settle_commit(pm_heap *h, const uint64_t *counts); /* ... phase 2 (af
 bool pm_bk_gc_due(const pm_heap *h);
 nm_err pm_bk_gc(pm_heap *h);                    /* fast, then slow GC; the log settled (large_lock held) */
 nm_err pm_bk_compact(pm_heap *h);
-nm_err pm_large_check(pm_heap *h);
+nm_err pm_large_check(pm_heap *h, uint64_t xc_pages);
 static inline pm_veh *pm_pmap_get(pm_heap *h, uint64_t page)
 {
     return __atomic_load_n(&h->pmap[page], __ATOMIC_ACQUIRE);
@@ -667,8 +694,11 @@ uint64_t pm_slab_digest_bits(pm_heap *h, struct pm_vslab *s);
 void pm_slab_digest_write(pm_heap *h, struct pm_vslab *s); /* flushed, not drained */
 void pm_slab_digest_write_all(pm_heap *h);
 void pm_slab_digest_toggle(pm_heap *h, struct pm_vslab *s, uint64_t d); /* flushed, not drained */
-nm_err pm_redo_verify(pm_heap *h, uint64_t state); /* open: every slab's bitmap against its checksum (redo.c) */
+/* open: every slab's bitmap against its checksum (redo.c); live_blocks: the
+ * blocks of live deallocation-log entries (pm_numa_live_blocks, a layer above) */
+nm_err pm_redo_verify(pm_heap *h, uint64_t state, size_t (*live_blocks)(pm_heap *h, uint64_t **out));
 void pm_slab_free_vol(pm_heap *h, pm_vslab *s); /* large_lock held: back to the pool */
+void pm_slab_free_vol_all(pm_heap *h);            /* close: every slab's volatile state */
 void pm_vslabs_destroy(pm_heap *h);               /* close: every vslab struct */
 static inline uint64_t *pm_pbm_word(const pm_vslab *s, uint32_t idx, uint64_t *mask)
 {
@@ -690,6 +720,7 @@ void pm_slab_layout(unsigned block_size, unsigned stripes, uint32_t *nblocks, ui
 /* small.c: entry points for numa.c / remote.c (arena lock held where noted) */
 pm_vslab *pm_small_slab_new(pm_heap *h, pm_arena *a, unsigned cls); /* arena lock held */
 void pm_small_vslab_put(pm_heap *h, pm_vslab *s, uint32_t idx);     /* arena lock held */
+nm_err pm_small_take_other(pm_heap *h, pm_tcache *tc, unsigned cls, pm_tcblk *out); /* Algorithm 1: other arenas and nodes */
 void pm_small_drain(pm_heap *h, pm_tcache *tc); /* every cached and buffered block back to its slab */
 bool pm_small_take_from(pm_heap *h, pm_arena *a, unsigned cls, pm_tcblk *out); /* arena lock held */
 void pm_tc_rebind(pm_heap *h, pm_tcache *tc); /* return cached blocks, move to an arena of the thread's node */
@@ -764,7 +795,8 @@ pm_arena *pm_numa_pick_arena(pm_heap *h, pm_tcache *tc);    /* tc_lock held */
 unsigned pm_numa_node_now(const pm_heap *h);               /* node of the CPU the caller runs on */
 void pm_numa_tick(pm_heap *h, pm_tcache *tc);               /* migration check, every N ops */
 nm_err pm_numa_extent_alloc(pm_heap *h, unsigned node, uint64_t npages, int state, bool any, pm_veh **out);
-nm_err pm_numa_take_other(pm_heap *h, pm_tcache *tc, unsigned cls, pm_tcblk *out);
+void pm_numa_node_order(const pm_heap *h, unsigned node, unsigned *order); /* itself, then nearest first */
+extern __thread bool pm_numa_place_anywhere; /* pm_numa_extent_alloc may place a slab outside its node (small.c's last resort) */
 void pm_numa_slab_created(pm_heap *h, uint64_t page);      /* before the slab's log entry */
 bool pm_numa_is_remote(const pm_heap *h, const pm_tcache *tc, const pm_vslab *s);
 void pm_numa_remote_reserve(pm_heap *h, pm_tcache *tc); /* before the commit of a remote free */
@@ -863,6 +895,21 @@ static inline bool pm_numa_shadowed(const pm_vslab *s, uint32_t idx)
     if (NM_LIKELY(rs == NULL)) return false;
     return (__atomic_load_n(&rs->shadow[idx / 64u], __ATOMIC_RELAXED) >> (idx % 64u)) & 1u;
 }
+/* The slab timestamp table: a 48-bit timestamp and a 16-bit check of it and
+ * its page in each 8-byte word (timestamp 0 = never set, with its check too:
+ * a word zeroed by damage is not "never set"); a damaged word is refused at open. */
+#define PM_TS_MASK ((1ull << 48) - 1)
+static inline uint64_t pm_ts_word(uint64_t page, uint64_t ts)
+{
+    uint64_t v[2] = {page, ts & PM_TS_MASK};
+    return (ts & PM_TS_MASK) | (uint64_t)(uint16_t)XXH64(v, sizeof v, 0x54535453u) << 48;
+}
+static inline uint64_t pm_ts_get(const pm_numa *n, uint64_t page) { return __atomic_load_n(&n->ts_table[page], __ATOMIC_RELAXED) & PM_TS_MASK; }
+static inline void pm_ts_put(pm_heap *h, uint64_t page, uint64_t ts)
+{
+    __atomic_store_n(&h->numa->ts_table[page], pm_ts_word(page, ts), __ATOMIC_RELAXED);
+    pm_persist(h, &h->numa->ts_table[page], 8, PM_META);
+}
 /* ==== end NUMA ==== */
 
 /* ==== one heap file per NUMA node (paper Sec. 6.1, 7; files.c, docs/pmalloc.md
@@ -921,7 +968,6 @@ typedef struct pm_files {
 
 nm_err pm_files_create(pm_heap *h, const char *dir, const pmalloc_options *o, unsigned nfiles, uint64_t data_off,
                        uint64_t heap_size, int *is_pmem); /* maps everything; sets base, size, lock_fd */
-void pm_files_persist_hdr(pm_heap *h);                 /* into the simulation image (create) */
 nm_err pm_files_create_single(pm_heap *h, const char *dir, uint64_t heap_size, int *is_pmem); /* one file, under the temporary name */
 void pm_files_detach(pm_heap *h);                          /* one-file create committed: forget the create state */
 nm_err pm_files_commit(pm_heap *h);                    /* create done: the main file gets its name */

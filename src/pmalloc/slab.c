@@ -80,6 +80,20 @@ void pm_slab_free_vol(pm_heap *h, pm_vslab *s)
     h->vslab_pool = s;
 }
 
+/* close: the volatile state of every slab (before the extents go, pm_large_free_all) */
+void pm_slab_free_vol_all(pm_heap *h)
+{
+    if (h->pmap) {
+        for (uint64_t p = 0; p < h->data_pages; p++) {
+            pm_veh *v = h->pmap[p];
+            if (v && v->page == p) {
+                if (v->slab) pm_slab_free_vol(h, v->slab);
+                p += v->npages - 1;
+            }
+        }
+    }
+}
+
 void pm_vslabs_destroy(pm_heap *h)
 {
     while (h->vslab_all) {
@@ -105,7 +119,7 @@ static bool slab_release(pm_heap *h, pm_vslab *s)
     }
     /* LOG: records of its blocks must be settled before its pages can hold
      * another slab or extent: recovery would replay them onto the newcomer */
-    if (h->model == PMALLOC_LOG && pm_checkpoint(h, 0) != NM_OK) {
+    if (h->model == PMALLOC_LOG && pm_up_checkpoint(h, 0) != NM_OK) {
         __atomic_store_n(&s->gone, 0, __ATOMIC_SEQ_CST);
         return false;
     }

@@ -187,7 +187,7 @@ static bool tc_fill(pm_heap *h, pm_tcache *tc, unsigned cls)
     bool got = false;
     for (;;) {
         pm_vslab *s = a->partial[cls];
-        if (!s && pm_numa_sync_arena(h, a, PM_SYNC_DEMAND)) continue; /* on-demand sync (Sec. 6.2) */
+        if (!s && pm_up_sync_arena(h, a, PM_SYNC_DEMAND)) continue; /* on-demand sync (Sec. 6.2) */
         if (!s) s = pm_morph_try(h, tc, a, cls); /* Sec. 5.2: an under-occupied slab of another class first */
         if (!s) s = slab_new(h, a, cls);
         if (!s) return got;
@@ -242,7 +242,7 @@ nm_err pm_small_take(pm_heap *h, pm_tcache *tc, unsigned cls, pm_tcblk *out)
         return pm_small_take(h, tc, cls, out);
     }
     /* our arena is exhausted: try the others directly (paper Alg. 1, lines 4-14) */
-    return pm_numa_take_other(h, tc, cls, out);
+    return pm_small_take_other(h, tc, cls, out);
 }
 
 /* One block of class cls straight from arena a's partial slabs (lock held). */
@@ -370,4 +370,53 @@ void pm_slab_digest_write_all(pm_heap *h)
         p += v->npages;
     }
     pm_drain(h);
+}
+
+/* Algorithm 1, lines 4-14: our arena could not fill the tcache (its range is
+ * exhausted). Other arenas of our node first, then the arenas of the other
+ * nodes, each after applying its pending remote frees; then a new slab in a
+ * remote node's arena. Blocks from here bypass the tcache (Sec. 6.4), so the
+ * cache only ever holds local blocks. */
+nm_err pm_small_take_other(pm_heap *h, pm_tcache *tc, unsigned cls, pm_tcblk *out)
+{
+    pm_numa *n = h->numa;
+    unsigned nn = n->nnodes > 1 ? n->nnodes : 1, per = n->nnodes > 1 ? n->per_node : h->narenas;
+    unsigned order[PM_NUMA_MAX_NODES];
+    order[0] = 0;
+    if (nn > 1) pm_numa_node_order(h, tc->node, order);
+    for (unsigned d = 0; d < nn; d++) {
+        unsigned node = order[d];
+        for (unsigned i = 0; i < per; i++) {
+            pm_arena *a = &h->arenas[node * per + i];
+            if (a == tc->arena) continue;
+            pthread_mutex_lock(&a->lock);
+            pm_up_sync_arena(h, a, PM_SYNC_DEMAND);
+            bool ok = pm_small_take_from(h, a, cls, out);
+            pthread_mutex_unlock(&a->lock);
+            if (ok) {
+                if (d) pm_count(&n->c_remote_allocs, 1);
+                return NM_OK;
+            }
+        }
+    }
+    for (unsigned d = 1; d < nn; d++) {
+        pm_arena *a = &h->arenas[order[d] * per];
+        pthread_mutex_lock(&a->lock);
+        bool ok = pm_small_slab_new(h, a, cls) != NULL && pm_small_take_from(h, a, cls, out);
+        pthread_mutex_unlock(&a->lock);
+        if (ok) {
+            pm_count(&n->c_remote_allocs, 1);
+            return NM_OK;
+        }
+    }
+    if (nn > 1) { /* no node range has room for a slab: a slab for our arena wherever it fits */
+        pm_arena *a = tc->arena;
+        pthread_mutex_lock(&a->lock);
+        pm_numa_place_anywhere = true;
+        bool ok = pm_small_slab_new(h, a, cls) != NULL && pm_small_take_from(h, a, cls, out);
+        pm_numa_place_anywhere = false;
+        pthread_mutex_unlock(&a->lock);
+        if (ok) return NM_OK;
+    }
+    return nm_fail(NM_ENOMEM, "pmalloc: heap exhausted for a %zu-byte block", h->sc.size[cls]);
 }
