@@ -37,7 +37,7 @@
 #include <xxhash.h>
 
 #include "nearmem/common/timer.h"
-#include "pm_internal.h"
+#include "pm_media.h"
 
 #define PM_HUGE (2u << 20) /* reservation alignment: DAX maps 2 MiB pages when offsets agree */
 #define MARKER_SUFFIX ".creating"

@@ -9,7 +9,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "pm_internal.h"
+#include "pm_media.h"
 
 #define PM_HMAGIC 0x9e4bull
 #define PM_HSLOTS 1024u

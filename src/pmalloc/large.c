@@ -17,7 +17,7 @@
 
 #include "nearmem/common/timer.h"
 
-#include "pm_internal.h"
+#include "pm_extents.h"
 
 static inline char *chunk_base(pm_heap *h, uint32_t c) { return h->base + h->sb->bk_off + (uint64_t)c * PM_CHUNK_BYTES; }
 static inline pm_chunk_hdr *chunk_hdr(pm_heap *h, uint32_t c) { return (pm_chunk_hdr *)chunk_base(h, c); }

@@ -41,7 +41,7 @@
 #include <xxhash.h>
 
 #include "nearmem/common/bitmap.h"
-#include "pm_internal.h"
+#include "pm_slabs.h"
 
 #define SLAB PMALLOC_SLAB_SIZE
 #define LRU_SCAN 256u /* candidates examined per attempt */

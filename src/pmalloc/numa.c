@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "nearmem/common/bitmap.h"
-#include "pm_internal.h"
+#include "pm_extents.h"
 
 static unsigned parse_vnodes(const pmalloc_options *o, nm_err *err)
 {

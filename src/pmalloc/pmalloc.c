@@ -24,7 +24,7 @@
 
 #include "nearmem/common/bitmap.h"
 #include "nearmem/common/timer.h"
-#include "pm_internal.h"
+#include "pm_api.h"
 
 void pmalloc_options_default(pmalloc_options *o)
 {

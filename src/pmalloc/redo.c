@@ -35,7 +35,7 @@
 #include <xxhash.h>
 
 #include "nearmem/common/bitmap.h"
-#include "pm_internal.h"
+#include "pm_ops.h"
 
 /* ---- layout ---- */
 

@@ -37,7 +37,7 @@
 
 #include "nearmem/common/bitmap.h"
 #include "nearmem/common/timer.h"
-#include "pm_internal.h"
+#include "pm_ops.h"
 
 /* ---- layout ---- */
 

@@ -13,7 +13,7 @@
 #include <xxhash.h>
 
 #include "nearmem/common/bitmap.h"
-#include "pm_internal.h"
+#include "pm_slabs.h"
 
 /* morph_flag is not covered: it changes after creation (morph.c), and a
  * set flag without a morph word is refused on its own */

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pm_internal.h"
+#include "pm_api.h"
 
 static void tc_destroy(void *p)
 {
