@@ -1,6 +1,7 @@
-/* NUMA-aware allocation (paper Sec. 6.1, 6.3, 6.4): topology, arenas
- * affiliated with nodes, node regions of the data area, local-first
- * allocation (Algorithm 1) and the thread-migration check.
+/* NUMA-aware allocation (paper Sec. 6.1, 6.3): topology, arenas affiliated
+ * with nodes, node regions of the data area, local-first placement of extents
+ * (Algorithm 1; for blocks it is pm_small_take_other, small.c; the
+ * thread-migration check of Sec. 6.4 is in tcache.c) and the slab timestamps.
  *
  * Topology comes from libnuma when the machine has more than one node. The
  * option numa_vnodes (or the environment variable NEARMEM_PMALLOC_VNODES)
