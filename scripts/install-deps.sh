@@ -26,6 +26,7 @@ core=(
   llvm-16             # opt-16, llvm-link-16, llvm-config-16 for nearmem-dpu-cc
   llvm-16-dev         # headers of the DPU pass plugin (src/pim/dpucc)
   g++                 # compiles the pass plugin (LLVM's API is C++)
+  libjson-c-dev       # pim-validate reads the real-hardware reference points (bench/pim/reference)
 )
 bench=(
   libjemalloc2 libjemalloc-dev  # SpeedMalloc peers, loaded with LD_PRELOAD

@@ -7,12 +7,17 @@
  *                 (and host ns per emulated DMA: the emulator's own cost).
  *   va-dpus       VA with 16 tasklets over 1..2560 DPUs (weak scaling): modeled
  *                 kernel and transfer time, host wall time of the emulation.
+ *   costing       VA at 2560 DPUs x 16 tasklets built with and without the
+ *                 compiler's per-block costing (-fno-nearmem-cost), alternately:
+ *                 host seconds of the launch and of the whole run (medians).
  *
  * Every modeled figure comes from the cost model (docs/pim-machine.md);
  * host_* figures are wall time on this machine. They are never mixed.
  * Summary: va_modeled_speedup_16_vs_1_tasklets, mram_read_2048_mbps,
- * host_seconds_2560dpu_16t. */
+ * host_seconds_2560dpu_16t, costing_host_ratio_2560dpu_16t (costed over
+ * uncosted host time of the launch; issue 15: within 2x). */
 #include <stdlib.h>
+#include <string.h>
 
 #include "nearmem/bench.h"
 #include "nearmem/common.h"
@@ -78,7 +83,7 @@ int nm_suite_pim_machine(nm_bench *b)
     nm_bench_config_num(b, "dma_read_alpha", cost.dma_read_alpha);
     nm_bench_config_num(b, "dma_read_beta", cost.dma_read_beta);
     nm_bench_config_num(b, "dma_write_alpha", cost.dma_write_alpha);
-    nm_bench_config_num(b, "va_instr_per_elem", NM_PIM_VA_INSTR_PER_ELEM);
+    nm_bench_config_str(b, "compute", "costed by nearmem-dpu-cc from the kernels' code (docs/pim-machine.md, Costing)");
     nm_bench_config_str(b, "note", "modeled_* figures come from the cost model; host_* are wall time on this host");
     nm_bench_plot_spec(b,
                        "[{\"title\":\"VA and RED on one DPU (modeled)\",\"x\":\"tasklets\",\"y\":\"modeled_speedup\","
@@ -208,6 +213,49 @@ int nm_suite_pim_machine(nm_bench *b)
         if (dp[k] == 2560) {
             nm_bench_summary_num(b, "host_seconds_2560dpu_16t", host_total);
             nm_bench_summary_num(b, "modeled_kernel_seconds_2560dpu_16t", r.modeled_kernel_s);
+            /* ---- costing: the same run, costed and uncosted kernels alternately ---- */
+            enum { REPS = 3 };
+            int reps = quick ? 1 : REPS;
+            double kern[2][REPS], whole[2][REPS];
+            for (int rep = 0; rep < reps && rc == NM_OK; rep++)
+                for (int cst = 0; cst < 2; cst++) {
+                    uint64_t t1 = nm_now_ns();
+                    struct dpu_set_t s2;
+                    if (dpu_alloc(dp[k], profile, &s2) != DPU_OK) {
+                        rc = NM_ENOMEM;
+                        break;
+                    }
+                    nm_pim_run_report r2;
+                    memset(c, 0, n * sizeof(*c));
+                    dpu_error_t e2 = cst ? nm_pim_va_run(s2, 16, a, bb, c, n, &r2)
+                                         : nm_pim_va_run_uncosted(s2, 16, a, bb, c, n, &r2);
+                    dpu_free(s2);
+                    if (e2 != DPU_OK || check_va(a, bb, c, n) != NM_OK) {
+                        rc = NM_EFAULT;
+                        break;
+                    }
+                    kern[cst][rep] = r2.host_kernel_s;
+                    whole[cst][rep] = nm_ns_to_s(nm_now_ns() - t1);
+                    nm_bench_row *row = nm_bench_row_new(b);
+                    nm_bench_row_str(row, "experiment", "costing");
+                    nm_bench_row_str(row, "kernel", cst ? "costed" : "uncosted");
+                    nm_bench_row_num(row, "dpus", dp[k]);
+                    nm_bench_row_num(row, "tasklets", 16);
+                    nm_bench_row_num(row, "host_kernel_s", r2.host_kernel_s);
+                    nm_bench_row_num(row, "host_s", whole[cst][rep]);
+                    nm_bench_row_num(row, "modeled_kernel_s", r2.modeled_kernel_s);
+                    nm_bench_row_num(row, "instructions", (double)r2.instructions);
+                }
+            if (rc != NM_OK)
+                goto out;
+            double ku = nm_stats_median(kern[0], (size_t)reps), kc = nm_stats_median(kern[1], (size_t)reps);
+            double wu = nm_stats_median(whole[0], (size_t)reps), wc = nm_stats_median(whole[1], (size_t)reps);
+            nm_bench_summary_num(b, "host_kernel_seconds_2560dpu_16t_uncosted", ku);
+            nm_bench_summary_num(b, "host_kernel_seconds_2560dpu_16t_costed", kc);
+            nm_bench_summary_num(b, "costing_host_ratio_2560dpu_16t", kc / ku);
+            nm_bench_summary_num(b, "costing_host_ratio_whole_2560dpu_16t", wc / wu);
+            nm_bench_progress(b, "VA 2560 x 16, host seconds of the launch: costed %.2f, uncosted %.2f (%.2fx); whole run %.2f / %.2f",
+                              kc, ku, kc / ku, wc, wu);
         }
         free(a);
         free(bb);

@@ -43,8 +43,6 @@ typedef struct nm_pimc_mram_io {
     /* n: multiple of 8, 8..2048; both addresses 8-byte aligned. */
     void (*read)(void *ctx, uint32_t mram_off, void *wram, uint32_t n);
     void (*write)(void *ctx, const void *wram, uint32_t mram_off, uint32_t n);
-    /* Optional: charge `instructions` of compute to the running tasklet (NULL = none). */
-    void (*charge)(void *ctx, uint64_t instructions);
 } nm_pimc_mram_io;
 
 /* --------------------------------------------------------------- block reader
@@ -122,12 +120,6 @@ typedef struct nm_pimc_kargs {
 } nm_pimc_kargs;
 #define NM_PIMC_TASKLETS 16u
 
-/* Instruction charges (per primitive), fixed once; see docs/pim-cache.md. */
-#define NM_PIMC_INSN_CTRL_BYTE 6u  /* phase 1: load, table lookup, add, loop */
-#define NM_PIMC_INSN_DECODE_INT 12u /* phase 2: code extract, up to 4 byte loads, shifts, store */
-#define NM_PIMC_INSN_READER_BLOCK 20u /* reader bookkeeping per block */
-#define NM_PIMC_INSN_VADD_ELEM 6u     /* vector add: 2 loads, add, store, index, branch */
-#define NM_PIMC_INSN_SUM_WORD 5u      /* checksum: load, multiply-add, index, branch */
 
 #ifdef __cplusplus
 }

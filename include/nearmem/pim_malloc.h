@@ -2,8 +2,8 @@
  *
  * One allocator instance manages one DPU's MRAM heap. It is written against a
  * small "DPU environment" (nm_pimm_env): MRAM DMA with the UPMEM rules (8-byte
- * aligned, 8..2048 bytes), a compute charge in DPU instructions, the allocator
- * mutex and the tasklet id. The same code therefore runs on host memory in the
+ * aligned, 8..2048 bytes), the allocator mutex and the tasklet id (its
+ * compute is costed from its compiled code on the emulated DPU). The same code therefore runs on host memory in the
  * unit tests and on the emulated PIM machine (src/pim) in the benchmarks.
  *
  * Variants (selected at init, Sec. III-B, IV-A, IV-B, VI-D of the paper):
@@ -62,14 +62,13 @@ typedef struct nm_pimm_env {
     void *ctx;
     void (*mram_read)(void *ctx, uint32_t mram_addr, void *wram, uint32_t nbytes);
     void (*mram_write)(void *ctx, const void *wram, uint32_t mram_addr, uint32_t nbytes);
-    /* Charge `n` DPU instructions of allocator compute to the calling tasklet. */
-    void (*charge)(void *ctx, uint32_t n);
     void (*lock)(void *ctx);   /* the allocator's backend mutex */
     void (*unlock)(void *ctx);
     unsigned (*me)(void *ctx); /* tasklet id, 0..tasklets-1 */
-    /* Optional: execute `n` buddy-cache instructions (lookup_bc/read_bc/
-     * write_bc, paper Sec. IV-B) on a modeled hardware unit. NULL: they are
-     * charged as ordinary instructions through `charge`. */
+    /* Optional: execute `n` buddy-cache instructions (init_bc/lookup_bc/
+     * read_bc/write_bc, paper Sec. IV-B) on a modeled hardware unit (NULL:
+     * not counted). On the DPU the core calls the SDK directly instead
+     * (src/pim_malloc/pimm_internal.h). */
     void (*hw_op)(void *ctx, uint32_t n);
 } nm_pimm_env;
 
@@ -119,7 +118,6 @@ typedef struct nm_pimm_stats {
     uint64_t meta_accesses, meta_hits; /* buddy-tree node accesses; those served from WRAM/buddy cache */
     uint64_t meta_dma_read, meta_dma_written; /* buddy-tree metadata bytes moved MRAM<->WRAM */
     uint64_t blk_dma;       /* thread-cache block-table bytes moved */
-    uint64_t instructions;  /* compute charged (DPU instructions) */
     uint64_t reserved, reserved_peak; /* bytes taken from the buddy backend ("A" of A/U) */
     uint32_t wram_bytes;     /* WRAM the allocator keeps (thread caches, buffer, pinned tree) */
     uint32_t mram_meta_bytes;
@@ -159,27 +157,6 @@ uint32_t nm_pimm_mram_meta_bytes(const nm_pimm_config *cfg);
  * *free_bytes to the free bytes the tree holds when non-NULL. Not concurrent. */
 nm_err nm_pimm_check(nm_pimm *h, uint64_t *free_bytes);
 
-/* Fixed per-primitive DPU instruction counts charged by the allocator,
- * decided before any measurement (docs/pim-malloc.md, "Cost model"). */
-typedef struct nm_pimm_costs {
-    uint32_t call;          /* entry, argument checks, return */
-    uint32_t class_lookup;  /* size -> class */
-    uint32_t bitmap_word;   /* scan one 64-bit bitmap word (2 DPU words) */
-    uint32_t slot;          /* bit -> address, count update */
-    uint32_t node_visit;    /* extract a 2-bit node state, branch, child index */
-    uint32_t node_update;   /* read-modify-write a 2-bit state in a WRAM word */
-    uint32_t swbuf_check;   /* range test of the coarse buffer */
-    uint32_t swbuf_miss;    /* address computation and bookkeeping of a refill */
-    uint32_t bc_glue;       /* branch and move around a buddy-cache access */
-    uint32_t bc_hw_access;  /* buddy-cache instructions per access: lookup_bc + read_bc/write_bc */
-    uint32_t bc_miss;       /* miss path glue (the LRU victim choice is hardware) */
-    uint32_t bc_hw_fill;    /* write_bc that fills the entry after a miss */
-    uint32_t pin_access;    /* level test + WRAM address */
-    uint32_t direct_access; /* fine-grained 8-byte DMA path glue */
-    uint32_t blkmeta;       /* block-table record handling */
-    uint32_t lock_pair;     /* mutex lock + unlock instructions */
-} nm_pimm_costs;
-extern const nm_pimm_costs nm_pimm_cost;
 
 #ifdef __cplusplus
 }

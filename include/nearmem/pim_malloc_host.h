@@ -26,7 +26,7 @@ void nm_pimm_host_set_tasklet(unsigned id);
 typedef struct nm_pimm_host_counters {
     uint64_t dma_reads, dma_writes, dma_read_bytes, dma_write_bytes;
     uint64_t dma_violations; /* calls that broke a DMA rule */
-    uint64_t instructions, locks;
+    uint64_t locks;
 } nm_pimm_host_counters;
 void nm_pimm_host_counters_get(nm_pimm_host *d, nm_pimm_host_counters *out);
 

@@ -265,6 +265,20 @@ static dpu_error_t parse_profile(const char *profile, nm_pim_cost *cost, uint32_
             *threads = (uint32_t)v;
         else if (strcmp(kv, "host_cap") == 0 && v >= 0)
             cost->bw_host_cap = v;
+        /* Per-system transfer constants (to model another host from its own
+         * calibration points; docs/pim-machine.md "Transfer model"). */
+        else if (strcmp(kv, "rank_growth") == 0 && v >= 0 && v <= 1)
+            cost->bw_rank_growth = v;
+        else if (strcmp(kv, "rank_to") == 0 && v > 0)
+            cost->bw_rank_to_dpu = v;
+        else if (strcmp(kv, "rank_from") == 0 && v > 0)
+            cost->bw_rank_from_dpu = v;
+        else if (strcmp(kv, "rank_bcast") == 0 && v > 0)
+            cost->bw_rank_broadcast = v;
+        else if (strcmp(kv, "serial_to") == 0 && v > 0)
+            cost->bw_serial_to_dpu = v;
+        else if (strcmp(kv, "serial_from") == 0 && v > 0)
+            cost->bw_serial_from_dpu = v;
         else if (strcmp(kv, "tasklets") == 0 && v >= 0 && v <= NM_PIM_MAX_TASKLETS && v == (uint32_t)v)
             *tasklets = (uint32_t)v;
         else
@@ -847,14 +861,27 @@ static void record_xfer(nm_pim_system *sys, nm_pim_xfer_kind kind, bool to_dpu, 
     sys->totals.host_xfer_seconds += x->host_seconds;
 }
 
-/* Ranks transfer in parallel: the slowest rank, optionally capped by the
- * host's aggregate bandwidth. per_rank_bytes[r] bytes at bw GB/s. */
-static double ranks_time(const nm_pim_cost *c, const uint64_t *per_rank_bytes, uint32_t nr_ranks, double bw_gbs,
-                         uint64_t total)
+/* Parallel pushes and broadcasts (docs/pim-machine.md, "Transfer model").
+ * Within a rank, k DPUs move their bytes at min(k x the one-DPU bandwidth,
+ * the rank's bandwidth): one DPU gets what a serial copy gets, a whole rank
+ * PrIM's 64-DPU figure. Ranks run in parallel, but the host side bounds
+ * their aggregate: n active ranks move at most bw_rank x (1 + growth x
+ * (n - 1)) GB/s in all (the a + b*n shape of Friesel et al.'s multi-rank
+ * push). An optional absolute cap applies on top. */
+static double ranks_time(const nm_pim_cost *c, const uint64_t *per_rank_bytes, const uint32_t *per_rank_dpus,
+                         uint32_t nr_ranks, double bw_one_dpu, double bw_rank, uint64_t total)
 {
     double t = 0;
-    for (uint32_t r = 0; r < nr_ranks; r++)
-        t = NM_MAX(t, (double)per_rank_bytes[r] / (bw_gbs * 1e9));
+    uint32_t active = 0;
+    for (uint32_t r = 0; r < nr_ranks; r++) {
+        if (!per_rank_bytes[r])
+            continue;
+        active++;
+        double bw = NM_MIN((double)per_rank_dpus[r] * bw_one_dpu, bw_rank);
+        t = NM_MAX(t, (double)per_rank_bytes[r] / (bw * 1e9));
+    }
+    if (active > 1)
+        t = NM_MAX(t, (double)total / (bw_rank * (1.0 + c->bw_rank_growth * (active - 1)) * 1e9));
     if (c->bw_host_cap > 0)
         t = NM_MAX(t, (double)total / (c->bw_host_cap * 1e9));
     return t;
@@ -880,8 +907,12 @@ static dpu_error_t transfer(struct dpu_set_t set, nm_pim_xfer_kind kind, bool to
         return e;
     uint32_t nr_ranks = nm_pim_set_rank_count(set), first_rank = set.begin / NM_PIM_DPUS_PER_RANK;
     uint64_t *per_rank = calloc(nr_ranks, sizeof(uint64_t));
-    if (!per_rank)
+    uint32_t *per_rank_dpus = calloc(nr_ranks, sizeof(uint32_t));
+    if (!per_rank || !per_rank_dpus) {
+        free(per_rank);
+        free(per_rank_dpus);
         return DPU_ERR_ALLOCATION;
+    }
     uint64_t t0 = nm_now_ns(), total = 0;
     uint32_t used = 0, ranks_used = 0;
     for (uint32_t i = set.begin; i < set.begin + set.count; i++) {
@@ -890,6 +921,7 @@ static dpu_error_t transfer(struct dpu_set_t set, nm_pim_xfer_kind kind, bool to
         if (!b)
             continue;
         per_rank[i / NM_PIM_DPUS_PER_RANK - first_rank] += len;
+        per_rank_dpus[i / NM_PIM_DPUS_PER_RANK - first_rank]++;
         total += len;
         used++;
     }
@@ -928,12 +960,16 @@ static dpu_error_t transfer(struct dpu_set_t set, nm_pim_xfer_kind kind, bool to
         if (kind == NM_PIM_XFER_SERIAL) /* one DPU after another */
             modeled = (double)total / ((to_dpu ? c->bw_serial_to_dpu : c->bw_serial_from_dpu) * 1e9);
         else if (kind == NM_PIM_XFER_PARALLEL)
-            modeled = ranks_time(c, per_rank, nr_ranks, to_dpu ? c->bw_rank_to_dpu : c->bw_rank_from_dpu, total);
+            modeled = ranks_time(c, per_rank, per_rank_dpus, nr_ranks,
+                                 to_dpu ? c->bw_serial_to_dpu : c->bw_serial_from_dpu,
+                                 to_dpu ? c->bw_rank_to_dpu : c->bw_rank_from_dpu, total);
         else
-            modeled = ranks_time(c, per_rank, nr_ranks, c->bw_rank_broadcast, total);
+            modeled = ranks_time(c, per_rank, per_rank_dpus, nr_ranks, c->bw_serial_to_dpu, c->bw_rank_broadcast,
+                                 total);
         record_xfer(set.sys, kind, to_dpu, used, ranks_used, total, modeled, t0);
     }
     free(per_rank);
+    free(per_rank_dpus);
     return e;
 }
 

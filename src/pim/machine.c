@@ -75,6 +75,7 @@ typedef struct tasklet {
     double issued;      /* instructions issued so far (fractional while computing) */
     double spin_issued; /* of which busy-wait */
     uint64_t instr;     /* exact charged instructions */
+    uint64_t costed;    /* of which charged by the compiler's costing (program files) */
     double wake_at;
     double wait_start;
     uint64_t seq;
@@ -104,6 +105,10 @@ typedef struct worker {
     /* Program files: the instance the DPU runs on, its atomic bits and
      * handshakes (hardware state, reset at boot). */
     const nm_pim_instance *inst;
+    /* The instance's cost counter (issue 15), or `no_counter` for
+     * registered programs (not costed by a compiler). */
+    uint64_t *counter;
+    uint64_t no_counter;
     nm_pim_mutex atomic[256];
     uint8_t hs_waiter[NM_PIM_MAX_TASKLETS];     /* tasklet id + 1 waiting for notifier i */
     bool hs_notifying[NM_PIM_MAX_TASKLETS];     /* notifier i stopped in handshake_notify */
@@ -552,6 +557,12 @@ static void run_ready(worker *w)
             w->cur = t;
             nm_coro_resume(&w->host, &t->coro);
             w->cur = NULL;
+            /* The compiler-costed instructions the tasklet executed since it
+             * last handed control back: exactly an nm_pim_charge of them. */
+            uint64_t costed = *w->counter;
+            *w->counter = 0;
+            t->costed += costed;
+            t->pending += costed;
             if (w->faulted)
                 return;
             t->instr += t->pending;
@@ -718,6 +729,8 @@ void nm_pim__run_dpu(nm_pim_dpu *d)
     w->faulted = false;
     w->cur = NULL;
     w->inst = p->file ? &p->file->inst[d->index % d->sys->nr_threads] : NULL;
+    w->counter = w->inst && w->inst->info.cost_counter ? w->inst->info.cost_counter : &w->no_counter;
+    *w->counter = 0;
     memset(w->atomic, 0, sizeof(w->atomic));
     memset(w->hs_waiter, 0, sizeof(w->hs_waiter));
     memset(w->hs_notifying, 0, sizeof(w->hs_notifying));
@@ -755,9 +768,11 @@ void nm_pim__run_dpu(nm_pim_dpu *d)
         tasklet *t = &w->t[i];
         nm_pim_tasklet_stats *ts = t->out;
         ts->instructions = t->instr + (uint64_t)floor(t->spin_issued);
+        ts->costed_instructions = t->costed;
         if (t->st != T_DONE && ts->cycles == 0)
             ts->cycles = (uint64_t)ceil(T);
         s->instructions += ts->instructions;
+        s->costed_instructions += ts->costed_instructions;
         s->dma_reads += ts->dma_reads;
         s->dma_read_bytes += ts->dma_read_bytes;
         s->dma_writes += ts->dma_writes;

@@ -122,6 +122,10 @@ nm_pim_cost nm_pim_cost_default(void)
         .bw_rank_to_dpu = 6.68,   /* PrIM §3.4, Fig. 10 (64 DPUs of one rank) */
         .bw_rank_from_dpu = 4.74,
         .bw_rank_broadcast = 16.88,
+        /* (13.2003 / 5.3014 - 1) / 39: Friesel et al. (derf/prim-benchmarks,
+         * upvec-write.tex), calibration points xfer.push.to.ranks1/ranks40 of
+         * bench/pim/reference/prim_reference.json */
+        .bw_rank_growth = 0.0382042,
         .bw_host_cap = 0.0,
         .instr_dma = 1,           /* one ldma/sdma; address arithmetic is the kernel's */
         .instr_mutex = 2,         /* acquire + conditional jump / release + return */

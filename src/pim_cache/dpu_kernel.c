@@ -3,7 +3,8 @@
  * "Data reconstruction on DPUs"): vector add (the paper's Sec. 6.6 workload) and a checksum
  * used by tests. Built by nearmem-dpu-cc with dpu_side.c (the reader and the decoder, as DPU
  * code) and NR_TASKLETS=16, the paper's tasklet count (Sec. 6.4); embedded in
- * nearmem_pim_cache_machine and loaded by name (program.c). */
+ * nearmem_pim_cache_machine and loaded by name (program.c). Its compute is
+ * costed by nearmem-dpu-cc from the compiled code (no hand counts). */
 #include <alloc.h>
 #include <barrier.h>
 #include <defs.h>
@@ -32,16 +33,6 @@ static void k_write(void *ctx, const void *wram, uint32_t off, uint32_t n)
     mram_write(wram, (__mram_ptr void *)(uintptr_t)off, n);
 }
 
-static void k_charge(void *ctx, uint64_t n)
-{
-    (void)ctx;
-    while (n > UINT32_MAX) {
-        nm_pim_charge(UINT32_MAX);
-        n -= UINT32_MAX;
-    }
-    nm_pim_charge((uint32_t)n);
-}
-
 static void write_out(uint32_t at, const void *wram, uint32_t n)
 {
     n = (n + 7u) & ~7u;
@@ -52,7 +43,7 @@ static void write_out(uint32_t at, const void *wram, uint32_t n)
 
 int main(void)
 {
-    nm_pimc_mram_io io = {NULL, k_read, k_write, k_charge};
+    nm_pimc_mram_io io = {NULL, k_read, k_write};
     const unsigned t = me(), nt = NR_TASKLETS;
     switch (pimc_args.op) {
     case NM_PIMC_OP_SVB: {
@@ -76,7 +67,6 @@ int main(void)
         while ((n = nm_pimc_reader_next(&ra, x, &i)) != 0) {
             nm_pimc_reader_next(&rb, y, &j);
             for (uint32_t k = 0; k < n / 4; k++) x[k] += y[k];
-            nm_pim_charge((n / 4) * NM_PIMC_INSN_VADD_ELEM);
             write_out(pimc_args.out + i * bs, x, n);
         }
         break;
@@ -90,7 +80,6 @@ int main(void)
         uint64_t s = 0;
         while ((n = nm_pimc_reader_next(&ra, x, &i)) != 0) {
             s += nm_pimc_checksum_at(x, n, ra.pos);
-            nm_pim_charge(((n + 7) / 8) * NM_PIMC_INSN_SUM_WORD);
         }
         pimc_sums[t] = s;
         barrier_wait(&pimc_bar);

@@ -1,21 +1,30 @@
 /* PIM-CACHE DPU-side code: the logical-buffer reader (Sec. 4.2, "data reconstruction on
  * DPUs": no DPU ever rebuilds the whole buffer) and the parallel Stream VByte decoder
  * (Sec. 4.2 "Compression", Sec. 6.4). Written for the DPU's rules, see pim_cache_dpu.h. */
+#include <stdint.h>
 #include <string.h>
 
 #include "nearmem/pim_cache_dpu.h"
 
-static inline void charge(const nm_pimc_mram_io *io, uint64_t n)
-{
-    if (io->charge && n) io->charge(io->ctx, n);
-}
+/* Compute is costed from this code when it runs on the emulated DPU (built by
+ * nearmem-dpu-cc, docs/pim-machine.md "Costing"). There it calls the SDK's
+ * mram_read/mram_write directly, as DPU code would (an indirect call per DMA
+ * would be costed too); on the host (memdev.c) it goes through `io`. */
+#ifdef __NEARMEM_DPU__
+#include <mram.h>
+#define IO_READ(io, off, w, n) ((void)(io), mram_read((__mram_ptr const void *)(uintptr_t)(off), (w), (n)))
+#define IO_WRITE(io, w, off, n) ((void)(io), mram_write((w), (__mram_ptr void *)(uintptr_t)(off), (n)))
+#else
+#define IO_READ(io, off, w, n) (io)->read((io)->ctx, (off), (w), (n))
+#define IO_WRITE(io, w, off, n) (io)->write((io)->ctx, (w), (off), (n))
+#endif
 
 int nm_pimc_reader_open(nm_pimc_reader *r, const nm_pimc_mram_io *io, uint32_t desc_off, uint32_t first,
                         uint32_t stride)
 {
     uint64_t raw[NM_PIMC_DESC_SIZE / 8];
     if ((desc_off & 7u) != 0) return -1;
-    io->read(io->ctx, desc_off, raw, NM_PIMC_DESC_SIZE);
+    IO_READ(io, desc_off, raw, NM_PIMC_DESC_SIZE);
     memcpy(&r->d, raw, sizeof r->d);
     uint32_t bs = r->d.block_size;
     if (r->d.magic != NM_PIMC_DESC_MAGIC || r->d.mode > NM_PIMC_MODE_CHUNKS || bs < 64 || bs > 4096 ||
@@ -43,7 +52,7 @@ static uint32_t chunk_at(nm_pimc_reader *r, uint32_t i, uint32_t *addr)
     if (i < r->cache_base || last >= r->cache_base + r->cache_n) {
         uint32_t n = r->stride == 1 ? NM_PIMC_READER_OFFS / 2 : 2;
         if (n > r->d.nblocks - i) n = r->d.nblocks - i;
-        r->io->read(r->io->ctx, r->desc_off + NM_PIMC_DESC_SIZE + i * 8u, r->offs, n * 8u);
+        IO_READ(r->io, r->desc_off + NM_PIMC_DESC_SIZE + i * 8u, r->offs, n * 8u);
         r->cache_base = i;
         r->cache_n = n;
     }
@@ -73,7 +82,7 @@ uint32_t nm_pimc_reader_next(nm_pimc_reader *r, void *wram, uint32_t *index)
             uint32_t cnt = r->d.nblocks - base;
             if (cnt > NM_PIMC_READER_OFFS) cnt = NM_PIMC_READER_OFFS;
             uint32_t bytes = (cnt * 4u + 7u) & ~7u;
-            r->io->read(r->io->ctx, r->desc_off + NM_PIMC_DESC_SIZE + base * 4u, r->offs, bytes);
+            IO_READ(r->io, r->desc_off + NM_PIMC_DESC_SIZE + base * 4u, r->offs, bytes);
             r->cache_base = base;
             r->cache_n = cnt;
         }
@@ -82,9 +91,8 @@ uint32_t nm_pimc_reader_next(nm_pimc_reader *r, void *wram, uint32_t *index)
     uint32_t dma = r->d.mode == NM_PIMC_MODE_CHUNKS ? (n + 7u) & ~7u : bs;
     for (uint32_t done = 0; done < dma; done += NM_PIMC_DMA_MAX) {
         uint32_t k = dma - done < NM_PIMC_DMA_MAX ? dma - done : NM_PIMC_DMA_MAX;
-        r->io->read(r->io->ctx, addr + done, (uint8_t *)wram + done, k);
+        IO_READ(r->io, addr + done, (uint8_t *)wram + done, k);
     }
-    charge(r->io, NM_PIMC_INSN_READER_BLOCK);
     if (index) *index = i;
     if (r->d.mode == NM_PIMC_MODE_CHUNKS) return n;
     r->pos = (uint64_t)i * bs;
@@ -128,7 +136,7 @@ static inline uint8_t win_byte(bytewin *w, uint32_t a)
     if (a < w->base || a >= w->base + w->n) {
         uint32_t base = a & ~7u, n = w->hi - base;
         if (n > SVB_WIN) n = SVB_WIN;
-        w->io->read(w->io->ctx, base, w->buf, n);
+        IO_READ(w->io, base, w->buf, n);
         w->base = base;
         w->n = n;
     }
@@ -146,7 +154,6 @@ void nm_pimc_svb_phase_sum(const nm_pimc_mram_io *io, const nm_pimc_svb_args *a,
         uint32_t valid = (c == nctrl - 1 && (a->count & 3u)) ? (a->count & 3u) : 4u;
         sum += ctrl_len(win_byte(&w, a->in_off + c), valid);
     }
-    charge(io, (uint64_t)(c1 - c0) * NM_PIMC_INSN_CTRL_BYTE);
     shared->part[tid] = sum;
 }
 
@@ -171,7 +178,7 @@ void nm_pimc_svb_phase_decode(const nm_pimc_mram_io *io, const nm_pimc_svb_args 
         for (uint32_t j = 0; j < len; j++) v |= (uint32_t)win_byte(&dw, data++) << (8 * j);
         out[nout++] = v;
         if (nout == 64) {
-            io->write(io->ctx, out, out_at, sizeof out);
+            IO_WRITE(io, out, out_at, sizeof out);
             out_at += sizeof out;
             nout = 0;
         }
@@ -184,9 +191,8 @@ void nm_pimc_svb_phase_decode(const nm_pimc_mram_io *io, const nm_pimc_svb_args 
             out[nout] = 0;
             bytes += 4;
         }
-        io->write(io->ctx, out, out_at, bytes);
+        IO_WRITE(io, out, out_at, bytes);
     }
-    charge(io, (uint64_t)(last - first) * NM_PIMC_INSN_DECODE_INT);
 }
 
 uint64_t nm_pimc_checksum_block(const void *blk, uint32_t n, uint64_t first_word)

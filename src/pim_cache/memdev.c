@@ -160,7 +160,7 @@ static nm_err md_svb_decode(void *ctx, const nm_pimc_svb_job *jobs)
     for (unsigned d = 0; d < m->nr_dpus; d++) {
         if (!jobs[d].count) continue;
         md_io_ctx c = {m, d};
-        nm_pimc_mram_io io = {.ctx = &c, .read = md_read, .write = md_write, .charge = NULL};
+        nm_pimc_mram_io io = {.ctx = &c, .read = md_read, .write = md_write};
         nm_pimc_svb_args a = {(uint32_t)jobs[d].in_off, (uint32_t)jobs[d].in_len, (uint32_t)jobs[d].out_off,
                               jobs[d].count};
         nm_pimc_svb_shared sh;

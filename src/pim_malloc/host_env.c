@@ -10,7 +10,7 @@ struct nm_pimm_host {
     uint32_t size;
     pthread_mutex_t mu;
     pthread_mutex_t dma; /* one DMA engine per DPU: transfers do not overlap */
-    uint64_t dma_reads, dma_writes, dma_read_bytes, dma_write_bytes, violations, instructions, locks;
+    uint64_t dma_reads, dma_writes, dma_read_bytes, dma_write_bytes, violations, locks;
 };
 
 static _Thread_local unsigned tl_tasklet;
@@ -77,12 +77,6 @@ static void h_write(void *ctx, const void *wram, uint32_t addr, uint32_t n)
     __atomic_fetch_add(&d->dma_write_bytes, n, __ATOMIC_RELAXED);
 }
 
-static void h_charge(void *ctx, uint32_t n)
-{
-    nm_pimm_host *d = ctx;
-    __atomic_fetch_add(&d->instructions, n, __ATOMIC_RELAXED);
-}
-
 static void h_lock(void *ctx)
 {
     nm_pimm_host *d = ctx;
@@ -107,7 +101,6 @@ void nm_pimm_host_env(nm_pimm_host *d, nm_pimm_env *env)
     env->ctx = d;
     env->mram_read = h_read;
     env->mram_write = h_write;
-    env->charge = h_charge;
     env->lock = h_lock;
     env->unlock = h_unlock;
     env->me = h_me;
@@ -121,7 +114,6 @@ void nm_pimm_host_counters_get(nm_pimm_host *d, nm_pimm_host_counters *o)
     o->dma_read_bytes = __atomic_load_n(&d->dma_read_bytes, __ATOMIC_RELAXED);
     o->dma_write_bytes = __atomic_load_n(&d->dma_write_bytes, __ATOMIC_RELAXED);
     o->dma_violations = __atomic_load_n(&d->violations, __ATOMIC_RELAXED);
-    o->instructions = __atomic_load_n(&d->instructions, __ATOMIC_RELAXED);
     pthread_mutex_lock(&d->mu);
     o->locks = d->locks;
     pthread_mutex_unlock(&d->mu);

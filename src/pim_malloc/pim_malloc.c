@@ -7,28 +7,12 @@
 #include "nearmem/common/util.h"
 #include "pimm_internal.h"
 
-/* Instruction counts per primitive, fixed before any measurement. Each is a
- * count of DPU instructions of the C of that primitive, one instruction per
- * load, store, ALU operation and branch (the DPU is a scalar RISC without
- * fused operations); see docs/pim-malloc.md "Cost model". */
-const nm_pimm_costs nm_pimm_cost = {
-    .call = 12,
-    .class_lookup = 6,
-    .bitmap_word = 5,
-    .slot = 8,
-    .node_visit = 9,
-    .node_update = 7,
-    .swbuf_check = 5,
-    .swbuf_miss = 14,
-    .bc_glue = 2,      /* branch on lookup_bc's result, move of the value */
-    .bc_hw_access = 2, /* lookup_bc + read_bc (or write_bc): 1-cycle unit, Sec. V */
-    .bc_miss = 10,
-    .bc_hw_fill = 1,   /* write_bc */
-    .pin_access = 3,
-    .direct_access = 10,
-    .blkmeta = 12,
-    .lock_pair = 4,
-};
+/* The allocator's compute is costed by nearmem-dpu-cc from its compiled code
+ * when it runs on the emulated DPU (docs/pim-machine.md, "Costing"); there
+ * are no hand-written instruction counts. The buddy cache is modeled
+ * hardware (its functions are NM_PIMM_HW: not costed, each instruction
+ * issued on the machine's unit); statistics are the emulator's
+ * instrumentation (STAT: not costed either). */
 
 static const char *const variant_names[NM_PIMM_VARIANT_COUNT] = {"strawman", "sw",     "hwsw",
                                                                  "lazy",     "pinned", "adaptive"};
@@ -60,27 +44,13 @@ void nm_pimm_config_default(nm_pimm_config *c, nm_pimm_variant v, uint32_t heap_
 
 /* ---------------------------------------------------------------- env glue */
 
-static inline void charge(nm_pimm *h, unsigned t, uint32_t n)
-{
-    h->ts[t].instructions += n;
-    h->env.charge(h->env.ctx, n);
-}
-
-/* Buddy-cache instructions: on the modeled unit when the machine has one. */
-static inline void hw_charge(nm_pimm *h, unsigned t, uint32_t n)
-{
-    h->ts[t].instructions += n;
-    if (h->env.hw_op) h->env.hw_op(h->env.ctx, n);
-    else h->env.charge(h->env.ctx, n);
-}
-
 /* DMA in legal pieces (<= 2048 bytes each). */
 static void dma_rd(nm_pimm *h, uint32_t addr, void *dst, uint32_t n)
 {
     uint8_t *d = dst;
     while (n) {
         uint32_t k = n > 2048 ? 2048 : n;
-        h->env.mram_read(h->env.ctx, addr, d, k);
+        ENV_READ(h, addr, d, k);
         addr += k, d += k, n -= k;
     }
 }
@@ -90,7 +60,7 @@ static void dma_wr(nm_pimm *h, uint32_t addr, const void *src, uint32_t n)
     const uint8_t *s = src;
     while (n) {
         uint32_t k = n > 2048 ? 2048 : n;
-        h->env.mram_write(h->env.ctx, s, addr, k);
+        ENV_WRITE(h, s, addr, k);
         addr += k, s += k, n -= k;
     }
 }
@@ -102,14 +72,14 @@ static uint64_t pair_read(nm_pimm *h, uint32_t w)
 {
     uint64_t v;
     dma_rd(h, h->tree_base + (w & ~1u) * 4, &v, 8);
-    h->meta_rd += 8;
+    STAT(h->meta_rd, 8);
     return v;
 }
 
 static void pair_write(nm_pimm *h, uint32_t w, uint64_t v)
 {
     dma_wr(h, h->tree_base + (w & ~1u) * 4, &v, 8);
-    h->meta_wr += 8;
+    STAT(h->meta_wr, 8);
 }
 
 static inline uint32_t pair_get(uint64_t p, uint32_t w) { return (uint32_t)(p >> ((w & 1) * 32)); }
@@ -126,76 +96,113 @@ static inline uint64_t pair_put(uint64_t p, uint32_t w, uint32_t v)
  * buffer leads to flushing this buffer and a subsequent reloading"); the paper
  * names no dirty bit. Until the fidelity audit the buffer was written back
  * only when modified; cfg.swbuf_dirty_only keeps that as an option. */
-static uint32_t *sb_word(nm_pimm *h, unsigned t, uint32_t w)
+static uint32_t *sb_word(nm_pimm *h, uint32_t w)
 {
-    charge(h, t, nm_pimm_cost.swbuf_check);
-    h->meta_accesses++;
+    STAT(h->meta_accesses, 1);
     if (h->sb_valid && w - h->sb_w0 < h->sb_words) {
-        h->meta_hits++;
+        STAT(h->meta_hits, 1);
         return &h->sb[w - h->sb_w0];
     }
-    charge(h, t, nm_pimm_cost.swbuf_miss);
-    /* The transfer goes through a stack bounce buffer only because the
-     * emulated machine accepts DMA buffers in its WRAM (globals, stacks) and
-     * this allocator object is host memory; the modeled DMA is the same. */
-    uint64_t bounce[2048 / 8];
+    /* The buffer is WRAM (the allocator's arena on the DPU): DMA goes
+     * straight into it. */
     uint32_t bytes = h->sb_words * 4;
     if (h->sb_valid && (h->sb_dirty || !h->cfg.swbuf_dirty_only)) {
-        memcpy(bounce, h->sb, bytes);
-        dma_wr(h, h->tree_base + h->sb_w0 * 4, bounce, bytes);
-        h->meta_wr += bytes;
+        dma_wr(h, h->tree_base + h->sb_w0 * 4, h->sb, bytes);
+        STAT(h->meta_wr, bytes);
     }
     h->sb_w0 = w - w % h->sb_words;
-    dma_rd(h, h->tree_base + h->sb_w0 * 4, bounce, bytes);
-    memcpy(h->sb, bounce, bytes);
-    h->meta_rd += bytes;
+    dma_rd(h, h->tree_base + h->sb_w0 * 4, h->sb, bytes);
+    STAT(h->meta_rd, bytes);
     h->sb_valid = true;
     h->sb_dirty = false;
     return &h->sb[w - h->sb_w0];
 }
 
 /* Buddy cache (Sec. IV-B, Fig. 13b/14): fully associative, LRU, 4-byte
- * entries, write-back. A miss fetches only the requested word (an 8-byte DMA,
- * the smallest legal one). Writing back a dirty word needs its 8-byte pair:
- * the partner comes from the cache when present, else from MRAM. */
-static void bc_writeback(nm_pimm *h, bc_entry *e)
+ * entries, write-back; a miss fetches only the requested word (an 8-byte DMA,
+ * the smallest legal one). The cache is hardware: the functions marked
+ * NM_PIMM_HW below are its instructions (init_bc, lookup_bc, read_bc,
+ * write_bc; Sec. IV-C), each one issued on the machine's unit (1 cycle,
+ * Sec. V) and not costed as code. The software around them (Fig. 13b:
+ * the miss path's DMA, the write-back of a dirty victim) is costed. */
+NM_PIMM_HW static void bc_init(nm_pimm *h)
 {
-    uint32_t partner = e->tag ^ 1u;
-    bc_entry *pe = NULL;
-    for (unsigned i = 0; i < h->bc_n; i++)
-        if (h->bc[i].valid && h->bc[i].tag == partner) pe = &h->bc[i];
-    uint64_t p = pe ? pair_put(0, partner, pe->val) : pair_read(h, e->tag);
-    p = pair_put(p, e->tag, e->val);
-    pair_write(h, e->tag, p);
-    e->dirty = 0;
-    if (pe) pe->dirty = 0;
+    for (unsigned i = 0; i < h->bc_n; i++) h->bc[i].valid = 0;
+    ENV_HW(h, 1);
 }
 
-static bc_entry *bc_word(nm_pimm *h, unsigned t, uint32_t w)
+/* lookup_bc: the entry holding tree word w (and it becomes the most
+ * recently used), or -1. */
+NM_PIMM_HW static int bc_lookup(nm_pimm *h, uint32_t w)
 {
-    charge(h, t, nm_pimm_cost.bc_glue);
-    hw_charge(h, t, nm_pimm_cost.bc_hw_access);
-    h->meta_accesses++;
-    bc_entry *victim = NULL;
-    for (unsigned i = 0; i < h->bc_n; i++) { /* CAM: one parallel lookup in hardware */
-        bc_entry *e = &h->bc[i];
-        if (e->valid && e->tag == w) {
-            h->meta_hits++;
-            e->lru = ++h->bc_clock;
-            return e;
+    ENV_HW(h, 1);
+    for (unsigned i = 0; i < h->bc_n; i++) /* CAM: one parallel lookup in hardware */
+        if (h->bc[i].valid && h->bc[i].tag == w) {
+            h->bc[i].lru = ++h->bc_clock;
+            return (int)i;
         }
+    return -1;
+}
+
+/* read_bc; `clean` also marks the entry written back (a partner word that
+ * goes to MRAM with its pair). */
+NM_PIMM_HW static uint32_t bc_read(nm_pimm *h, int i, bool clean)
+{
+    ENV_HW(h, 1);
+    if (clean) h->bc[i].dirty = 0;
+    return h->bc[i].val;
+}
+
+/* write_bc of a new value into entry i (dirty: write-back). */
+NM_PIMM_HW static void bc_write(nm_pimm *h, int i, uint32_t v)
+{
+    ENV_HW(h, 1);
+    h->bc[i].val = v;
+    h->bc[i].dirty = 1;
+}
+
+/* write_bc after a miss: the LRU entry makes room for word w (value v,
+ * clean); returns its index, and the evicted word when it was dirty. */
+NM_PIMM_HW static int bc_fill(nm_pimm *h, uint32_t w, uint32_t v, bool *ev_dirty, uint32_t *ev_tag, uint32_t *ev_val)
+{
+    ENV_HW(h, 1);
+    bc_entry *victim = NULL;
+    for (unsigned i = 0; i < h->bc_n; i++) {
+        bc_entry *e = &h->bc[i];
         if (!victim || !e->valid || (victim->valid && e->lru < victim->lru)) victim = e;
+        if (!e->valid) break;
     }
-    charge(h, t, nm_pimm_cost.bc_miss);
-    hw_charge(h, t, nm_pimm_cost.bc_hw_fill);
-    if (victim->valid && victim->dirty) bc_writeback(h, victim);
-    uint32_t v = pair_get(pair_read(h, w), w);
+    *ev_dirty = victim->valid && victim->dirty;
+    *ev_tag = victim->tag;
+    *ev_val = victim->val;
     victim->tag = w;
     victim->val = v;
     victim->valid = 1;
     victim->dirty = 0;
     victim->lru = ++h->bc_clock;
-    return victim;
+    return (int)(victim - h->bc);
+}
+
+/* The entry for word w, fetched from MRAM on a miss (Fig. 13b). */
+static int bc_word(nm_pimm *h, uint32_t w)
+{
+    STAT(h->meta_accesses, 1);
+    int i = bc_lookup(h, w);
+    if (i >= 0) {
+        STAT(h->meta_hits, 1);
+        return i;
+    }
+    uint32_t v = pair_get(pair_read(h, w), w);
+    bool dirty;
+    uint32_t et, ev;
+    i = bc_fill(h, w, v, &dirty, &et, &ev);
+    if (dirty) { /* write the evicted word back with its pair partner */
+        uint32_t partner = et ^ 1u;
+        int pi = bc_lookup(h, partner);
+        uint64_t p = pi >= 0 ? pair_put(0, partner, bc_read(h, pi, true)) : pair_read(h, et);
+        pair_write(h, et, pair_put(p, et, ev));
+    }
+    return i;
 }
 
 /* Pinned (beyond the paper): the top words of the tree live in WRAM and are
@@ -204,19 +211,17 @@ static inline bool pinned(const nm_pimm *h, uint32_t w) { return w < h->pin_word
 
 static uint32_t node_get(nm_pimm *h, unsigned t, uint32_t node)
 {
+    (void)t;
     uint32_t w = node >> 4, sh = (node & 15) * 2, word;
-    charge(h, t, nm_pimm_cost.node_visit);
     switch (h->meta_kind) {
-    case META_SWBUF: word = *sb_word(h, t, w); break;
-    case META_BCACHE: word = bc_word(h, t, w)->val; break;
+    case META_SWBUF: word = *sb_word(h, w); break;
+    case META_BCACHE: word = bc_read(h, bc_word(h, w), false); break;
     default:
-        h->meta_accesses++;
+        STAT(h->meta_accesses, 1);
         if (pinned(h, w)) {
-            charge(h, t, nm_pimm_cost.pin_access);
-            h->meta_hits++;
+            STAT(h->meta_hits, 1);
             word = h->pin[w];
         } else {
-            charge(h, t, nm_pimm_cost.direct_access);
             word = pair_get(pair_read(h, w), w);
         }
     }
@@ -225,29 +230,26 @@ static uint32_t node_get(nm_pimm *h, unsigned t, uint32_t node)
 
 static void node_set(nm_pimm *h, unsigned t, uint32_t node, uint32_t v)
 {
+    (void)t;
     uint32_t w = node >> 4, sh = (node & 15) * 2, mask = 3u << sh;
-    charge(h, t, nm_pimm_cost.node_update);
     switch (h->meta_kind) {
     case META_SWBUF: {
-        uint32_t *p = sb_word(h, t, w);
+        uint32_t *p = sb_word(h, w);
         *p = (*p & ~mask) | (v << sh);
         h->sb_dirty = true;
         break;
     }
     case META_BCACHE: {
-        bc_entry *e = bc_word(h, t, w);
-        e->val = (e->val & ~mask) | (v << sh);
-        e->dirty = 1;
+        int i = bc_word(h, w);
+        bc_write(h, i, (bc_read(h, i, false) & ~mask) | (v << sh));
         break;
     }
     default:
-        h->meta_accesses++;
+        STAT(h->meta_accesses, 1);
         if (pinned(h, w)) {
-            charge(h, t, nm_pimm_cost.pin_access);
-            h->meta_hits++;
+            STAT(h->meta_hits, 1);
             h->pin[w] = (h->pin[w] & ~mask) | (v << sh);
         } else {
-            charge(h, t, nm_pimm_cost.direct_access);
             uint64_t p = pair_read(h, w);
             uint32_t word = pair_get(p, w);
             pair_write(h, w, pair_put(p, w, (word & ~mask) | (v << sh)));
@@ -283,7 +285,7 @@ static uint32_t buddy_alloc(nm_pimm *h, unsigned t, unsigned target)
 {
     uint32_t node = 1;
     unsigned depth = 0;
-    h->backend_ops++;
+    STAT(h->backend_ops, 1);
     for (;;) {
         uint32_t s = node_get(h, t, node);
         if (s == ND_FREE) {
@@ -297,8 +299,7 @@ static uint32_t buddy_alloc(nm_pimm *h, unsigned t, unsigned target)
             node_set(h, t, node, ND_ALLOC);
             fix_full(h, t, node, ND_ALLOC);
             uint32_t bs = h->cfg.heap_size >> target;
-            h->reserved += bs;
-            if (h->reserved > h->reserved_peak) h->reserved_peak = h->reserved;
+            stat_reserve(h, bs);
             return node_offset(h, node, depth);
         }
         if (s == ND_PART && depth < target) {
@@ -319,18 +320,18 @@ static nm_err buddy_free(nm_pimm *h, unsigned t, uint32_t off)
 {
     uint32_t node = 1, bs = h->cfg.heap_size;
     unsigned depth = 0;
-    h->backend_ops++;
+    STAT(h->backend_ops, 1);
     for (;;) {
         uint32_t s = node_get(h, t, node);
         if (s == ND_ALLOC) {
             if (off & (bs - 1)) {
-                h->ts[t].bad_free++;
+                STAT(h->ts[t].bad_free, 1);
                 return nm_fail(NM_EBADFREE, "pimFree: offset %u is inside a %u-byte block, not its start", off, bs);
             }
             break;
         }
         if (s == ND_FREE) {
-            h->ts[t].double_free++;
+            STAT(h->ts[t].double_free, 1);
             return nm_fail(NM_EDOUBLEFREE, "pimFree: offset %u is not allocated (double free?)", off);
         }
         if (depth == h->maxdepth) return nm_fail(NM_ECORRUPT, "pimFree: buddy leaf %u is split", node);
@@ -338,7 +339,7 @@ static nm_err buddy_free(nm_pimm *h, unsigned t, uint32_t off)
         node = 2 * node + ((off & bs) ? 1u : 0u);
         depth++;
     }
-    h->reserved -= bs;
+    stat_release(h, bs);
     node_set(h, t, node, ND_FREE);
     while (node > 1 && node_get(h, t, node ^ 1u) == ND_FREE) { /* merge buddies */
         node >>= 1;
@@ -360,19 +361,17 @@ static unsigned depth_for(const nm_pimm *h, uint32_t bytes)
 /* Backend allocation under the mutex: MRAM address or 0. */
 static uint32_t backend_alloc(nm_pimm *h, unsigned t, uint32_t bytes)
 {
-    charge(h, t, nm_pimm_cost.lock_pair);
-    h->env.lock(h->env.ctx);
+    ENV_LOCK(h);
     uint32_t off = buddy_alloc(h, t, depth_for(h, bytes));
-    h->env.unlock(h->env.ctx);
+    ENV_UNLOCK(h);
     return off == UINT32_MAX ? 0 : h->cfg.heap_base + off;
 }
 
 static nm_err backend_free(nm_pimm *h, unsigned t, uint32_t addr)
 {
-    charge(h, t, nm_pimm_cost.lock_pair);
-    h->env.lock(h->env.ctx);
+    ENV_LOCK(h);
     nm_err e = buddy_free(h, t, addr - h->cfg.heap_base);
-    h->env.unlock(h->env.ctx);
+    ENV_UNLOCK(h);
     return e;
 }
 
@@ -383,18 +382,16 @@ static inline uint32_t blk_addr(const nm_pimm *h, uint32_t b) { return h->cfg.he
 
 static void rec_read(nm_pimm *h, unsigned t, uint32_t b, blkrec *r, uint32_t bytes)
 {
-    charge(h, t, nm_pimm_cost.blkmeta);
     dma_rd(h, rec_addr(h, b), r, bytes);
-    h->ts[t].blk_dma += bytes;
+    STAT(h->ts[t].blk_dma, bytes);
 }
 
 /* Writes the record from byte `from` (0 or 8: the owner word is written only
  * when a block changes hands). */
 static void rec_write(nm_pimm *h, unsigned t, uint32_t b, const blkrec *r, uint32_t from, uint32_t bytes)
 {
-    charge(h, t, nm_pimm_cost.blkmeta);
     dma_wr(h, rec_addr(h, b) + from, (const uint8_t *)r + from, bytes);
-    h->ts[t].blk_dma += bytes;
+    STAT(h->ts[t].blk_dma, bytes);
 }
 
 static void rec_set_owner(nm_pimm *h, unsigned t, uint32_t b, uint8_t flags, uint8_t owner, uint8_t cls)
@@ -407,12 +404,11 @@ static void rec_set_owner(nm_pimm *h, unsigned t, uint32_t b, uint8_t flags, uin
 static void rec_set_link(nm_pimm *h, unsigned t, uint32_t b, int which, uint16_t v)
 {
     blkrec r;
-    charge(h, t, nm_pimm_cost.blkmeta);
     dma_rd(h, rec_addr(h, b) + 8, &r.nfree, 8);
     if (which) r.next = v;
     else r.prev = v;
     dma_wr(h, rec_addr(h, b) + 8, &r.nfree, 8);
-    h->ts[t].blk_dma += 16;
+    STAT(h->ts[t].blk_dma, 16);
 }
 
 /* ------------------------------------------------------------ thread cache */
@@ -427,23 +423,22 @@ static void tc_activate(nm_pimm *h, tclass *c, unsigned cls, uint32_t b)
 
 static inline void lock_unless(nm_pimm *h, unsigned t, bool locked)
 {
+    (void)t;
     if (locked) return;
-    charge(h, t, nm_pimm_cost.lock_pair);
-    h->env.lock(h->env.ctx);
+    ENV_LOCK(h);
 }
 
 static inline void unlock_unless(nm_pimm *h, bool locked)
 {
-    if (!locked) h->env.unlock(h->env.ctx);
+    if (!locked) ENV_UNLOCK(h);
 }
 
 /* No free by another tasklet is pending in block b (mutex held). */
 static bool no_remote_pending(nm_pimm *h, unsigned t, uint32_t b)
 {
     uint64_t rb[8];
-    charge(h, t, nm_pimm_cost.blkmeta);
     dma_rd(h, rec_addr(h, b) + REC_RBITS, rb, sizeof rb);
-    h->ts[t].blk_dma += sizeof rb;
+    STAT(h->ts[t].blk_dma, sizeof rb);
     for (int i = 0; i < 8; i++)
         if (rb[i]) return false;
     return true;
@@ -485,7 +480,7 @@ static bool tc_refill(nm_pimm *h, unsigned t, unsigned cls)
         c->active = b + 1;
         c->nfree = r.nfree;
         memcpy(c->bits, r.bits, sizeof c->bits);
-        h->ts[t].tc_hits++;
+        STAT(h->ts[t].tc_hits, 1);
         return true;
     }
     if (h->tc[t].spare) {
@@ -495,7 +490,7 @@ static bool tc_refill(nm_pimm *h, unsigned t, unsigned cls)
         uint32_t b = h->tc[t].spare - 1u;
         h->tc[t].spare = 0;
         tc_activate(h, c, cls, b);
-        h->ts[t].tc_spare++;
+        STAT(h->ts[t].tc_spare, 1);
         return true;
     }
     uint32_t a = backend_alloc(h, t, NM_PIMM_BLOCK);
@@ -503,7 +498,7 @@ static bool tc_refill(nm_pimm *h, unsigned t, unsigned cls)
     uint32_t b = (a - h->cfg.heap_base) / NM_PIMM_BLOCK;
     rec_set_owner(h, t, b, BLK_TC, (uint8_t)t, (uint8_t)cls);
     tc_activate(h, c, cls, b);
-    h->ts[t].tc_misses++;
+    STAT(h->ts[t].tc_misses, 1);
     return true;
 }
 
@@ -513,10 +508,9 @@ static uint32_t tc_alloc(nm_pimm *h, unsigned t, unsigned cls)
     if (c->nfree == 0 || !c->active) {
         if (!tc_refill(h, t, cls)) return 0;
     } else {
-        h->ts[t].tc_hits++;
+        STAT(h->ts[t].tc_hits, 1);
     }
     size_t i = nm_bitmap_find_first_set(c->bits, h->slots[cls], 0);
-    charge(h, t, nm_pimm_cost.bitmap_word * (uint32_t)(i / 64 + 1) + nm_pimm_cost.slot);
     nm_bitmap_clear(c->bits, i);
     c->nfree--;
     return blk_addr(h, c->active - 1) + (uint32_t)i * h->sc.size[cls];
@@ -527,13 +521,13 @@ static int slot_of(nm_pimm *h, unsigned t, unsigned cls, uint32_t b, uint32_t pt
 {
     uint32_t off = ptr - blk_addr(h, b), size = (uint32_t)h->sc.size[cls];
     if (off % size || off / size >= h->slots[cls]) {
-        h->ts[t].bad_free++;
+        STAT(h->ts[t].bad_free, 1);
         *err = nm_fail(NM_EBADFREE, "pimFree: 0x%x is not the start of a %u-byte block", ptr, size);
         return -1;
     }
     int s = (int)(off / size);
     if (nm_bitmap_test(bits, (size_t)s)) {
-        h->ts[t].double_free++;
+        STAT(h->ts[t].double_free, 1);
         *err = nm_fail(NM_EDOUBLEFREE, "pimFree: 0x%x (%u-byte block) is already free", ptr, size);
         return -1;
     }
@@ -551,7 +545,6 @@ static nm_err tc_free_owned(nm_pimm *h, unsigned t, uint32_t b, uint32_t ptr, bl
     if (cls >= h->sc.count) return nm_fail(NM_ECORRUPT, "block %u: class %u out of range", b, cls);
     int s = slot_of(h, t, cls, b, ptr, r->bits, &err);
     if (s < 0) return err;
-    charge(h, t, nm_pimm_cost.slot);
     nm_bitmap_set(r->bits, (size_t)s);
     tclass *c = &h->tc[t].c[cls];
     uint16_t before = r->nfree++;
@@ -584,13 +577,11 @@ static nm_err tc_free_owned(nm_pimm *h, unsigned t, uint32_t b, uint32_t ptr, bl
 static bool free_active(nm_pimm *h, unsigned t, uint32_t b, uint32_t ptr, nm_err *e)
 {
     tcache *tc = &h->tc[t];
-    charge(h, t, 2 * h->sc.count);
     for (unsigned cls = 0; cls < h->sc.count; cls++) {
         tclass *c = &tc->c[cls];
         if (c->active != b + 1) continue;
         int slot = slot_of(h, t, cls, b, ptr, c->bits, e);
         if (slot < 0) return true;
-        charge(h, t, nm_pimm_cost.slot);
         nm_bitmap_set(c->bits, (size_t)slot);
         c->nfree++;
         *e = NM_OK;
@@ -603,7 +594,7 @@ static bool free_active(nm_pimm *h, unsigned t, uint32_t b, uint32_t ptr, nm_err
 static nm_err free_mine(nm_pimm *h, unsigned t, uint32_t b, uint32_t ptr, blkrec *r, bool locked)
 {
     if (r->flags & BLK_SPARE) { /* an activated ex-spare is active, caught before */
-        h->ts[t].bad_free++;
+        STAT(h->ts[t].bad_free, 1);
         return nm_fail(NM_EBADFREE, "pimFree: 0x%x is in a spare block, never handed out", ptr);
     }
     return tc_free_owned(h, t, b, ptr, r, locked);
@@ -627,21 +618,19 @@ static nm_err remote_free(nm_pimm *h, unsigned t, uint32_t b, uint32_t ptr, unsi
     uint32_t bit = (ptr - blk_addr(h, b)) >> 3;
     remote_part rp;
     blkrec r;
-    charge(h, t, nm_pimm_cost.lock_pair);
-    h->env.lock(h->env.ctx);
+    ENV_LOCK(h);
     rec_read(h, t, b, &r, 8);
     if (!(r.flags & BLK_TC) || r.owner != o) {
         /* The block left o's cache since we looked: o gives a block back only
          * when every slot is free, so this address was already free. */
-        h->env.unlock(h->env.ctx);
-        h->ts[t].double_free++;
+        ENV_UNLOCK(h);
+        STAT(h->ts[t].double_free, 1);
         return nm_fail(NM_EDOUBLEFREE, "pimFree: 0x%x: its block left tasklet %u's cache (already free)", ptr, o);
     }
-    charge(h, t, nm_pimm_cost.blkmeta);
     dma_rd(h, rec_addr(h, b) + REC_REMOTE, &rp, sizeof rp);
     if ((rp.rbits[bit / 64] >> (bit % 64)) & 1u) {
-        h->env.unlock(h->env.ctx);
-        h->ts[t].double_free++;
+        ENV_UNLOCK(h);
+        STAT(h->ts[t].double_free, 1);
         return nm_fail(NM_EDOUBLEFREE, "pimFree: 0x%x was already freed by another tasklet (pending)", ptr);
     }
     rp.rbits[bit / 64] |= (uint64_t)1 << (bit % 64);
@@ -651,8 +640,8 @@ static nm_err remote_free(nm_pimm *h, unsigned t, uint32_t b, uint32_t ptr, unsi
         __atomic_store_n(&h->tc[o].inbox, b + 1, __ATOMIC_RELEASE);
     }
     dma_wr(h, rec_addr(h, b) + REC_REMOTE, &rp, sizeof rp);
-    h->ts[t].blk_dma += 2 * sizeof rp;
-    h->env.unlock(h->env.ctx);
+    STAT(h->ts[t].blk_dma, 2 * sizeof rp);
+    ENV_UNLOCK(h);
     return NM_OK;
 }
 
@@ -661,22 +650,18 @@ static nm_err remote_free(nm_pimm *h, unsigned t, uint32_t b, uint32_t ptr, unsi
  * freed as if by the owner; invalid ones are counted. */
 static void tc_drain(nm_pimm *h, unsigned t)
 {
-    charge(h, t, 2);
     if (!__atomic_load_n(&h->tc[t].inbox, __ATOMIC_ACQUIRE)) return;
-    charge(h, t, nm_pimm_cost.lock_pair);
-    h->env.lock(h->env.ctx);
+    ENV_LOCK(h);
     uint32_t next = h->tc[t].inbox;
     __atomic_store_n(&h->tc[t].inbox, 0, __ATOMIC_RELAXED);
     while (next) {
         uint32_t b = next - 1;
         remote_part rp, zero = {0};
-        charge(h, t, 2 * nm_pimm_cost.blkmeta);
         dma_rd(h, rec_addr(h, b) + REC_REMOTE, &rp, sizeof rp);
         dma_wr(h, rec_addr(h, b) + REC_REMOTE, &zero, sizeof zero);
-        h->ts[t].blk_dma += 2 * sizeof rp;
+        STAT(h->ts[t].blk_dma, 2 * sizeof rp);
         next = rp.rnext;
         for (unsigned w = 0; w < 8; w++) {
-            charge(h, t, nm_pimm_cost.bitmap_word);
             while (rp.rbits[w]) {
                 unsigned k = nm_ctz64(rp.rbits[w]);
                 rp.rbits[w] &= rp.rbits[w] - 1;
@@ -686,11 +671,11 @@ static void tc_drain(nm_pimm *h, unsigned t)
                 blkrec r;
                 rec_read(h, t, b, &r, 8);
                 if ((r.flags & BLK_TC) && r.owner == t) (void)free_mine(h, t, b, p, &r, true);
-                else h->ts[t].double_free++; /* the block went back meanwhile: a double free */
+                else STAT(h->ts[t].double_free, 1); /* the block went back meanwhile: a double free */
             }
         }
     }
-    h->env.unlock(h->env.ctx);
+    ENV_UNLOCK(h);
 }
 
 /* ------------------------------------------------------------------- API */
@@ -711,7 +696,7 @@ uint32_t nm_pimm_mram_meta_bytes(const nm_pimm_config *cfg)
 
 static nm_err check_config(const nm_pimm_config *c, const nm_pimm_env *env)
 {
-    if (!env || !env->mram_read || !env->mram_write || !env->charge || !env->lock || !env->unlock || !env->me)
+    if (!env || !env->mram_read || !env->mram_write || !env->lock || !env->unlock || !env->me)
         return nm_fail(NM_EINVAL, "pim_malloc: incomplete environment");
     if ((unsigned)c->variant >= NM_PIMM_VARIANT_COUNT) return nm_fail(NM_EINVAL, "pim_malloc: bad variant");
     if (c->tasklets < 1 || c->tasklets > NM_PIMM_MAX_TASKLETS)
@@ -808,8 +793,8 @@ nm_err nm_pimm_create(nm_pimm **out, const nm_pimm_config *cfg_in, const nm_pimm
     /* initAllocator (Sec. IV-A): one tasklet resets the metadata. Only the
      * root word must be valid: children of a FREE node are written before
      * they are ever read. The block table's owner words start cleared. */
-    unsigned t = env->me(env->ctx) % NM_PIMM_MAX_TASKLETS;
-    if (h->meta_kind == META_BCACHE) hw_charge(h, t, 1); /* init_bc (Sec. IV-B); the entries start invalid */
+    unsigned t = ENV_ME(h) % NM_PIMM_MAX_TASKLETS;
+    if (h->meta_kind == META_BCACHE) bc_init(h); /* init_bc (Sec. IV-B): the entries start invalid */
     uint64_t zero[256] = {0};
     dma_wr(h, h->tree_base, zero, 8);
     if (h->tcaches) {
@@ -851,7 +836,7 @@ const nm_pimm_config *nm_pimm_get_config(const nm_pimm *h) { return &h->cfg; }
 
 /* The caller's thread cache; tasklets beyond the configured count have none
  * (sharing one would race), so their calls fail cleanly. */
-static inline unsigned my_tasklet(nm_pimm *h) { return h->env.me(h->env.ctx); }
+static inline unsigned my_tasklet(nm_pimm *h) { return ENV_ME(h); }
 
 uint32_t nm_pimm_malloc(nm_pimm *h, uint32_t size)
 {
@@ -861,10 +846,9 @@ uint32_t nm_pimm_malloc(nm_pimm *h, uint32_t size)
         return 0;
     }
     tstats *s = &h->ts[t];
-    charge(h, t, nm_pimm_cost.call);
-    s->mallocs++;
+    STAT(s->mallocs, 1);
     if (size == 0 || size > h->cfg.heap_size) {
-        s->fail_size++;
+        STAT(s->fail_size, 1);
         return 0;
     }
     uint32_t a;
@@ -873,16 +857,15 @@ uint32_t nm_pimm_malloc(nm_pimm *h, uint32_t size)
         a = backend_alloc(h, t, bytes);
     } else {
         int cls = size <= nm_sizeclass_max(&h->sc) ? nm_sizeclass_lookup(&h->sc, size) : -1;
-        charge(h, t, nm_pimm_cost.class_lookup);
         tc_drain(h, t);
         if (cls >= 0) {
             a = tc_alloc(h, t, (unsigned)cls);
         } else {
-            s->bypass++;
+            STAT(s->bypass, 1);
             a = backend_alloc(h, t, (uint32_t)NM_MAX(nm_next_pow2(size), NM_PIMM_BLOCK));
         }
     }
-    if (!a) s->fail_oom++;
+    if (!a) STAT(s->fail_oom, 1);
     return a;
 }
 
@@ -892,25 +875,24 @@ nm_err nm_pimm_free(nm_pimm *h, uint32_t ptr)
     if (t >= h->cfg.tasklets)
         return nm_fail(NM_ESTATE, "pimFree: tasklet %u has no thread cache (allocator made for %u)", t, h->cfg.tasklets);
     tstats *s = &h->ts[t];
-    charge(h, t, nm_pimm_cost.call);
     if (ptr == 0) return NM_OK;
     if (ptr < h->cfg.heap_base || ptr - h->cfg.heap_base >= h->cfg.heap_size) {
-        s->bad_free++;
+        STAT(s->bad_free, 1);
         return nm_fail(NM_EBADFREE, "pimFree: 0x%x is outside the heap", ptr);
     }
     if (ptr & 7u) {
-        s->misaligned_free++;
+        STAT(s->misaligned_free, 1);
         return nm_fail(NM_EALIGN, "pimFree: 0x%x is not 8-byte aligned", ptr);
     }
     if (!h->tcaches) {
         nm_err e = backend_free(h, t, ptr);
-        if (!e) s->frees++;
+        if (!e) STAT(s->frees, 1);
         return e;
     }
     uint32_t b = (ptr - h->cfg.heap_base) / NM_PIMM_BLOCK;
     nm_err e = NM_OK;
     if (free_active(h, t, b, ptr, &e)) {
-        if (!e) s->frees++;
+        if (!e) STAT(s->frees, 1);
         return e;
     }
     blkrec r;
@@ -922,12 +904,12 @@ nm_err nm_pimm_free(nm_pimm *h, uint32_t ptr)
             e = nm_fail(NM_ECORRUPT, "pimFree: block %u names tasklet %u as owner", b, r.owner);
         } else {
             e = remote_free(h, t, b, ptr, r.owner);
-            if (!e) s->remote_free++;
+            if (!e) STAT(s->remote_free, 1);
         }
     } else {
         e = backend_free(h, t, ptr);
     }
-    if (!e) s->frees++;
+    if (!e) STAT(s->frees, 1);
     return e;
 }
 
@@ -965,7 +947,6 @@ void nm_pimm_get_stats(const nm_pimm *h, nm_pimm_stats *o)
         o->double_free += s->double_free;
         o->remote_free += s->remote_free;
         o->blk_dma += s->blk_dma;
-        o->instructions += s->instructions;
     }
     o->backend_ops = h->backend_ops;
     o->meta_accesses = h->meta_accesses;

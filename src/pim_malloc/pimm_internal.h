@@ -3,6 +3,7 @@
 #ifndef NEARMEM_PIMM_INTERNAL_H
 #define NEARMEM_PIMM_INTERNAL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "nearmem/common/sizeclass.h"
@@ -32,6 +33,42 @@ void *nm_pimm__wram_calloc(size_t n, size_t size, bool stats);
 #define PIMM_CALLOC(n, sz) calloc((n), (sz))
 #define PIMM_CALLOC_STATS(n, sz) calloc((n), (sz))
 #define PIMM_FREE(p) free(p)
+#endif
+
+/* The environment. On the DPU (a kernel built with nearmem-dpu-cc) it is the
+ * SDK itself, called directly as a DPU-only allocator would (an indirect call
+ * per DMA would be costed as DPU code); dpu/pim_malloc_dpu.c defines these.
+ * Elsewhere (the host stand-in) through nm_pimm_env. */
+#ifdef __NEARMEM_DPU__
+#include <nearmem_pim.h>
+void nm_pimm__dpu_read(uint32_t addr, void *wram, uint32_t n);
+void nm_pimm__dpu_write(const void *wram, uint32_t addr, uint32_t n);
+void nm_pimm__dpu_lock(void);
+void nm_pimm__dpu_unlock(void);
+unsigned nm_pimm__dpu_me(void);
+void nm_pimm__dpu_hw(uint32_t n);
+#define ENV_READ(h, a, d, n) ((void)(h), nm_pimm__dpu_read((a), (d), (n)))
+#define ENV_WRITE(h, s, a, n) ((void)(h), nm_pimm__dpu_write((s), (a), (n)))
+#define ENV_LOCK(h) ((void)(h), nm_pimm__dpu_lock())
+#define ENV_UNLOCK(h) ((void)(h), nm_pimm__dpu_unlock())
+#define ENV_ME(h) ((void)(h), nm_pimm__dpu_me())
+#define ENV_HW(h, n) ((void)(h), nm_pimm__dpu_hw(n))
+/* Modeled hardware (the buddy cache's instructions): not costed as code. */
+#define NM_PIMM_HW NM_PIM_HW_MODEL
+/* Statistics are the emulator's instrumentation, which a production build
+ * would not keep: not costed (NM_PIM_UNCOSTED). */
+NM_PIM_UNCOSTED __attribute__((unused)) static void nm_pimm__stat(uint64_t *c, uint64_t n) { *c += n; }
+#define STAT(lv, n) nm_pimm__stat(&(lv), (uint64_t)(n))
+#else
+#define ENV_READ(h, a, d, n) (h)->env.mram_read((h)->env.ctx, (a), (d), (n))
+#define ENV_WRITE(h, s, a, n) (h)->env.mram_write((h)->env.ctx, (s), (a), (n))
+#define ENV_LOCK(h) (h)->env.lock((h)->env.ctx)
+#define ENV_UNLOCK(h) (h)->env.unlock((h)->env.ctx)
+#define ENV_ME(h) (h)->env.me((h)->env.ctx)
+#define ENV_HW(h, n) ((h)->env.hw_op ? (h)->env.hw_op((h)->env.ctx, (n)) : (void)0)
+#define NM_PIMM_HW
+#define NM_PIM_UNCOSTED
+#define STAT(lv, n) ((lv) += (uint64_t)(n))
 #endif
 
 /* Block-table record in MRAM, one per 4 KiB heap block (thread-cache state of
@@ -76,7 +113,7 @@ typedef struct bc_entry {
 
 typedef struct tstats { /* per tasklet, written only by its tasklet */
     uint64_t mallocs, frees, fail_size, fail_oom, tc_hits, tc_misses, tc_spare, bypass;
-    uint64_t bad_free, misaligned_free, double_free, remote_free, blk_dma, instructions;
+    uint64_t bad_free, misaligned_free, double_free, remote_free, blk_dma;
     char pad[64];
 } tstats;
 
@@ -112,5 +149,14 @@ struct nm_pimm {
     /* backend counters, updated under the mutex */
     uint64_t backend_ops, meta_accesses, meta_hits, meta_rd, meta_wr, reserved, reserved_peak;
 };
+
+/* Bytes taken from / given back to the buddy backend (statistics, and what
+ * nm_pimm_check compares the tree with). */
+NM_PIM_UNCOSTED __attribute__((unused)) static inline void stat_reserve(struct nm_pimm *h, uint32_t bs)
+{
+    h->reserved += bs;
+    if (h->reserved > h->reserved_peak) h->reserved_peak = h->reserved;
+}
+NM_PIM_UNCOSTED __attribute__((unused)) static inline void stat_release(struct nm_pimm *h, uint32_t bs) { h->reserved -= bs; }
 
 #endif

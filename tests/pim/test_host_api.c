@@ -4,6 +4,10 @@
 #include "nm_test.h"
 #include "pim_test_kernels.h"
 
+/* The multi-rank growth of the default model (Friesel et al.'s calibration
+ * points at 1 and 40 ranks: (13.2003 / 5.3014 - 1) / 39). */
+#define G 0.0382042
+
 static void test_alloc_free(void **state)
 {
     (void)state;
@@ -207,7 +211,10 @@ static void test_transfers(void **state)
     assert_false(x.to_dpu);
     assert_near(x.modeled_seconds, 512 / 0.12e9, 1e-12);
 
-    /* Parallel push: per-DPU buffers; ranks in parallel. 130 DPUs = 64 + 64 + 2. */
+    /* Parallel push: per-DPU buffers; ranks in parallel under the host-side
+     * limit. 130 DPUs = 64 + 64 + 2: the slowest full rank takes 64 x 256 B at
+     * 6.68 GB/s, the 2-DPU rank 512 B at 2 x 0.33; three active ranks move at
+     * most 6.68 x (1 + 2 g) GB/s in all, which binds. */
     static uint64_t per[130][32];
     DPU_FOREACH(set, dpu, i)
     {
@@ -221,7 +228,7 @@ static void test_transfers(void **state)
     assert_int_equal(x.kind, NM_PIM_XFER_PARALLEL);
     assert_int_equal(x.nr_dpus, 130);
     assert_int_equal(x.nr_ranks, 3);
-    assert_near(x.modeled_seconds, 64.0 * 256 / 6.68e9, 1e-12);
+    assert_near(x.modeled_seconds, 130.0 * 256 / (6.68e9 * (1 + 2 * G)), 1e-15);
     /* Buffers were reset: a push without prepare moves nothing. */
     assert_int_equal(dpu_push_xfer(set, DPU_XFER_FROM_DPU, DPU_MRAM_HEAP_POINTER_NAME, 256, 256, DPU_XFER_DEFAULT),
                      DPU_OK);
@@ -240,7 +247,9 @@ static void test_transfers(void **state)
                      DPU_OK);
     assert_int_equal(nm_pim_last_xfer(set, &x), DPU_OK);
     assert_int_equal(x.nr_dpus, 65);
-    assert_near(x.modeled_seconds, 32.0 * 256 / 4.74e9, 1e-12);
+    /* 32 + 32 + 1 DPUs: one DPU alone moves 256 B at 0.12 GB/s, 32 at
+     * 32 x 0.12 < 4.74; the host bound over three ranks binds. */
+    assert_near(x.modeled_seconds, 65.0 * 256 / (4.74e9 * (1 + 2 * G)), 1e-15);
     for (i = 0; i < 130; i++) {
         if (i % 2 == 0)
             assert_memory_equal(got[i], per[i], 256);
@@ -263,7 +272,7 @@ static void test_transfers(void **state)
     assert_int_equal(nm_pim_last_xfer(set, &x), DPU_OK);
     assert_int_equal(x.kind, NM_PIM_XFER_BROADCAST);
     assert_int_equal(x.bytes, 130u * 32u);
-    assert_near(x.modeled_seconds, 64.0 * 32 / 16.88e9, 1e-12);
+    assert_near(x.modeled_seconds, 130.0 * 32 / (16.88e9 * (1 + 2 * G)), 1e-15);
     DPU_FOREACH(set, dpu)
     {
         assert_int_equal(dpu_copy_from(dpu, "mvar", 8, back, 32), DPU_OK);
@@ -293,6 +302,98 @@ static void test_transfers(void **state)
     DPU_FOREACH(set, dpu) { break; }
     assert_int_equal(dpu_load(dpu, "pim_test_fixed", NULL), DPU_OK);
     assert_int_equal(dpu_copy_to(set, "arg0", 0, &v, 8), DPU_ERR_DIFFERENT_DPU_PROGRAMS);
+    assert_int_equal(dpu_free(set), DPU_OK);
+}
+
+/* The transfer model from one DPU to all 40 ranks (docs/pim-machine.md,
+ * "Transfer model"): exact modeled times for each regime. */
+static double push_seconds(struct dpu_set_t set, uint32_t n, uint32_t bytes, bool to_dpu)
+{
+    uint8_t *buf = calloc(n, bytes); /* a buffer per DPU: host threads copy DPUs in parallel */
+    assert_non_null(buf);
+    struct dpu_set_t dpu;
+    uint32_t i;
+    DPU_FOREACH(set, dpu, i)
+    {
+        if (i < n)
+            assert_int_equal(dpu_prepare_xfer(dpu, buf + (size_t)i * bytes), DPU_OK);
+    }
+    assert_int_equal(dpu_push_xfer(set, to_dpu ? DPU_XFER_TO_DPU : DPU_XFER_FROM_DPU, DPU_MRAM_HEAP_POINTER_NAME, 0,
+                                   bytes, DPU_XFER_DEFAULT),
+                     DPU_OK);
+    nm_pim_xfer_stats x;
+    assert_int_equal(nm_pim_last_xfer(set, &x), DPU_OK);
+    assert_int_equal(x.nr_dpus, n);
+    assert_int_equal(x.bytes, (uint64_t)n * bytes);
+    free(buf);
+    return x.modeled_seconds;
+}
+
+static void test_transfer_model(void **state)
+{
+    (void)state;
+    struct dpu_set_t set;
+    assert_int_equal(dpu_alloc(4, "rank_growth=2", &set), DPU_ERR_INVALID_PROFILE);
+    assert_int_equal(dpu_alloc(4, "rank_to=0", &set), DPU_ERR_INVALID_PROFILE);
+    assert_int_equal(dpu_alloc(4, "serial_from=-1", &set), DPU_ERR_INVALID_PROFILE);
+
+    assert_int_equal(dpu_alloc(NM_PIM_MAX_DPUS, "threads=2", &set), DPU_OK);
+    assert_int_equal(dpu_load(set, "pim_test", NULL), DPU_OK);
+    /* One DPU: a push is as fast as a serial copy. */
+    assert_near(push_seconds(set, 1, 2048, true), 2048 / 0.33e9, 1e-15);
+    assert_near(push_seconds(set, 1, 2048, false), 2048 / 0.12e9, 1e-15);
+    /* Part of a rank: k x the one-DPU bandwidth until the rank's is reached. */
+    assert_near(push_seconds(set, 16, 2048, true), 16.0 * 2048 / (16 * 0.33e9), 1e-15);
+    assert_near(push_seconds(set, 32, 2048, true), 32.0 * 2048 / 6.68e9, 1e-15);
+    assert_near(push_seconds(set, 64, 2048, false), 64.0 * 2048 / 4.74e9, 1e-15);
+    /* Whole ranks: the host-side bound, not 40 x one rank. */
+    for (uint32_t ranks = 2; ranks <= 40; ranks *= 2) {
+        double t = push_seconds(set, 64 * ranks, 2048, true);
+        assert_near(t, 64.0 * ranks * 2048 / (6.68e9 * (1 + G * (ranks - 1))), 1e-15);
+    }
+    double t40 = push_seconds(set, NM_PIM_MAX_DPUS, 2048, true);
+    double gbs = 2560.0 * 2048 / t40 / 1e9;
+    assert_true(gbs > 16.5 && gbs < 16.8); /* 6.68 x 2.49, where ranks in parallel gave 267 */
+    assert_near(push_seconds(set, NM_PIM_MAX_DPUS, 2048, false), 2560.0 * 2048 / (4.74e9 * (1 + 39 * G)), 1e-15);
+    /* Broadcast: bytes delivered; one DPU as a serial copy, all ranks host-bound. */
+    uint64_t b[256] = {0};
+    struct dpu_set_t rank;
+    uint32_t r;
+    DPU_RANK_FOREACH(set, rank, r)
+    {
+        if (r == 0) {
+            struct dpu_set_t dpu;
+            DPU_FOREACH(rank, dpu)
+            {
+                assert_int_equal(dpu_broadcast_to(dpu, DPU_MRAM_HEAP_POINTER_NAME, 0, b, 2048, DPU_XFER_DEFAULT),
+                                 DPU_OK);
+                break;
+            }
+        }
+    }
+    nm_pim_xfer_stats x;
+    assert_int_equal(nm_pim_last_xfer(set, &x), DPU_OK);
+    assert_near(x.modeled_seconds, 2048 / 0.33e9, 1e-15);
+    assert_int_equal(dpu_broadcast_to(set, DPU_MRAM_HEAP_POINTER_NAME, 0, b, 2048, DPU_XFER_DEFAULT), DPU_OK);
+    assert_int_equal(nm_pim_last_xfer(set, &x), DPU_OK);
+    assert_near(x.modeled_seconds, 2560.0 * 2048 / (16.88e9 * (1 + 39 * G)), 1e-15);
+    /* Serial copies stay one DPU after another, whatever the ranks. */
+    assert_int_equal(dpu_copy_to(set, DPU_MRAM_HEAP_POINTER_NAME, 0, b, 2048), DPU_OK);
+    assert_int_equal(nm_pim_last_xfer(set, &x), DPU_OK);
+    assert_near(x.modeled_seconds, 2560.0 * 2048 / 0.33e9, 1e-12);
+    assert_int_equal(dpu_free(set), DPU_OK);
+
+    /* Another system from its own calibration points: Friesel et al.'s one-rank
+     * push (5.3014 GB/s) gives their 40-rank point (13.2003) back. */
+    assert_int_equal(dpu_alloc(NM_PIM_MAX_DPUS, "threads=2,rank_to=5.3014", &set), DPU_OK);
+    assert_int_equal(dpu_load(set, "pim_test", NULL), DPU_OK);
+    gbs = 2560.0 * 2048 / push_seconds(set, NM_PIM_MAX_DPUS, 2048, true) / 1e9;
+    assert_true(fabs(gbs - 13.2003) < 1e-4);
+    assert_int_equal(dpu_free(set), DPU_OK);
+    /* rank_growth=1: ranks fully in parallel (the model before issue 15). */
+    assert_int_equal(dpu_alloc(NM_PIM_MAX_DPUS, "threads=2,rank_growth=1", &set), DPU_OK);
+    assert_int_equal(dpu_load(set, "pim_test", NULL), DPU_OK);
+    assert_near(push_seconds(set, NM_PIM_MAX_DPUS, 2048, true), 64.0 * 2048 / 6.68e9, 1e-15);
     assert_int_equal(dpu_free(set), DPU_OK);
 }
 
@@ -341,6 +442,7 @@ int main(void)
         cmocka_unit_test(test_alloc_free),
         cmocka_unit_test(test_load_launch),
         cmocka_unit_test(test_transfers),
+        cmocka_unit_test(test_transfer_model),
         cmocka_unit_test(test_stats_api),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

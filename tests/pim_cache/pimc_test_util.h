@@ -46,7 +46,7 @@ static inline void check_dpu_reader(nm_pimc *c, nm_pimc_memdev *m, unsigned slot
                                     size_t len, unsigned tasklets)
 {
     test_io t = {m, dpu, 0};
-    nm_pimc_mram_io io = {&t, tio_read, tio_write, NULL};
+    nm_pimc_mram_io io = {&t, tio_read, tio_write};
     size_t covered = 0;
     uint64_t blk[4096 / 8];
     for (unsigned tid = 0; tid < tasklets; tid++) {

@@ -18,7 +18,7 @@ static void decode_on_dpu(nm_pimc_memdev *m, uint32_t in_off, uint32_t in_len, u
                           unsigned nt)
 {
     test_io t = {m, 0, 0};
-    nm_pimc_mram_io io = {&t, tio_read, tio_write, NULL};
+    nm_pimc_mram_io io = {&t, tio_read, tio_write};
     nm_pimc_svb_args a = {in_off, in_len, out_off, count};
     nm_pimc_svb_shared sh;
     for (unsigned i = 0; i < nt; i++) nm_pimc_svb_phase_sum(&io, &a, i, nt, &sh);

@@ -31,9 +31,10 @@ with tempfile.TemporaryDirectory() as d:
                 assert 0 < s[k] <= 1, (k, s[k])
             # the buddy cache moves less metadata than the coarse buffer
             assert s["metadata_bytes_per_malloc_hwsw"] < s["metadata_bytes_per_malloc_sw"]
-            # adaptive keeps sw's first-allocation latency, lazy does not
-            assert s["first_malloc_cycles_adaptive_16t_32b"] == s["first_malloc_cycles_sw_16t_32b"]
-            assert s["first_malloc_cycles_lazy_16t_32b"] > s["first_malloc_cycles_sw_16t_32b"]
+            # adaptive's first allocation needs no lock and no DMA, like sw's (it
+            # only activates its spare block in WRAM); lazy's goes to the backend
+            assert s["first_malloc_cycles_sw_16t_32b"] <= s["first_malloc_cycles_adaptive_16t_32b"]
+            assert s["first_malloc_cycles_adaptive_16t_32b"] * 10 < s["first_malloc_cycles_lazy_16t_32b"]
             # the fidelity audit's other averages of the same six points: AM >= GM
             for a in ("sw_vs_strawman", "hwsw_vs_sw"):
                 assert s[f"speedup_{a}_arith_mean"] >= s[f"speedup_{a}"] * (1 - 1e-12), a

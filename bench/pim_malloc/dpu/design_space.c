@@ -4,7 +4,6 @@
 #include <barrier.h>
 #include <defs.h>
 #include <mram.h>
-#include <nearmem_pim.h>
 #include <stdint.h>
 #include <string.h>
 

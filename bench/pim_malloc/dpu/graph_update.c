@@ -85,7 +85,6 @@ static void csr_insert(unsigned t, uint32_t u, uint32_t v, uint32_t nedges)
     for (uint32_t r = rounds; r-- > 0;) {
         uint32_t c = r * GT + t, off = c * CHUNK, len = c < nchunks ? NM_MIN(CHUNK, bytes - off) : 0;
         if (len) mram_read(MRAM(from + off), w, len);
-        nm_pim_charge(8);
         barrier_wait(&g_bar);
         if (len) mram_write(w, MRAM(from + off + 8), len);
     }
@@ -97,7 +96,6 @@ static void csr_insert(unsigned t, uint32_t u, uint32_t v, uint32_t nedges)
         uint32_t n = NM_MIN(per, count - c);
         mram_read(MRAM(a_ptr() + (first + c) * 8), w, n * 8);
         for (uint32_t i = 0; i < n; i++) w[i]++;
-        nm_pim_charge(3 * n + 8);
         mram_write(w, MRAM(a_ptr() + (first + c) * 8), n * 8);
     }
     barrier_wait(&g_bar);
@@ -120,7 +118,6 @@ static void csr_rebuild(unsigned t, uint32_t i0, uint32_t k, uint32_t src_ptr, u
         mram_read(MRAM(a_new() + (i0 + j0) * 8), eb, m * 8);
         for (uint32_t j = 0; j < m; j++) {
             uint32_t u = (uint32_t)eb[j];
-            nm_pim_charge(3);
             if (u % GT == t) wr8(a_cnt() + u * 8, rd8(a_cnt() + u * 8) + 1);
         }
     }
@@ -136,7 +133,6 @@ static void csr_rebuild(unsigned t, uint32_t i0, uint32_t k, uint32_t src_ptr, u
                 p[j] += run;
                 run += x;
             }
-            nm_pim_charge(5 * m + 10);
             mram_write(p, MRAM(dst_ptr + c * 8), m * 8);
         }
         wr8(dst_ptr + n * 8, rd8(src_ptr + n * 8) + run);
@@ -146,7 +142,6 @@ static void csr_rebuild(unsigned t, uint32_t i0, uint32_t k, uint32_t src_ptr, u
         uint64_t pr[2] __dma_aligned;
         mram_read(MRAM(src_ptr + u * 8), pr, 16);
         uint32_t len = (uint32_t)(pr[1] - pr[0]), to = (uint32_t)rd8(dst_ptr + u * 8);
-        nm_pim_charge(10);
         for (uint32_t o = 0; o < len * 8; o += CHUNK) {
             uint32_t m = NM_MIN(CHUNK, len * 8 - o);
             mram_read(MRAM(src_edges + (uint32_t)pr[0] * 8 + o), w, m);
@@ -159,13 +154,11 @@ static void csr_rebuild(unsigned t, uint32_t i0, uint32_t k, uint32_t src_ptr, u
         mram_read(MRAM(a_new() + (i0 + j0) * 8), eb, m * 8);
         for (uint32_t j = 0; j < m; j++) {
             uint32_t u = (uint32_t)eb[j], v = (uint32_t)(eb[j] >> 32);
-            nm_pim_charge(3);
             if (u % GT != t) continue;
             uint64_t left = rd8(a_cnt() + u * 8);
             uint32_t end = (uint32_t)rd8(dst_ptr + (u + 1) * 8);
             wr8(a_cnt() + u * 8, left - 1);
             wr8(dst_edges + (end - (uint32_t)left) * 8, v);
-            nm_pim_charge(8);
         }
     }
     barrier_wait(&g_bar);
@@ -196,14 +189,12 @@ static void list_insert(uint32_t u, uint32_t v)
         if (tail) wr8(tail, c);
         tail = c;
         fill = 0;
-        nm_pim_charge(10);
     }
     uint32_t ea = tail + 8 + fill * 4;
     uint64_t pair = rd8(ea & ~7u);
     pair = (ea & 4) ? (pair & 0xffffffffull) | ((uint64_t)v << 32) : (pair & ~0xffffffffull) | v;
     wr8(ea & ~7u, pair);
     wr8(sa, (uint64_t)tail | ((uint64_t)(fill + 1) << 32));
-    nm_pim_charge(16);
 }
 
 /* Append v to node u's power-of-two array; grow by allocate-copy-free. */
@@ -225,18 +216,15 @@ static void array_insert(unsigned t, uint32_t u, uint32_t v)
             uint32_t len = NM_MIN(CHUNK, bytes - o);
             mram_read(MRAM(addr + o), g_buf[t], len);
             mram_write(g_buf[t], MRAM(na + o), len);
-            nm_pim_charge(6);
         }
         if (addr) pimm_free32(addr);
         addr = na;
-        nm_pim_charge(12);
     }
     uint32_t ea = addr + fill * 4;
     uint64_t pair = rd8(ea & ~7u);
     pair = (ea & 4) ? (pair & 0xffffffffull) | ((uint64_t)v << 32) : (pair & ~0xffffffffull) | v;
     wr8(ea & ~7u, pair);
     wr8(sa, (uint64_t)addr | ((uint64_t)(fill + 1) << 32));
-    nm_pim_charge(16);
 }
 
 int main(void)
@@ -276,7 +264,6 @@ int main(void)
         mram_read(MRAM(src + i0 * 8), eb, k * 8);
         for (uint32_t j = 0; j < k; j++) {
             uint32_t u = (uint32_t)eb[j], v = (uint32_t)(eb[j] >> 32);
-            nm_pim_charge(3);
             if (g_struct == 0) csr_insert(t, u, v, nedges++);
             else if (u % GT == t) {
                 if (g_struct == 1) list_insert(u, v);

@@ -13,11 +13,6 @@
 extern "C" {
 #endif
 
-/* Instructions charged per element by the example kernels (see docs:
- * PrIM §3.1.2's 32-bit ADD throughput of 58.56 MOPS at 350 MHz is
- * 350/58.56 = 6.0 instructions per element of a streaming loop). */
-#define NM_PIM_VA_INSTR_PER_ELEM 6u
-#define NM_PIM_RED_INSTR_PER_ELEM 7u /* 64-bit add: one more (add with carry) */
 /* Bytes per DMA block, as PrIM's default BLOCK_SIZE for VA. */
 #define NM_PIM_EXAMPLE_BLOCK 1024u
 
@@ -26,6 +21,7 @@ typedef struct nm_pim_run_report {
     double modeled_xfer_to_s;    /* inputs host -> DPUs (parallel push) */
     double modeled_xfer_from_s;  /* outputs DPUs -> host */
     double host_s;               /* wall time of the whole run on this host */
+    double host_kernel_s;        /* of which emulating the launch (host wall time) */
     uint64_t max_cycles;
     uint64_t instructions;       /* all DPUs */
 } nm_pim_run_report;
@@ -38,6 +34,12 @@ typedef struct nm_pim_run_report {
  * dpu_error_t; on DPU_ERR_DPU_FAULT the set's DPUs tell which fault. */
 dpu_error_t nm_pim_va_run(struct dpu_set_t set, uint32_t tasklets, const int32_t *a, const int32_t *b, int32_t *c,
                           uint64_t n, nm_pim_run_report *rep);
+
+/* The same with the kernel built by nearmem-dpu-cc -fno-nearmem-cost (its
+ * compute costs nothing; 16 tasklets only): for host-speed comparisons of
+ * the compiler's costing. */
+dpu_error_t nm_pim_va_run_uncosted(struct dpu_set_t set, uint32_t tasklets, const int32_t *a, const int32_t *b,
+                                   int32_t *c, uint64_t n, nm_pim_run_report *rep);
 
 /* *sum = sum of n uint64 values (kernel dpu/red.c, built for 1, 2, 4, 8,
  * 11, 12, 16, 20 and 24 tasklets): each tasklet sums its

@@ -46,8 +46,12 @@ typedef struct nm_pim_cost {
     double bw_rank_to_dpu;      /* dpu_push_xfer TO, aggregate of one rank: 6.68 */
     double bw_rank_from_dpu;    /* dpu_push_xfer FROM, one rank: 4.74 */
     double bw_rank_broadcast;   /* dpu_broadcast_to, bytes delivered, one rank: 16.88 */
-    /* Ranks transfer in parallel; their aggregate is capped by the host side
-     * (0 = no cap). Default 0: see "not modeled" in the docs. */
+    /* The host-side limit as ranks are added: n active ranks move at most
+     * bw_rank x (1 + bw_rank_growth x (n - 1)) in all (Friesel et al.'s
+     * multi-rank push, calibration points at 1 and 40 ranks: 0.0382). 1 gives
+     * ranks fully in parallel (the model before issue 15). */
+    double bw_rank_growth;
+    /* An optional absolute cap on the aggregate (0 = none). */
     double bw_host_cap;
     /* Instructions the API itself charges (derived from the SDK's inline
      * code; docs list them). */
@@ -96,6 +100,7 @@ typedef struct nm_pim_fault_info {
 typedef struct nm_pim_tasklet_stats {
     uint64_t cycles;            /* modeled cycle at which the tasklet finished */
     uint64_t instructions;      /* charged + API + spin instructions */
+    uint64_t costed_instructions; /* of which charged by the compiler's per-block costing (program files) */
     uint64_t dma_reads, dma_read_bytes;   /* MRAM -> WRAM */
     uint64_t dma_writes, dma_write_bytes; /* WRAM -> MRAM */
     uint64_t dma_wait_cycles;   /* blocked on the DMA engine (queueing + transfer) */
@@ -112,6 +117,7 @@ typedef struct nm_pim_tasklet_stats {
 typedef struct nm_pim_dpu_stats {
     uint64_t cycles;            /* modeled cycles of the last launch (last tasklet done) */
     uint64_t instructions;      /* sum over tasklets */
+    uint64_t costed_instructions; /* of which charged by the compiler's costing */
     uint64_t dma_reads, dma_read_bytes;
     uint64_t dma_writes, dma_write_bytes;
     uint64_t dma_busy_cycles;   /* cycles the DMA engine was busy */

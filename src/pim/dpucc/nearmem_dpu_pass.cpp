@@ -23,11 +23,16 @@
 //            the runtime's own) becomes a field of one block, __nm_wram_data,
 //            which the machine swaps per DPU; constants go to
 //            __nm_wram_rodata. Symbol table, sizes, header.
-//   O2       whole-program optimisation (like -flto).
+//   glue     the runtime's glue stays out of line until costed; functions
+//            marked NM_PIM_HW_MODEL are modeled hardware (nearmem_dpu_cost.cpp).
+//   dpu-opt  whole-program optimisation (like -flto) as for the DPU: no
+//            vectorisation, 32-bit native integers.
+//   cost     every basic block charges the modeled DPU instructions of its
+//            IR (issue 15; nearmem_dpu_cost.cpp, table nm_dpu_cost.h).
+//   release  the glue may be inlined by the host compiler again.
 //   verify   only functions the DPU runtime provides may stay undefined.
 //
-// Each step is a small module pass so later work (issue 15: per-block cycle
-// counters) slots into nearmemDpuPipeline() below.
+// Each step is a small module pass; the list is nearmemDpuPipeline() below.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -55,6 +60,7 @@
 #include "llvm/Transforms/Utils/ModuleUtils.h"
 
 #include "../dpurt/nm_dpu_abi.h"
+#include "nearmem_dpu_passes.h"
 
 using namespace llvm;
 
@@ -71,6 +77,7 @@ struct Params {
     bool nrTaskletsGiven = false;
     unsigned stackSize = 1024;
     unsigned opt = 2;
+    bool cost = true; // issue 15's per-block costing (cost=0: off, for host-speed comparisons)
 };
 
 // Errors are collected and reported together, as a compiler would.
@@ -734,7 +741,8 @@ struct WramPass : PassInfoMixin<WramPass> {
                 continue;
             }
             StringRef n = G.getName();
-            if (n.startswith("llvm.") || n.startswith("__nm_meta") || n == "__nm_rt" || n.startswith("__nm_mram_") ||
+            if (n.startswith("llvm.") || n.startswith("__nm_meta") || n == "__nm_rt" || n == "__nm_cost_counter" ||
+                n.startswith("__nm_mram_") ||
                 n == "__nm_wram_data" || n == "__nm_wram_rodata")
                 continue;
             if (G.getAddressSpace() != 0)
@@ -856,27 +864,30 @@ bool parseParams(StringRef Name, Params &P)
             P.stackSize = x;
         else if (k == "opt")
             P.opt = x;
+        else if (k == "cost")
+            P.cost = x != 0;
         else
             return false;
     }
     return true;
 }
 
-// The whole pipeline, in order. Issue 15 adds its costing step here.
-void nearmemDpuPipeline(PassBuilder &PB, ModulePassManager &MPM, const Params &P)
+// The whole pipeline, in order.
+void nearmemDpuPipeline(ModulePassManager &MPM, const Params &P)
 {
     auto *S = new State(); // lives as long as the process (one module per opt run)
     S->P = P;
     MPM.addPass(PreparePass());
+    MPM.addPass(nearmem::GluePass()); // before wram moves the annotation strings
     MPM.addPass(MramPass(S));
     MPM.addPass(LowerPass());
     MPM.addPass(GlobalDCEPass()); // drop runtime code the program does not use, before laying out WRAM
     MPM.addPass(AtomicPass(S));
     MPM.addPass(WramPass(S));
-    if (P.opt > 0)
-        MPM.addPass(PB.buildPerModuleDefaultPipeline(P.opt >= 3 ? OptimizationLevel::O3
-                                                     : P.opt == 2 ? OptimizationLevel::O2
-                                                                  : OptimizationLevel::O1));
+    MPM.addPass(nearmem::DpuOptPass(P.opt));
+    if (P.cost)
+        MPM.addPass(nearmem::CostPass());
+    MPM.addPass(nearmem::ReleasePass());
     MPM.addPass(VerifyPass());
 }
 
@@ -886,11 +897,11 @@ extern "C" LLVM_ATTRIBUTE_WEAK PassPluginLibraryInfo llvmGetPassPluginInfo()
 {
     return {LLVM_PLUGIN_API_VERSION, "nearmem-dpu", "1", [](PassBuilder &PB) {
                 PB.registerPipelineParsingCallback(
-                    [&PB](StringRef Name, ModulePassManager &MPM, ArrayRef<PassBuilder::PipelineElement>) {
+                    [](StringRef Name, ModulePassManager &MPM, ArrayRef<PassBuilder::PipelineElement>) {
                         Params P;
                         if (!parseParams(Name, P))
                             return false;
-                        nearmemDpuPipeline(PB, MPM, P);
+                        nearmemDpuPipeline(MPM, P);
                         return true;
                     });
             }};

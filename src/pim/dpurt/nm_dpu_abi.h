@@ -20,7 +20,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define NM_DPU_ABI_VERSION 1u
+#define NM_DPU_ABI_VERSION 2u /* 2: cost_counter (issue 15) */
 #define NM_DPU_MAGIC "NMDPUPRG" /* 8 bytes, no terminator in the header */
 #define NM_DPU_SECTION ".nearmem_dpu"
 
@@ -116,6 +116,11 @@ typedef struct nm_dpu_info {
     const nm_dpu_symbol *symbols;
     uint32_t nr_symbols;
     const nm_dpu_rt **rt_slot; /* the loader stores the service table here */
+    /* The instance's cost counter: the modeled DPU instructions its code
+     * executed since the machine last took them (nearmem-dpu-cc's costing
+     * step adds to it at every basic block; the machine moves it into the
+     * running tasklet whenever a tasklet hands control back). */
+    uint64_t *cost_counter;
 } nm_dpu_info;
 
 /* Exported by every program. */

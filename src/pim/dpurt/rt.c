@@ -29,6 +29,13 @@
  * the same table for every instance. Not part of the swapped WRAM block. */
 const nm_dpu_rt *__nm_rt;
 
+/* The modeled DPU instructions executed by this instance since the machine
+ * last took them (issue 15): nearmem-dpu-cc's costing step adds to it at
+ * every basic block. Not part of the swapped WRAM block: only one tasklet of
+ * one DPU runs on an instance at a time, and the machine empties it into
+ * that tasklet each time the tasklet hands control back. */
+uint64_t __nm_cost_counter;
+
 /* Defined by the pass plugin (src/pim/dpucc). */
 extern char __nm_wram_data[];
 extern const uint32_t __nm_wram_data_size;
@@ -60,6 +67,7 @@ __attribute__((visibility("default"))) void __nm_dpu_query(nm_dpu_info *out)
     out->symbols = __nm_symtab;
     out->nr_symbols = __nm_nsyms;
     out->rt_slot = &__nm_rt;
+    out->cost_counter = &__nm_cost_counter;
 }
 
 /* ---- hardware: forwards --------------------------------------------------- */
@@ -90,6 +98,9 @@ int __nm_handshake_wait_for(unsigned int notifier)
 uint64_t __nm_perfcounter_config(uint32_t config, bool reset) { return __nm_rt->perfcounter_config(config, reset); }
 uint64_t __nm_perfcounter_get(void) { return __nm_rt->perfcounter_get(); }
 void __nm_fault(const char *why) { __nm_rt->fault(why); }
+/* A division by zero: the DPU's __udiv32 executes `fault 2`. The costing
+ * step guards every division with a call to this (it would kill the host). */
+__attribute__((used, noreturn, cold)) void __nm_div_fault(void) { __nm_rt->fault("division by zero"); }
 
 const volatile uint32_t CLOCKS_PER_SEC = 350000000u;
 

@@ -21,6 +21,7 @@ static inline void nm_pim__fill_report(struct dpu_set_t set, const nm_pim_totals
     rep->max_cycles = ls.max_cycles;
     rep->instructions = ls.instructions;
     rep->host_s = nm_ns_to_s(nm_now_ns() - t0_ns);
+    rep->host_kernel_s = ls.host_seconds;
 }
 
 #endif

@@ -12,8 +12,8 @@
 #include "report.h"
 
 /* ---- Host side --------------------------------------------------------- */
-dpu_error_t nm_pim_va_run(struct dpu_set_t set, uint32_t tasklets, const int32_t *a, const int32_t *b, int32_t *c,
-                          uint64_t n, nm_pim_run_report *rep)
+static dpu_error_t va_run(struct dpu_set_t set, nm_pim_example kernel, uint32_t tasklets, const int32_t *a,
+                          const int32_t *b, int32_t *c, uint64_t n, nm_pim_run_report *rep)
 {
     uint64_t t0 = nm_now_ns();
     uint32_t nr_dpus;
@@ -44,7 +44,7 @@ dpu_error_t nm_pim_va_run(struct dpu_set_t set, uint32_t tasklets, const int32_t
     nm_pim_totals tot0;
     struct dpu_set_t dpu;
     uint32_t i;
-    if ((e = nm_pim__load_example(set, NM_PIM_EX_VA, tasklets)) != DPU_OK || (e = nm_pim_reset_totals(set)) != DPU_OK)
+    if ((e = nm_pim__load_example(set, kernel, tasklets)) != DPU_OK || (e = nm_pim_reset_totals(set)) != DPU_OK)
         goto out;
     uint32_t bytes = (uint32_t)(per * 4);
     DPU_FOREACH(set, dpu, i)
@@ -79,4 +79,16 @@ out:
         free(pb);
     }
     return e;
+}
+
+dpu_error_t nm_pim_va_run(struct dpu_set_t set, uint32_t tasklets, const int32_t *a, const int32_t *b, int32_t *c,
+                          uint64_t n, nm_pim_run_report *rep)
+{
+    return va_run(set, NM_PIM_EX_VA, tasklets, a, b, c, n, rep);
+}
+
+dpu_error_t nm_pim_va_run_uncosted(struct dpu_set_t set, uint32_t tasklets, const int32_t *a, const int32_t *b,
+                                   int32_t *c, uint64_t n, nm_pim_run_report *rep)
+{
+    return va_run(set, NM_PIM_EX_VA_UNCOSTED, tasklets, a, b, c, n, rep);
 }

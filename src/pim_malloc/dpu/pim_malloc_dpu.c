@@ -63,48 +63,45 @@ nm_err nm_fail(nm_err e, const char *fmt, ...)
 
 const char *nm_last_errmsg(void) { return nm_pimm_msg; }
 
-static void d_read(void *ctx, uint32_t addr, void *wram, uint32_t n)
+/* The allocator's environment on the DPU: the SDK, called directly
+ * (pimm_internal.h, ENV_*). */
+void nm_pimm__dpu_read(uint32_t addr, void *wram, uint32_t n)
 {
-    (void)ctx;
     mram_read((__mram_ptr const void *)(uintptr_t)addr, wram, n);
 }
 
-static void d_write(void *ctx, const void *wram, uint32_t addr, uint32_t n)
+void nm_pimm__dpu_write(const void *wram, uint32_t addr, uint32_t n)
 {
-    (void)ctx;
     mram_write(wram, (__mram_ptr void *)(uintptr_t)addr, n);
 }
 
-static void d_charge(void *ctx, uint32_t n)
-{
-    (void)ctx;
-    nm_pim_charge(n);
-}
+void nm_pimm__dpu_lock(void) { mutex_lock(nm_pimm_mutex); }
+void nm_pimm__dpu_unlock(void) { mutex_unlock(nm_pimm_mutex); }
+unsigned nm_pimm__dpu_me(void) { return me(); }
 
-static void d_lock(void *ctx)
+/* n instructions of the buddy cache, issued on its unit (modeled hardware). */
+void nm_pimm__dpu_hw(uint32_t n)
 {
-    (void)ctx;
-    mutex_lock(nm_pimm_mutex);
-}
-
-static void d_unlock(void *ctx)
-{
-    (void)ctx;
-    mutex_unlock(nm_pimm_mutex);
-}
-
-static unsigned d_me(void *ctx)
-{
-    (void)ctx;
-    return me();
-}
-
-static void d_hw(void *ctx, uint32_t n)
-{
-    (void)ctx;
     for (uint32_t i = 0; i < n; i++)
         nm_pim_hw_exec(&nm_pimm_buddy_cache_unit, 0);
 }
+
+/* The same operations for nm_pimm_env (nm_pimm_create checks it; the core
+ * calls the functions above directly). */
+static void d_read(void *ctx, uint32_t addr, void *wram, uint32_t n)
+{
+    (void)ctx;
+    nm_pimm__dpu_read(addr, wram, n);
+}
+static void d_write(void *ctx, const void *wram, uint32_t addr, uint32_t n)
+{
+    (void)ctx;
+    nm_pimm__dpu_write(wram, addr, n);
+}
+static void d_lock(void *ctx) { (void)ctx; nm_pimm__dpu_lock(); }
+static void d_unlock(void *ctx) { (void)ctx; nm_pimm__dpu_unlock(); }
+static unsigned d_me(void *ctx) { (void)ctx; return nm_pimm__dpu_me(); }
+static void d_hw(void *ctx, uint32_t n) { (void)ctx; nm_pimm__dpu_hw(n); }
 
 uint32_t nm_pimm_dpu_heap_base(void)
 {
@@ -123,7 +120,7 @@ nm_err nm_pimm_dpu_init(const nm_pimm_config *cfg)
     nm_pimm_config c = *cfg;
     if (!c.heap_base)
         c.heap_base = nm_pimm_dpu_heap_base();
-    nm_pimm_env env = {NULL, d_read, d_write, d_charge, d_lock, d_unlock, d_me, d_hw};
+    nm_pimm_env env = {NULL, d_read, d_write, d_lock, d_unlock, d_me, d_hw};
     nm_pimm_dpu_teardown();
     nm_err e = nm_pimm_create(&nm_pimm_heap, &c, &env);
     if (e) {

@@ -4,7 +4,6 @@
 #include <barrier.h>
 #include <defs.h>
 #include <mram.h>
-#include <nearmem_pim.h>
 #include <stdint.h>
 
 #include "../stress_common.h"
@@ -128,7 +127,6 @@ int main(void)
             }
         }
         unsigned i = (unsigned)nm_rng_below(r, SLOTS);
-        nm_pim_charge(20);
         if (addr[i]) {
             if (!ok(addr[i], size[i])) k_bad[t]++;
             pimFree(MRAM(addr[i]));

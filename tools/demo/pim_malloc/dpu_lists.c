@@ -64,7 +64,6 @@ int main(void)
         n.value = t * 1000 + i;
         mram_write(&n, MRAM(p), sizeof n);
         head = p;
-        nm_pim_charge(6);
     }
     d_alloc_cycles[t] = cyc;
     /* walk and free */
@@ -74,7 +73,6 @@ int main(void)
         if (n.value != t * 1000 + --expect) d_bad++;
         pimm_free32(head);
         head = n.next;
-        nm_pim_charge(6);
     }
     if (expect != 0) d_bad++;
     return 0;

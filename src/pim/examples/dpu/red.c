@@ -1,6 +1,6 @@
 /* A reduction (PrIM RED's shape, simplified) in plain UPMEM C: every tasklet
  * sums its blocks of uint64 values into a per-tasklet partial sum, a barrier,
- * then tasklet 0 adds the partial sums. See va.c for nm_pim_charge. */
+ * then tasklet 0 adds the partial sums. */
 #include <alloc.h>
 #include <barrier.h>
 #include <defs.h>
@@ -8,12 +8,6 @@
 #include <stdint.h>
 
 #include "../common.h"
-
-#ifdef __NEARMEM_DPU__
-#include <nearmem_pim.h>
-#else
-#define nm_pim_charge(n) ((void)0)
-#endif
 
 __host uint32_t red_size; /* bytes of values on this DPU */
 __host uint64_t red_result;
@@ -26,22 +20,18 @@ int main(void)
     const uint32_t base = (uint32_t)(uintptr_t)DPU_MRAM_HEAP_POINTER;
     uint64_t *cache = mem_alloc(EXAMPLE_BLOCK);
     uint64_t sum = 0;
-    nm_pim_charge(8);
     for (uint32_t off = tid * EXAMPLE_BLOCK; off < red_size; off += EXAMPLE_BLOCK * NR_TASKLETS) {
         uint32_t len = red_size - off < EXAMPLE_BLOCK ? red_size - off : EXAMPLE_BLOCK;
         mram_read((__mram_ptr const void *)(base + off), cache, len);
         for (uint32_t i = 0; i < len / 8; i++)
             sum += cache[i];
-        nm_pim_charge(RED_INSTR_PER_ELEM * (len / 8) + 6);
     }
     red_partial[tid] = sum;
-    nm_pim_charge(2);
     barrier_wait(&red_barrier);
     if (tid == 0) {
         uint64_t total = 0;
         for (uint32_t t = 0; t < NR_TASKLETS; t++)
             total += red_partial[t];
-        nm_pim_charge(RED_INSTR_PER_ELEM * NR_TASKLETS + 2);
         red_result = total;
     }
     return 0;

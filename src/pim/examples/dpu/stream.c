@@ -5,12 +5,6 @@
 #include <mram.h>
 #include <stdint.h>
 
-#ifdef __NEARMEM_DPU__
-#include <nearmem_pim.h>
-#else
-#define nm_pim_charge(n) ((void)0)
-#endif
-
 __host uint32_t stream_block;
 __host uint32_t stream_bytes; /* per tasklet */
 
@@ -19,7 +13,6 @@ int main(void)
     const uint32_t base = (uint32_t)(uintptr_t)DPU_MRAM_HEAP_POINTER + me() * stream_bytes;
     void *buf = mem_alloc(stream_block);
     for (uint32_t off = 0; off + stream_block <= stream_bytes; off += stream_block) {
-        nm_pim_charge(3); /* address add, compare, branch */
         mram_read((__mram_ptr const void *)(base + off), buf, stream_block);
     }
     return 0;

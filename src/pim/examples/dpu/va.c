@@ -1,20 +1,13 @@
 /* PrIM's vector addition (VA) in plain UPMEM C: arguments in a __host
  * struct, A and B at DPU_MRAM_HEAP_POINTER, each tasklet streams
  * EXAMPLE_BLOCK-byte blocks, adds, and writes the result over B.
- * The nm_pim_charge calls are nearmem's (compute is charged explicitly until
- * the compiler costs it); the file builds with UPMEM's compiler as is. */
+ * Nothing nearmem-specific: nearmem-dpu-cc costs its compute from the code. */
 #include <alloc.h>
 #include <defs.h>
 #include <mram.h>
 #include <stdint.h>
 
 #include "../common.h"
-
-#ifdef __NEARMEM_DPU__
-#include <nearmem_pim.h>
-#else
-#define nm_pim_charge(n) ((void)0)
-#endif
 
 __host va_args DPU_INPUT_ARGUMENTS;
 
@@ -26,14 +19,12 @@ int main(void)
     const uint32_t b_base = a_base + DPU_INPUT_ARGUMENTS.transfer_size;
     int32_t *cache_a = mem_alloc(EXAMPLE_BLOCK);
     int32_t *cache_b = mem_alloc(EXAMPLE_BLOCK);
-    nm_pim_charge(12); /* argument loads, base addresses, loop setup */
     for (uint32_t off = tid * EXAMPLE_BLOCK; off < size; off += EXAMPLE_BLOCK * NR_TASKLETS) {
         uint32_t len = size - off < EXAMPLE_BLOCK ? size - off : EXAMPLE_BLOCK;
         mram_read((__mram_ptr const void *)(a_base + off), cache_a, len);
         mram_read((__mram_ptr const void *)(b_base + off), cache_b, len);
         for (uint32_t i = 0; i < len / 4; i++)
             cache_b[i] += cache_a[i];
-        nm_pim_charge(VA_INSTR_PER_ELEM * (len / 4) + 6); /* loop body + block bookkeeping */
         mram_write(cache_b, (__mram_ptr void *)(b_base + off), len);
     }
     return 0;
