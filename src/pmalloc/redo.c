@@ -680,7 +680,7 @@ nm_err pm_redo_verify(pm_heap *h, uint64_t state, size_t (*live_blocks)(pm_heap 
         n = k;
         qsort(all, n, sizeof *all, cmp_blkseq);
         ndl = live_blocks(h, &dl);
-        qsort(dl, ndl, sizeof *dl, cmp_u64);
+        if (ndl) qsort(dl, ndl, sizeof *dl, cmp_u64); /* dl is NULL when there are none */
     }
     uint64_t hv[64 * 8];
     nm_err err = NM_OK;
