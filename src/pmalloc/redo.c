@@ -526,9 +526,10 @@ static nm_err collect(pm_heap *h, rrec **out, size_t *nout, uint64_t *maxout)
     for (size_t i = 0; i < n; i++) {
         uint64_t prev = all[i].back ? all[i].seq - all[i].back : 0;
         if (prev > gw && !has_seq(all, n, prev)) {
+            uint64_t seq = all[i].seq; /* read before the free */
             free(all);
             return nm_fail(NM_ECORRUPT, "pmalloc: redo record %llu is damaged (record %llu of the same thread follows it)",
-                           (unsigned long long)prev, (unsigned long long)all[i].seq);
+                           (unsigned long long)prev, (unsigned long long)seq);
         }
     }
     *out = all;

@@ -26,6 +26,10 @@ static void tc_destroy(void *p)
     else { free(tc->side); tc->side = NULL; } /* its ring keeps unsettled records: stays taken */
     tc->arena->nthreads--;
     pthread_mutex_unlock(&h->tc_lock);
+    /* a checkpoint that listed this cache before it left writes its `settled`
+     * when it ends (pm_checkpoint): it must end before the cache is freed */
+    pthread_mutex_lock(&h->ckpt_lock);
+    pthread_mutex_unlock(&h->ckpt_lock);
     free(tc);
 }
 
