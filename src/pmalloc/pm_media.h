@@ -68,7 +68,25 @@ nm_err pm_files_snapshot(pm_heap *h, const char *dir,
                          nm_err (*write_range)(void *arg, int fd, uint64_t off, uint64_t len), void *arg);
 
 /* ---- handle.c ---- */
-pm_heap *pm_resolve(const pmalloc_heap *hd);              /* NULL: not a live handle */
+/* The handle table (handle.c): inline resolution, since every public call
+ * (pmalloc_direct above all, which programs call per object access) pays it. */
+#define PM_HMAGIC 0x9e4bull
+#define PM_HSLOTS 1024u
+typedef struct pm_hslot {
+    pm_heap *h;
+    uint32_t gen; /* atomic; odd = in use */
+    uint32_t next_free;
+} pm_hslot;
+extern pm_hslot pm_hslots[PM_HSLOTS];
+static inline pm_heap *pm_resolve(const pmalloc_heap *hd) /* NULL: not a live handle */
+{
+    uint64_t v = (uint64_t)(uintptr_t)hd;
+    unsigned idx = (unsigned)(v & 0xffffu);
+    if (NM_UNLIKELY(v >> 48 != PM_HMAGIC || idx >= PM_HSLOTS)) return NULL;
+    const pm_hslot *s = &pm_hslots[idx];
+    if (NM_UNLIKELY(__atomic_load_n(&s->gen, __ATOMIC_ACQUIRE) != (uint32_t)(v >> 16))) return NULL;
+    return s->h;
+}
 nm_err pm_handle_error(const pmalloc_heap *hd, const char *fn); /* NM_EINVAL (NULL, garbage) or NM_ESTATE (closed) */
 pmalloc_heap *pm_handle_new(pm_heap *h);                  /* NULL (NM_EBUSY) when the table is full */
 void pm_handle_drop(const pmalloc_heap *hd);

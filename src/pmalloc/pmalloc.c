@@ -143,6 +143,36 @@ static bool pbit_update(pm_heap *h, pm_vslab *s, uint32_t idx, bool set, uint64_
 
 /* ---- allocation ---- */
 
+/* GC model: a fresh block still holds its previous object's words, and after
+ * a crash the conservative mark (gc_recover) follows every word of a
+ * reachable block that carries this heap's tag, so a block published with
+ * stale pointers would revive objects freed long ago (a leak per crash, and
+ * for as long as the new owner leaves those words alone). Clear such words
+ * and make that durable before the block can be reached: one extra flush and
+ * fence only when the block held a pointer of this heap (a block that held
+ * none costs a read of its words). Only tagged words are cleared: other data
+ * is never followed and its lines need no write-back. */
+static void gc_clear_stale(pm_heap *h, char *blk, uint64_t bytes)
+{
+    uint64_t *w = (uint64_t *)(void *)blk, nw = bytes / 8, lo = h->sb->data_off, hi = h->size;
+    bool any = false;
+    for (uint64_t i = 0; i < nw; i += PM_LINE / 8) {
+        bool line = false;
+        for (uint64_t j = i; j < i + PM_LINE / 8 && j < nw; j++) {
+            uint64_t off;
+            if (pm_ptr_off(h, w[j], &off) && off >= lo && off < hi) { /* what gc_recover follows */
+                w[j] = 0;
+                line = true;
+            }
+        }
+        if (line) {
+            pm_flush(h, w + i, PM_LINE, PM_USER);
+            any = true;
+        }
+    }
+    if (any) pm_drain(h);
+}
+
 /* A user-pointer location must be a root slot or lie inside an allocated
  * object: recovery reads it, so it must be persistent and stay meaningful. */
 static bool loc_live(pm_heap *h, uint64_t off)
@@ -209,7 +239,11 @@ nm_err pmalloc_malloc_to_ex(pmalloc_heap *hd, size_t size, pmalloc_ptr *dst, uns
             pbit_update(h, k.s, k.idx, true, &w);
             pm_redo_done(h, tc, seq, w, dst, k.s, b);
         } else {
-            /* GC: only the user pointer is persisted; recovery re-marks */
+            /* GC: only the user pointer is persisted; recovery re-marks. The
+             * block's previous contents must not reach the mark: words that
+             * look like this heap's pointers are cleared, durably, before the
+             * block is published */
+            gc_clear_stale(h, h->base + b, bsize);
             store_ptr(dst, pm_ptr(h, b));
             pm_flush(h, dst, sizeof *dst, PM_USER);
             pm_drain(h);

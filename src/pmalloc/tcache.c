@@ -10,10 +10,19 @@
 
 #include "pm_api.h"
 
+/* The calling thread's cache of the heap it used last (heap uids are never
+ * reused, so a closed heap's entry never matches): every operation looks its
+ * cache up, and pthread_getspecific is a call and a two-level table walk. */
+static PM_TLS struct {
+    uint64_t uid;
+    pm_tcache *tc;
+} tl_tc;
+
 static void tc_destroy(void *p)
 {
     pm_tcache *tc = p;
     pm_heap *h = tc->h;
+    if (tl_tc.tc == tc) tl_tc.uid = 0; /* this thread's (at its exit): a later call makes a new one */
     pm_small_drain(h, tc);
     /* its records settled before its ring and side array go (and its ring
      * may hold records of other threads' heaps' pasts no more) */
@@ -42,8 +51,13 @@ void pm_tc_destroy_all(pm_heap *h)
 
 pm_tcache *pm_tc_get(pm_heap *h)
 {
+    if (NM_LIKELY(tl_tc.uid == h->uid)) return tl_tc.tc;
     pm_tcache *tc = pthread_getspecific(h->tc_key);
-    if (NM_LIKELY(tc != NULL)) return tc;
+    if (NM_LIKELY(tc != NULL)) {
+        tl_tc.uid = h->uid;
+        tl_tc.tc = tc;
+        return tc;
+    }
     /* its own cache lines: `inflight` is written twice per operation */
     tc = aligned_alloc(PM_LINE, NM_ALIGN_UP(sizeof *tc, PM_LINE));
     if (!tc) return NULL;
@@ -65,6 +79,8 @@ pm_tcache *pm_tc_get(pm_heap *h)
     h->tcaches = tc;
     pthread_mutex_unlock(&h->tc_lock);
     pthread_setspecific(h->tc_key, tc);
+    tl_tc.uid = h->uid;
+    tl_tc.tc = tc;
     return tc;
 }
 
@@ -73,6 +89,7 @@ void pm_tc_forget_all(pm_heap *h)
     while (h->tcaches) {
         pm_tcache *tc = h->tcaches;
         h->tcaches = tc->next;
+        if (tl_tc.tc == tc) tl_tc.uid = 0;
         for (unsigned c = 0; c < PM_NCLS_MAX; c++) free(tc->bins[c].slot);
         free(tc->side);
         free(tc);
