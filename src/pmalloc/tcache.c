@@ -28,6 +28,10 @@ static void tc_destroy(void *p)
      * may hold records of other threads' heaps' pasts no more) */
     while (__atomic_load_n(&tc->settled, __ATOMIC_ACQUIRE) < tc->head)
         if (pm_checkpoint(h, 0) != NM_OK) break; /* out of host memory: recovery settles them */
+    /* a checkpoint lists the caches and writes their `settled` when it ends
+     * (pm_checkpoint): none runs while this one leaves the list (its lock
+     * first, as there), so none writes it after it is freed */
+    pthread_mutex_lock(&h->ckpt_lock);
     pthread_mutex_lock(&h->tc_lock);
     for (pm_tcache **pp = &h->tcaches; *pp; pp = &(*pp)->next)
         if (*pp == tc) { *pp = tc->next; break; }
@@ -35,9 +39,6 @@ static void tc_destroy(void *p)
     else { free(tc->side); tc->side = NULL; } /* its ring keeps unsettled records: stays taken */
     tc->arena->nthreads--;
     pthread_mutex_unlock(&h->tc_lock);
-    /* a checkpoint that listed this cache before it left writes its `settled`
-     * when it ends (pm_checkpoint): it must end before the cache is freed */
-    pthread_mutex_lock(&h->ckpt_lock);
     pthread_mutex_unlock(&h->ckpt_lock);
     free(tc);
 }
