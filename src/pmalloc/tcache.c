@@ -28,9 +28,9 @@ static void tc_destroy(void *p)
      * may hold records of other threads' heaps' pasts no more) */
     while (__atomic_load_n(&tc->settled, __ATOMIC_ACQUIRE) < tc->head)
         if (pm_checkpoint(h, 0) != NM_OK) break; /* out of host memory: recovery settles them */
-    /* a checkpoint lists the caches and writes their `settled` when it ends
-     * (pm_checkpoint): none runs while this one leaves the list (its lock
-     * first, as there), so none writes it after it is freed */
+    /* a checkpoint running now may have taken this cache into its list (with
+     * nothing new to settle, the loop above took no checkpoint of its own) and
+     * publishes `settled` into it at its end: leave only between checkpoints */
     pthread_mutex_lock(&h->ckpt_lock);
     pthread_mutex_lock(&h->tc_lock);
     for (pm_tcache **pp = &h->tcaches; *pp; pp = &(*pp)->next)

@@ -7,7 +7,7 @@
 static SM_SLOW void *ring_pop_slow(struct client *c, unsigned cls, bool borrow);
 static __attribute__((noinline)) void *ring_pop(struct client *c, unsigned cls, bool borrow)
 {
-    struct cls_priv *q = &c->priv[cls];
+    struct mag_hdr *q = sm_mh(c, cls);
     if (SM_UNLIKELY(q->head == q->ctail)) return ring_pop_slow(c, cls, borrow);
     void *p = sm_unkey(c->ring[cls][q->head % RING]);
     q->head++;
@@ -25,23 +25,26 @@ static __attribute__((noinline)) void *ring_pop(struct client *c, unsigned cls, 
  * Double it (bounded per class and per thread), so the steady state stays in it. */
 static SM_SLOW void mag_grow(struct client *c, unsigned cls)
 {
-    uint32_t cap = c->mag_lcap[cls], max = sm_g.cls_lcap_max[cls];
+    struct mag_hdr *h = sm_mh(c, cls);
+    uint32_t cap = (uint32_t)(h->end - h->base), max = sm_g.cls_lcap_max[cls];
     if (cap >= max) return;
     uint32_t n = cap * 2 > max ? max : cap * 2;
     uint64_t add = (uint64_t)(n - cap) * sm_g.cls_size[cls];
     if (c->mag_bytes + add > MAG_THREAD_BYTES) return;
     c->mag_bytes += add;
-    c->mag_lcap[cls] = n;
+    h->end = h->base + n;
 }
 
 static SM_SLOW void *ring_pop_slow(struct client *c, unsigned cls, bool borrow)
 {
-    struct cls_priv *q = &c->priv[cls];
-    if (c->mag_flushed[cls]) { /* blocks went out and come back through the ring */
+    struct mag_hdr *q = sm_mh(c, cls);
+    if (q->flushed) { /* blocks went out and come back through the ring */
         mag_grow(c, cls);
-        c->mag_flushed[cls] = 0;
+        q->flushed = 0;
     }
     uint32_t t = LOAD_ACQ(&c->tail[cls]);
+    if (t == q->head && !sm_server_prompt())
+        return sm_self_refill(c, cls); /* nobody to wait for: serve itself, into the magazine */
     if (t == q->head) {
         /* Empty: post the miss (the paper's round trip, now the rare case)... */
         STORE_REL(&c->free_tail, c->my_free_tail); /* with any remote frees still unpublished */
@@ -55,8 +58,8 @@ static SM_SLOW void *ring_pop_slow(struct client *c, unsigned cls, bool borrow)
          * prompt server the client serves itself at once (sm_client_wait): no borrowing. */
         if (borrow && sm_server_prompt()) {
             for (unsigned k = cls + 1; k < sm_g.nclass && k <= cls + 4; k++) {
-                struct cls_priv *o = &c->priv[k];
-                if (c->mag_n[k]) return sm_unkey(c->mag[k][c->mag_n[k]--]);
+                struct mag_hdr *o = sm_mh(c, k);
+                if (o->top != o->base) return sm_unkey(*--o->top);
                 if (o->head != o->ctail) return ring_pop(c, k, false);
             }
         }
@@ -72,11 +75,10 @@ static SM_SLOW void *ring_pop_slow(struct client *c, unsigned cls, bool borrow)
 
 static inline void *client_malloc_cls(struct client *c, unsigned cls, bool borrow)
 {
-    uint32_t n = c->mag_n[cls];
-    if (SM_LIKELY(n)) {
-        c->mag_n[cls] = n - 1;
-        STORE_RLX(&c->c_fast, c->c_fast + 1);
-        return sm_unkey(c->mag[cls][n]);
+    struct mag_hdr *h = sm_mh(c, cls);
+    if (SM_LIKELY(h->top != h->base)) {
+        SM_COUNT(c->c_fast);
+        return sm_unkey(*--h->top);
     }
     return ring_pop(c, cls, borrow);
 }
@@ -134,24 +136,33 @@ static SM_SLOW void *sm_malloc_slow(size_t size)
         if (size > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
         return sm_large_malloc(size, 16);
     }
-    struct client *c = sm_tls_client;
+    struct client *c = sm_self();
     void *p = c ? client_malloc_cls(c, (unsigned)cls, true) : malloc_cls_slow((unsigned)cls, true);
     if (SM_UNLIKELY(!p)) errno = ENOMEM;
     return p;
 }
 
-/* The fast path: a registered thread pops its own magazine; no server, no atomics. */
+static SM_SLOW void *malloc_miss(struct client *c, struct mag_hdr *h)
+{
+    void *p = ring_pop(c, (unsigned)(h - c->mh) - 1, true);
+    if (SM_UNLIKELY(!p)) errno = ENOMEM;
+    return p;
+}
+
+/* The fast path: a registered thread pops its own magazine; no server, no atomics, no
+ * global state (the class header's offset comes from the thread's own table). */
 static inline void *sm_malloc(size_t size)
 {
-    struct client *c = sm_tls_client; /* set only after initialization */
-    if (SM_LIKELY(c != NULL && size <= 1024)) {
-        unsigned cls = sm_g.lut_small[(size + 15) >> 4];
-        uint32_t n = c->mag_n[cls];
-        if (SM_LIKELY(n)) {
-            c->mag_n[cls] = n - 1;
-            STORE_RLX(&c->c_fast, c->c_fast + 1);
-            return sm_unkey(c->mag[cls][n]);
+    struct client *c = sm_fast_client(); /* sm_nil_client (empty magazines) when unregistered */
+    if (SM_LIKELY(size <= 1024)) {
+        struct mag_hdr *h = (struct mag_hdr *)((char *)c->mh + c->lut[(size + 15) >> 4]);
+        void **t = h->top;
+        if (SM_LIKELY(t != h->base)) {
+            h->top = t - 1;
+            SM_COUNT(c->c_fast);
+            return sm_unkey(t[-1]);
         }
+        if (h->base) return malloc_miss(c, h); /* a registered thread (the nil client's base is NULL) */
     }
     return sm_malloc_slow(size);
 }
@@ -161,6 +172,9 @@ static SM_SLOW void free_other(uintptr_t p, unsigned kind);
 static SM_SLOW void free_flush(struct client *c, unsigned cls);
 static SM_SLOW void free_remote(struct client *c, uintptr_t p);
 
+/* Everything the fast path does not decide: NULL, an unregistered thread, a pointer
+ * outside the segment window or not a block start (a large object, a segment outside
+ * the window, an invalid pointer). */
 static SM_SLOW void free_general(uintptr_t p)
 {
     if (!p) return;
@@ -170,31 +184,35 @@ static SM_SLOW void free_general(uintptr_t p)
     free_small_slow(p, cls < 0 ? UINT32_MAX : (unsigned)cls);
 }
 
-static SM_SLOW void free_push_full(struct client *c, unsigned cls, void *ptr)
+static inline unsigned mh_cls(struct client *c, struct mag_hdr *h) { return (unsigned)(h - c->mh) - 1; }
+
+static SM_SLOW void free_push_full(struct client *c, struct mag_hdr *h, void *ptr)
 {
-    free_flush(c, cls);
-    c->mag[cls][++c->mag_n[cls]] = ptr;
-    ((uint64_t *)ptr)[1] = sm_g.free_key;
+    free_flush(c, mh_cls(c, h));
+    *h->top++ = ptr;
+    ((uint64_t *)ptr)[1] = c->key;
 }
 
-static SM_SLOW void free_keyed(struct client *c, unsigned cls, void *ptr);
+static SM_SLOW void free_keyed(struct client *c, struct mag_hdr *h, void *ptr);
 
 /* The fast path: a registered thread pushes onto its own magazine; no server, no atomics.
- * Every exit that does more work is a tail call, so this stays a leaf without saved registers. */
+ * The pointer is checked before it is dereferenced: one compare puts it in the segment
+ * window, one load of the window's map gives its slice word (page start, owner, and the
+ * offset of the class's header in this thread's client, 0 = not a page), and one multiply
+ * and compare against the header's constants say whether it is one of the page's block
+ * starts. Every exit that does more work is a tail call, so this stays a leaf without
+ * saved registers. */
 static inline void sm_free(void *ptr)
 {
     uintptr_t p = (uintptr_t)ptr;
-    struct client *c = sm_tls_client; /* set only after initialization, so the registry is mapped */
-    /* one test rejects NULL (p - 1 wraps) and addresses beyond the registry */
-    if (SM_UNLIKELY(!c || ((p - 1) >> ADDR_BITS))) { free_general(p); return; }
-    unsigned kind = LOAD_RLX(&sm_g.registry[p >> SEG_SHIFT]);
-    if (SM_UNLIKELY(kind != REG_KIND_SEG)) { free_other(p, kind); return; }
-    /* One load of the slice word gives class, page start and owner; the block-start
-     * check is then a compare and a multiply against a per-class table. */
-    uint32_t w = sm_slice_word(p);
-    if (SM_UNLIKELY(!sm_block_start_ok(p, w))) { free_small_slow(p, UINT32_MAX); return; }
-    unsigned cls = SI_CLS(w);
-    if (SM_UNLIKELY(SI_OWNER(w) != c->id)) {
+    struct client *c = sm_fast_client(); /* sm_nil_client (no window) when unregistered */
+    uintptr_t idx = (p - c->win_base) >> SLICE_SHIFT; /* NULL is outside the window */
+    if (SM_UNLIKELY(idx >= WIN_SLICES)) { free_general(p); return; }
+    uint64_t w = LOAD_RLX(&c->win_map[idx]);
+    struct mag_hdr *h = (struct mag_hdr *)((char *)c->mh + (w >> SI_K_SHIFT));
+    uint32_t off = (uint32_t)p - (uint32_t)w;
+    if (SM_UNLIKELY((uint64_t)off * h->chk_mul >= h->chk_lim)) { free_general(p); return; }
+    if (SM_UNLIKELY((uint16_t)(w >> 32) != c->my_id)) { /* SI_OWNER(w) */
         /* another thread's page: back to its owner (through the free ring, batched), so
          * that two threads never write the same cache line, nor neighbouring lines (the
          * adjacent-line prefetcher pairs them): larson with 2 threads ran 1.5x slower when
@@ -203,12 +221,12 @@ static inline void sm_free(void *ptr)
         return;
     }
     uint64_t *kw = (uint64_t *)ptr + 1;
-    uint64_t key = sm_g.free_key;
-    if (SM_UNLIKELY(*kw == key)) { free_keyed(c, cls, ptr); return; } /* freed already? */
-    uint32_t n = c->mag_n[cls];
-    if (SM_UNLIKELY(n == c->mag_lcap[cls])) { free_push_full(c, cls, ptr); return; }
-    c->mag[cls][n + 1] = ptr;
-    c->mag_n[cls] = n + 1;
+    uint64_t key = c->key;
+    if (SM_UNLIKELY(*kw == key)) { free_keyed(c, h, ptr); return; } /* freed already? */
+    void **t = h->top;
+    if (SM_UNLIKELY(t == h->end)) { free_push_full(c, h, ptr); return; }
+    *t = ptr;
+    h->top = t + 1;
     *kw = key;
 }
 
@@ -216,13 +234,13 @@ static inline void sm_free(void *ptr)
  * frees came in between), or elsewhere (another thread's magazine, a ring, the server:
  * then the server's bitmap check catches a repeat), or the user's data matched the key by
  * chance (2^-64). Only the first case is decided here; the others proceed as a free. */
-static SM_SLOW void free_keyed(struct client *c, unsigned cls, void *ptr)
+static SM_SLOW void free_keyed(struct client *c, struct mag_hdr *h, void *ptr)
 {
-    for (uint32_t k = c->mag_n[cls]; k >= 1; k--)
-        if (c->mag[cls][k] == ptr) { free_small_slow((uintptr_t)ptr, UINT32_MAX - 1); return; }
-    if (c->mag_n[cls] == c->mag_lcap[cls]) { free_push_full(c, cls, ptr); return; }
-    c->mag[cls][++c->mag_n[cls]] = ptr;
-    ((uint64_t *)ptr)[1] = sm_g.free_key;
+    for (void **q = h->base; q < h->top; q++)
+        if (*q == ptr) { free_small_slow((uintptr_t)ptr, UINT32_MAX - 1); return; }
+    if (h->top == h->end) { free_push_full(c, h, ptr); return; }
+    *h->top++ = ptr;
+    ((uint64_t *)ptr)[1] = c->key;
 }
 
 /* A block of a page that feeds another thread: into the free ring, published every
@@ -244,8 +262,11 @@ static SM_SLOW void free_remote(struct client *c, uintptr_t p)
 static SM_SLOW void free_flush(struct client *c, unsigned cls)
 {
     int e = errno; /* free preserves errno */
-    c->mag_flushed[cls] = 1; /* a miss of this class before its next flush grows the magazine */
-    sm_flush_magazine(c, cls, c->mag_n[cls] / 2);
+    struct mag_hdr *h = sm_mh(c, cls);
+    h->flushed = 1; /* a miss of this class before its next flush grows the magazine */
+    /* without a prompt server, back to the pages now (if the lock is free); else queued */
+    if (sm_server_prompt() || c == sm_g.fallback || !sm_self_flush(c, cls, sm_mag_n(h) / 2))
+        sm_flush_magazine(c, cls, sm_mag_n(h) / 2);
     errno = e;
 }
 
@@ -274,15 +295,16 @@ static SM_SLOW void free_small_slow(uintptr_t p, unsigned cls)
     bool locked;
     struct client *c = sm_client_or_fallback(&locked);
     if (c) {
-        if (c->mag_n[cls] >= c->mag_lcap[cls]) sm_flush_magazine(c, cls, c->mag_n[cls] / 2);
+        struct mag_hdr *h = sm_mh(c, cls);
+        if (h->top >= h->end) sm_flush_magazine(c, cls, sm_mag_n(h) / 2);
         bool dup = false;
         if (((uint64_t *)p)[1] == sm_g.free_key)
-            for (uint32_t k = 1; k <= c->mag_n[cls] && !dup; k++) dup = c->mag[cls][k] == (void *)p;
+            for (void **q = h->base; q < h->top && !dup; q++) dup = *q == (void *)p;
         if (dup) {
             __atomic_fetch_add(&sm_client_double_count, 1, __ATOMIC_RELAXED);
             sm_report(&sm_reported_client_double, "double free of", (void *)p);
         } else {
-            c->mag[cls][++c->mag_n[cls]] = (void *)p;
+            *h->top++ = (void *)p;
             ((uint64_t *)p)[1] = sm_g.free_key;
         }
         if (locked) {
@@ -311,21 +333,34 @@ static SM_SLOW void free_other(uintptr_t p, unsigned kind)
     errno = e;
 }
 
-static size_t usable_size(const void *ptr)
+static SM_SLOW size_t usable_size_slow(const void *ptr)
 {
     uintptr_t p = (uintptr_t)ptr;
     if (!p) return 0;
     if (sm_in_boot(ptr)) return sm_boot_size(ptr);
+    int cls = sm_block_class(p);
+    if (cls >= 0) return sm_g.cls_size[cls];
     unsigned kind = sm_reg_kind(p);
-    if (kind == REG_KIND_SEG) {
-        int cls = sm_block_class(p);
-        return cls < 0 ? 0 : sm_g.cls_size[cls];
-    }
     if (kind >= 2 && (p & (PAGE_SIZE_OS - 1)) == 0) {
         const struct large_hdr *h = (const struct large_hdr *)(p - PAGE_SIZE_OS);
         if (h->magic == LARGE_MAGIC) return h->base + h->maplen - p;
     }
     return 0;
+}
+/* The same checks as free's fast path (Redis calls malloc_usable_size on every allocation
+ * and every free, for its memory accounting). */
+static inline size_t usable_size(const void *ptr)
+{
+    uintptr_t p = (uintptr_t)ptr;
+    struct client *c = sm_fast_client();
+    uintptr_t idx = (p - c->win_base) >> SLICE_SHIFT;
+    if (SM_LIKELY(idx < WIN_SLICES)) {
+        uint64_t w = LOAD_RLX(&c->win_map[idx]);
+        const struct mag_hdr *h = (const struct mag_hdr *)((const char *)c->mh + (w >> SI_K_SHIFT));
+        uint32_t off = (uint32_t)p - (uint32_t)w;
+        if (SM_LIKELY((uint64_t)off * h->chk_mul < h->chk_lim)) return h->size;
+    }
+    return usable_size_slow(ptr);
 }
 
 static void *sm_aligned(size_t align, size_t size)
@@ -339,7 +374,7 @@ static void *sm_aligned(size_t align, size_t size)
         /* A class whose size is a multiple of align: its blocks are aligned, since pages start on 64 KiB. */
         for (int cls = sm_size_class(need); cls >= 0 && (unsigned)cls < sm_g.nclass; cls++) {
             if (sm_g.cls_size[cls] % align == 0) {
-                struct client *c = sm_tls_client;
+                struct client *c = sm_self();
                 void *p = c ? client_malloc_cls(c, (unsigned)cls, false) : malloc_cls_slow((unsigned)cls, false);
                 if (!p) errno = ENOMEM;
                 return p;

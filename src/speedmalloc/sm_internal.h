@@ -40,6 +40,14 @@
 #define SM_TLS __thread __attribute__((tls_model("initial-exec")))
 #define SM_CL 64
 #define SM_SLOW __attribute__((noinline, cold))
+/* A statistics counter that only its thread writes and others read with relaxed loads: one
+ * add instruction on the fast path (an atomic store would be a load, an add and a store;
+ * TSan builds use it, since TSan does not see inside asm). */
+#if defined(__x86_64__) && !defined(NEARMEM_TSAN)
+#define SM_COUNT(field) __asm__("addq $1, %0" : "+m"(field))
+#else
+#define SM_COUNT(field) __atomic_store_n(&(field), (field) + 1, __ATOMIC_RELAXED)
+#endif
 
 #define LOAD_ACQ(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define LOAD_RLX(p) __atomic_load_n((p), __ATOMIC_RELAXED)
@@ -59,7 +67,21 @@ extern unsigned long sm_tsan_fence_word;
 #include "sm_types.h"
 
 extern struct sm_global sm_g;
-extern SM_TLS struct client *sm_tls_client;
+/* The calling thread's client. The thread-local word holds its distance from sm_nil_client,
+ * a static client that accepts nothing (empty magazines, no window), so that an unregistered
+ * thread (0) needs no test on the fast paths: they fall through to the slow paths, which
+ * use sm_self() (NULL for none). */
+extern SM_TLS uintptr_t sm_tls_cdelta;
+extern struct client sm_nil_client __attribute__((visibility("hidden")));
+static inline struct client *sm_fast_client(void)
+{
+    return (struct client *)((uintptr_t)&sm_nil_client + sm_tls_cdelta);
+}
+static inline struct client *sm_self(void) { return sm_tls_cdelta ? sm_fast_client() : NULL; }
+static inline void sm_set_self(struct client *c)
+{
+    sm_tls_cdelta = c ? (uintptr_t)c - (uintptr_t)&sm_nil_client : 0;
+}
 extern SM_TLS uint8_t sm_tls_state; /* 0 new, 1 registered, 2 exited (use the fallback), 3 server thread */
 extern SM_TLS uint8_t sm_tls_in_init;
 
@@ -87,32 +109,54 @@ static inline unsigned sm_reg_kind(uintptr_t p)
     return LOAD_RLX(&sm_g.registry[p >> SEG_SHIFT]);
 }
 
-/* Class of a small block, or -1 when p is not the start of a block we handed out
- * (a client-side check that costs a few loads and a multiply). */
-#define SI_NOCLS 0xffu
-#define SI_CLS(w) ((w) >> 24)
-#define SI_PSTART(w) (((w) >> 16) & (SLICES - 1))
-#define SI_PAGE_OFF(w) ((w) & ((SLICES - 1) << SLICE_SHIFT))
-#define SI_OWNER(w) ((w) & 0xffffu)
-#define SI_MAKE(cls, pstart, owner) ((uint32_t)(cls) << 24 | (uint32_t)(pstart) << 16 | (uint32_t)(owner))
-_Static_assert(SLICE_SHIFT == 16 && SLICES == 64 && MAX_CLIENTS < 0xffff, "slice word layout");
-static inline uint32_t sm_slice_word(uintptr_t p)
+/* The slice word (layout in sm_types.h). */
+#define SI_K(w) ((unsigned)((w) >> SI_K_SHIFT) / MH_SIZE) /* class + 1; 0 = no class */
+#define SI_OWNER(w) ((unsigned)((w) >> 32) & 0xffffu)
+#define SI_PSTART(w) (((uint32_t)(w) >> SLICE_SHIFT) & (SLICES - 1))
+#define SI_MAKE(cls, page_start, owner) \
+    ((uint64_t)(((cls) + 1) * MH_SIZE) << SI_K_SHIFT | (uint64_t)(owner) << 32 | (uint32_t)(page_start))
+#define SI_WITH_OWNER(w, owner) (((w) & ~((uint64_t)0xffff << 32)) | (uint64_t)(owner) << 32)
+_Static_assert(SLICE_SHIFT == 16 && SLICES == 64 && MAX_CLIENTS < 0xffff && (NCLS_MAX + 1) * MH_SIZE < 0x10000,
+               "slice word layout");
+/* Is p in the segment window? Then *w is its slice word (0: not a page of ours). */
+static inline bool sm_win_word(uintptr_t p, uint64_t *w)
+{
+    uintptr_t q = p - LOAD_RLX(&sm_g.win_base);
+    if (q >= WIN_SIZE) return false;
+    *w = LOAD_RLX(&sm_g.win_map[q >> SLICE_SHIFT]);
+    return true;
+}
+/* The slice word of p, which the registry says is in one of our segments. */
+static inline uint64_t sm_slice_word(uintptr_t p)
 {
     const struct segment *s = (const struct segment *)(p & ~(SEG_SIZE - 1));
-    return LOAD_RLX(&s->slice_info[(p >> SLICE_SHIFT) & (SLICES - 1)]);
+    return LOAD_RLX(&s->si[(p >> SLICE_SHIFT) & (SLICES - 1)]);
 }
-/* Is p (in a registered segment, with slice word w) the start of a block of class SI_CLS(w)? */
-static inline bool sm_block_start_ok(uintptr_t p, uint32_t w)
+/* Is p the start of a block of the page that slice word w describes? */
+static inline bool sm_block_start_ok(uintptr_t p, uint64_t w)
 {
-    uint32_t off = (uint32_t)(p & (SEG_SIZE - 1)) - SI_PAGE_OFF(w);
-    unsigned cls = SI_CLS(w);
-    return off < sm_g.cls_chk[cls].lim && (uint64_t)off * sm_g.cls_chk[cls].div <= sm_g.cls_chk[cls].div - 1;
+    uint32_t off = (uint32_t)p - (uint32_t)w;
+    unsigned k = SI_K(w);
+    return k <= NCLS_MAX && (uint64_t)off * sm_g.cls_chk[k].mul < sm_g.cls_chk[k].lim;
 }
+/* Class of a small block, or -1 when p is not the start of a block we handed out. Any
+ * pointer: the window, else the registry, is checked before anything is dereferenced. */
 static inline int sm_block_class(uintptr_t p)
 {
-    uint32_t w = sm_slice_word(p);
-    return sm_block_start_ok(p, w) ? (int)SI_CLS(w) : -1;
+    uint64_t w;
+    if (!sm_win_word(p, &w)) {
+        if (sm_reg_kind(p) != REG_KIND_SEG) return -1;
+        w = sm_slice_word(p);
+    }
+    return sm_block_start_ok(p, w) ? (int)SI_K(w) - 1 : -1;
 }
+/* The class header of a client (cls + 1 = k). */
+static inline struct mag_hdr *sm_mh(struct client *c, unsigned cls) { return &c->mh[cls + 1]; }
+static inline uint32_t sm_mag_n(const struct mag_hdr *h) { return (uint32_t)(h->top - h->base); }
+/* The slots of a client's magazine of class cls (after the struct, in the client's mapping). */
+static inline void **sm_mag_slots(struct client *c, unsigned cls) { return (void **)(c + 1) + (size_t)cls * MAG_STRIDE; }
+#define SM_CLIENT_MAP_BYTES \
+    ((sizeof(struct client) + (size_t)NCLS_MAX * MAG_STRIDE * sizeof(void *) + PAGE_SIZE_OS - 1) & ~(size_t)(PAGE_SIZE_OS - 1))
 
 /* A block leaving a magazine or ring for the user loses its free key, so that freeing it
  * later does not look like a double free (it would only cost a scan, never a wrong verdict:
@@ -144,6 +188,8 @@ bool sm_classes_init(void);
 void sm_reg_set(uintptr_t p, unsigned v);
 void sm_reg_large_add(uintptr_t p);
 void sm_reg_large_del(uintptr_t p);
+void sm_window_init(void);
+uint64_t *sm_window_place(uintptr_t a, uint64_t *own);
 
 /* ---- sm_segment.c (metadata owner only) ------------------------------------- */
 struct segment *sm_seg_new(void);
@@ -154,6 +200,16 @@ struct client *sm_page_owner(const struct page *pg);
 struct page *sm_page_new(unsigned cls);
 void sm_page_release(struct segment *s, struct page *pg);
 void sm_decay_sweep(uint64_t now);
+void sm_lcache_sweep(uint64_t now);
+/* Under the metadata lock, on a path that does work anyway (a client serving itself): the
+ * decay sweep when one is due, so memory goes back to the OS on time even while the server
+ * thread sleeps. */
+static inline void sm_maybe_sweep(void)
+{
+    if (!sm_g.dirty_pages && !sm_g.lcache_n) return;
+    uint64_t now = sm_mono_ns();
+    if (now - sm_g.last_sweep >= DECAY_NS / 2) sm_decay_sweep(now);
+}
 void sm_srv_free_small(uintptr_t p);
 void *sm_server_self_malloc(unsigned cls);
 
@@ -166,6 +222,7 @@ void sm_srv_free_any(uintptr_t p);
 /* ---- sm_server.c ------------------------------------------------------------ */
 unsigned sm_drain_frees(struct client *c, unsigned budget);
 unsigned sm_drain_all_frees(void);
+unsigned sm_take_blocks(struct client *c, unsigned cls, void **out, unsigned want);
 unsigned sm_refill(struct client *c, unsigned cls, unsigned want);
 bool sm_serve_requests(struct client *c);
 void sm_reclaim_client(struct client *c);
@@ -175,6 +232,8 @@ void *sm_server_main(void *arg);
 
 /* ---- sm_queue.c ------------------------------------------------------------- */
 void sm_serve_self(struct client *c);
+void *sm_self_refill(struct client *c, unsigned cls);
+bool sm_self_flush(struct client *c, unsigned cls, unsigned keep);
 void sm_notify(struct client *c, uint32_t pending);
 void sm_client_wait(struct client *c, bool (*cond)(struct client *, uintptr_t), uintptr_t arg);
 bool sm_cond_tail_moved(struct client *c, uintptr_t cls);

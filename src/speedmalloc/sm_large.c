@@ -61,14 +61,34 @@ void *sm_srv_large_malloc(size_t size, size_t align, int *err)
     len = large_round((size + PAGE_SIZE_OS + (align - PAGE_SIZE_OS) + PAGE_SIZE_OS - 1) & ~(size_t)(PAGE_SIZE_OS - 1));
     uintptr_t base = 0;
     uint64_t recycled = 0;
-    for (unsigned i = 0; i < sm_g.lcache_n; i++) { /* a cached mapping that fits without much waste */
-        if (sm_g.lcache[i].len < len || sm_g.lcache[i].len > 2 * len) continue;
-        base = sm_g.lcache[i].base;
-        len = sm_g.lcache[i].len;
-        sm_g.lcache_bytes -= len;
-        sm_g.lcache[i] = sm_g.lcache[--sm_g.lcache_n];
-        recycled = 1;
-        break;
+    if (sm_g.lcache_n) sm_lcache_sweep(sm_mono_ns());
+    /* Any cached mapping serves: its pages are resident, so reusing them costs no page faults
+     * and no new RSS (a cache that only served near sizes kept the data cube's temporaries of
+     * other sizes resident beside new mappings: 1.2-1.6x mimalloc's peak RSS). The best fit
+     * is the smallest that is big enough (its excess beyond 2x is unmapped); else the biggest
+     * one, grown with mremap (no copy; the new tail is fresh zero pages). */
+    int fit = -1, grow = -1;
+    for (unsigned i = 0; i < sm_g.lcache_n; i++) {
+        size_t l = sm_g.lcache[i].len;
+        if (l >= len) { if (fit < 0 || l < sm_g.lcache[fit].len) fit = (int)i; }
+        else if (grow < 0 || l > sm_g.lcache[grow].len) grow = (int)i;
+    }
+    int pick = fit >= 0 ? fit : grow;
+    if (pick >= 0) {
+        uintptr_t b = sm_g.lcache[pick].base;
+        size_t l = sm_g.lcache[pick].len;
+        sm_g.lcache_bytes -= l;
+        sm_g.lcache[pick] = sm_g.lcache[--sm_g.lcache_n];
+        if (l > 2 * len) { /* keep 2x at most: the excess is resident memory nobody asked for */
+            munmap((void *)(b + 2 * len), l - 2 * len);
+            sm_g.st.mapped_bytes -= l - 2 * len;
+            l = 2 * len;
+        } else if (l < len) {
+            void *nb = mremap((void *)b, l, len, MREMAP_MAYMOVE);
+            if (nb == MAP_FAILED) { munmap((void *)b, l); sm_g.st.mapped_bytes -= l; b = 0; }
+            else { b = (uintptr_t)nb; sm_g.st.mapped_bytes += len - l; l = len; }
+        }
+        if (b) { base = b; len = l; recycled = 1; }
     }
     if (!base) {
         base = (uintptr_t)sm_os_map(len);
@@ -105,6 +125,8 @@ void sm_srv_free_large(uintptr_t p)
     sm_g.st.large_live_bytes -= h->size;
     uintptr_t base = h->base;
     size_t len = h->maplen;
+    uint64_t now = sm_mono_ns();
+    if (sm_g.lcache_n) sm_lcache_sweep(now);
     while (sm_g.lcache_n && (sm_g.lcache_n == LCACHE_N || sm_g.lcache_bytes + len > LCACHE_BYTES)) {
         unsigned old = 0; /* evict the oldest: recent sizes are the likely next requests */
         for (unsigned i = 1; i < sm_g.lcache_n; i++)
@@ -118,7 +140,7 @@ void sm_srv_free_large(uintptr_t p)
         /* keep it for a while: programs often free and re-allocate large buffers */
         sm_g.lcache[sm_g.lcache_n].base = base;
         sm_g.lcache[sm_g.lcache_n].len = len;
-        sm_g.lcache[sm_g.lcache_n].since = sm_mono_ns();
+        sm_g.lcache[sm_g.lcache_n].since = now;
         sm_g.lcache_n++;
         sm_g.lcache_bytes += len;
         return;

@@ -6,8 +6,9 @@
 /* The metadata lock is held for short stretches (a refill, a drain of at most one ring):
  * an adaptive mutex spins briefly before it sleeps, instead of a futex round trip. */
 struct sm_global sm_g = {.reg_lock = PTHREAD_MUTEX_INITIALIZER, .srv_lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP,
-                         .fb_lock = PTHREAD_MUTEX_INITIALIZER, .pin_cpu = -1};
-SM_TLS struct client *sm_tls_client;
+                         .fb_lock = PTHREAD_MUTEX_INITIALIZER, .pin_cpu = -1, .win_base = WIN_OFF};
+SM_TLS uintptr_t sm_tls_cdelta;
+struct client sm_nil_client = {.win_base = WIN_OFF}; /* see sm_fast_client */
 SM_TLS uint8_t sm_tls_state;
 SM_TLS uint8_t sm_tls_in_init;
 SM_TLS uint8_t sm_tls_owner; /* the server thread holds srv_lock (see sm_meta_lock) */
@@ -21,8 +22,7 @@ struct client *sm_client_alloc_slot(void)
         if (LOAD_ACQ(&sm_g.clients[i]->state) == ST_FREE) { c = sm_g.clients[i]; break; }
     }
     if (!c && n < MAX_CLIENTS) {
-        size_t len = (sizeof(struct client) + 4095) & ~(size_t)4095;
-        c = sm_os_map(len);
+        c = sm_os_map(SM_CLIENT_MAP_BYTES);
         if (c) {
             c->id = n + 1;
             sm_g.clients[n] = c;
@@ -33,10 +33,23 @@ struct client *sm_client_alloc_slot(void)
         /* Client-side fields; the server reset its own fields before marking the slot free. */
         memset(c->head_pub, 0, sizeof c->head_pub);
         memset(c->miss, 0, sizeof c->miss);
-        memset(c->priv, 0, sizeof c->priv);
-        memset(c->mag_n, 0, sizeof c->mag_n);
-        memset(c->mag_flushed, 0, sizeof c->mag_flushed);
-        memcpy(c->mag_lcap, sm_g.cls_lcap, sizeof c->mag_lcap);
+        /* The fast paths' view of the immutable globals, and the class headers. */
+        c->win_base = LOAD_ACQ(&sm_g.win_base);
+        c->win_map = sm_g.win_map;
+        c->key = sm_g.free_key;
+        c->my_id = (uint16_t)c->id;
+        for (unsigned i = 0; i < sizeof c->lut / sizeof c->lut[0]; i++)
+            c->lut[i] = (uint16_t)((sm_g.lut_small[i] + 1u) * MH_SIZE);
+        memset(c->mh, 0, sizeof c->mh); /* entry 0: chk_lim 0 rejects every pointer */
+        for (unsigned cls = 0; cls < sm_g.nclass; cls++) {
+            struct mag_hdr *h = sm_mh(c, cls);
+            h->base = h->top = sm_mag_slots(c, cls);
+            h->end = h->base + sm_g.cls_lcap[cls];
+            h->chk_mul = sm_g.cls_chk[cls + 1].mul;
+            h->chk_lim = sm_g.cls_chk[cls + 1].lim;
+            h->size = sm_g.cls_size[cls];
+            h->refill = (uint16_t)((sm_g.cls_tmax[cls] + 1) / 2); /* as the ring's first target */
+        }
         c->mag_bytes = 0;
         c->my_free_tail = c->my_free_head_cache = 0;
         c->my_oom_seen = LOAD_ACQ(&c->oom_seq);
@@ -58,7 +71,7 @@ struct client *sm_client_get_slow(void)
     if (SM_UNLIKELY(LOAD_ACQ(&sm_g.init) != INIT_DONE) && !sm_global_init()) return NULL;
     struct client *c = sm_client_alloc_slot();
     if (!c) return NULL;
-    sm_tls_client = c;
+    sm_set_self(c);
     sm_tls_state = 1;
     pthread_setspecific(sm_g.key, c);
     return c;
@@ -72,11 +85,11 @@ void sm_client_exit(void *arg)
     if (!c) return;
     int e = errno;
     for (unsigned cls = 0; cls < sm_g.nclass; cls++) {
-        if (c->mag_n[cls]) sm_flush_magazine(c, cls, 0);
-        STORE_REL(&c->head_pub[cls], c->priv[cls].head);
+        if (sm_mag_n(sm_mh(c, cls))) sm_flush_magazine(c, cls, 0);
+        STORE_REL(&c->head_pub[cls], sm_mh(c, cls)->head);
     }
     STORE_REL(&c->free_tail, c->my_free_tail);
-    sm_tls_client = NULL;
+    sm_set_self(NULL);
     sm_tls_state = 2;
     STORE_REL(&c->state, ST_EXITING);
     pthread_mutex_lock(&sm_g.srv_lock);
@@ -89,7 +102,7 @@ void sm_client_exit(void *arg)
 struct client *sm_client_or_fallback(bool *locked)
 {
     *locked = false;
-    struct client *c = sm_tls_client;
+    struct client *c = sm_self();
     if (SM_LIKELY(c)) return c;
     c = sm_client_get_slow();
     if (c) return c;
@@ -158,13 +171,13 @@ void sm_fork_child(void)
     uint32_t nc = sm_g.nclients;
     for (uint32_t i = 0; i < nc; i++) {
         struct client *c = sm_g.clients[i];
-        if (c == sm_tls_client || c == sm_g.fallback || c->state != ST_ACTIVE) continue;
+        if (c == sm_self() || c == sm_g.fallback || c->state != ST_ACTIVE) continue;
         for (unsigned cls = 0; cls < sm_g.nclass; cls++) {
-            struct cls_priv *q = &c->priv[cls];
-            c->head_pub[cls] = q->head;
+            struct mag_hdr *h = sm_mh(c, cls);
+            c->head_pub[cls] = h->head;
             /* its private magazines are plain memory now: give them back too */
-            for (uint32_t k = 1; k <= c->mag_n[cls]; k++) sm_srv_free_small((uintptr_t)c->mag[cls][k]);
-            c->mag_n[cls] = 0;
+            for (void **q = h->base; q < h->top; q++) sm_srv_free_small((uintptr_t)*q);
+            h->top = h->base;
         }
         c->state = ST_EXITING;
     }
@@ -202,10 +215,10 @@ bool sm_global_init(void)
     sm_g.free_key = (r[0] ^ r[1]) | 1;
     bool ok = sm_classes_init();
     if (ok) {
-        /* one spare page: free()'s fast path bounds p - 1, so p == 1 << ADDR_BITS indexes it */
-        sm_g.registry = sm_os_map(((size_t)1 << (ADDR_BITS - SEG_SHIFT)) + PAGE_SIZE_OS);
+        sm_g.registry = sm_os_map((size_t)1 << (ADDR_BITS - SEG_SHIFT));
         ok = sm_g.registry != NULL;
     }
+    if (ok) sm_window_init(); /* before any client: they copy the window's base */
     if (ok) ok = pthread_key_create(&sm_g.key, sm_client_exit) == 0;
     if (ok) {
         cpu_set_t set;

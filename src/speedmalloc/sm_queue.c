@@ -36,6 +36,59 @@ void sm_serve_self(struct client *c)
     pthread_mutex_unlock(&sm_g.srv_lock);
 }
 
+/* A miss while the server is not prompt: the client takes the metadata lock and moves
+ * blocks from its pages straight into its own magazine (the ready ring is for a server
+ * thread handing blocks across cores; a thread serving itself needs no queue between it
+ * and itself). Its queued frees go back first. Returns a block, or NULL when the OS
+ * refuses memory. The refill doubles per miss, from half the ring's target to the ring's
+ * target (64 KiB, then 128 KiB or 64 blocks of the class): what a server would have kept in
+ * the ring, so a thread that allocates a lot of a class takes many blocks per lock, an idle
+ * class few, and no more sits idle than before. */
+void *sm_self_refill(struct client *c, unsigned cls)
+{
+    struct mag_hdr *h = sm_mh(c, cls);
+    uint32_t cap = (uint32_t)(h->end - h->base), room = cap - sm_mag_n(h);
+    uint32_t want = h->refill < room ? h->refill : room;
+    if (!want) want = 1; /* cannot happen: a miss means an empty magazine */
+    if (LOAD_RLX(&sm_g.thread_wanted) && LOAD_ACQ(&sm_g.mode) == MODE_INLINE && c != sm_g.fallback) sm_start_server_thread();
+    STORE_REL(&c->free_tail, c->my_free_tail);
+    pthread_mutex_lock(&sm_g.srv_lock);
+    STORE_RLX(&c->c_inline, c->c_inline + 1);
+    if (LOAD_ACQ(&sm_g.mode) == MODE_INLINE) { /* nobody else serves the other threads */
+        while (sm_server_poll()) {}
+        sm_decay_sweep(sm_mono_ns());
+    } else {
+        sm_drain_frees(c, UINT32_MAX);
+        sm_maybe_sweep();
+    }
+    unsigned got = sm_take_blocks(c, cls, h->top, want);
+    h->top += got;
+    pthread_mutex_unlock(&sm_g.srv_lock);
+    uint32_t most = sm_g.cls_tmax[cls] < cap ? sm_g.cls_tmax[cls] : cap;
+    if (h->refill < most) h->refill = (uint16_t)(h->refill * 2u < most ? h->refill * 2u : most);
+    return got ? sm_unkey(*--h->top) : NULL;
+}
+
+/* A full magazine while the server is not prompt: if the metadata lock is free, this thread
+ * returns the blocks beyond `keep` to their pages itself (its queued frees first), instead
+ * of queueing them for a server that would not come. Returns false when the lock is busy
+ * (the caller queues them). */
+bool sm_self_flush(struct client *c, unsigned cls, unsigned keep)
+{
+    if (pthread_mutex_trylock(&sm_g.srv_lock) != 0) return false;
+    struct mag_hdr *h = sm_mh(c, cls);
+    STORE_REL(&c->free_tail, c->my_free_tail);
+    sm_drain_frees(c, UINT32_MAX);
+    uint32_t n = sm_mag_n(h) - keep;
+    /* the older half goes (the bottom of the LIFO); the recently freed, cache-hot half stays */
+    for (uint32_t i = 0; i < n; i++) sm_srv_free_small((uintptr_t)h->base[i]);
+    sm_maybe_sweep();
+    pthread_mutex_unlock(&sm_g.srv_lock);
+    memmove(h->base, h->base + n, keep * sizeof(void *));
+    h->top = h->base + keep;
+    return true;
+}
+
 /* A sleeping server is woken only for queued work worth a wake-up (a futex wake costs the
  * client a system call and the server a context switch each way: microseconds, i.e. the
  * price of serving a few hundred blocks itself), and only while the server is engaged. */
@@ -81,7 +134,7 @@ void sm_client_wait(struct client *c, bool (*cond)(struct client *, uintptr_t), 
 }
 bool sm_cond_tail_moved(struct client *c, uintptr_t cls)
 {
-    return LOAD_ACQ(&c->tail[cls]) != c->priv[cls].head || LOAD_ACQ(&c->oom_seq) != c->my_oom_seen;
+    return LOAD_ACQ(&c->tail[cls]) != sm_mh(c, cls)->head || LOAD_ACQ(&c->oom_seq) != c->my_oom_seen;
 }
 bool sm_cond_free_space(struct client *c, uintptr_t need)
 {
@@ -104,14 +157,14 @@ void sm_fring_reserve(struct client *c, uint32_t n)
  * chunks of what the ring holds (a grown magazine holds more than the ring). */
 SM_SLOW void sm_flush_magazine(struct client *c, unsigned cls, unsigned keep)
 {
-    while (c->mag_n[cls] > keep) {
-        uint32_t n = c->mag_n[cls] - keep;
+    struct mag_hdr *h = sm_mh(c, cls);
+    while (sm_mag_n(h) > keep) {
+        uint32_t n = sm_mag_n(h) - keep;
         if (n > FRING / 2) n = FRING / 2;
         sm_fring_reserve(c, n);
-        uint32_t top = c->mag_n[cls];
-        for (uint32_t i = 0; i < n; i++) c->fring[(c->my_free_tail + i) % FRING] = c->mag[cls][top - i];
+        for (uint32_t i = 0; i < n; i++) c->fring[(c->my_free_tail + i) % FRING] = h->top[-1 - (ptrdiff_t)i];
         c->my_free_tail += n;
-        c->mag_n[cls] = top - n;
+        h->top -= n;
         STORE_REL(&c->free_tail, c->my_free_tail);
         sm_ring_doorbell(c);
         sm_notify(c, c->my_free_tail - c->my_free_head_cache);

@@ -14,7 +14,7 @@ struct segment *sm_seg_new(void)
     if (raw + 2 * SEG_SIZE > a + SEG_SIZE) munmap((void *)(a + SEG_SIZE), raw + 2 * SEG_SIZE - (a + SEG_SIZE));
     struct segment *s = (struct segment *)a;
     s->magic = SEG_MAGIC;
-    for (unsigned i = 0; i < SLICES; i++) s->slice_info[i] = SI_MAKE(SI_NOCLS, 0, 0);
+    s->si = sm_window_place(a, s->slice_info); /* all zero: no pages yet */
     s->free_slices = ~1ull;
     s->next = sm_g.segs;
     sm_g.segs = s;
@@ -45,10 +45,8 @@ void sm_page_set_owner(struct page *pg, struct client *c)
     unsigned i = (unsigned)((pg->start - (uintptr_t)s) >> SLICE_SHIFT);
     pg->owner = c ? c->id : 0;
     pg->owner_gen = c ? c->sv_gen : 0;
-    for (unsigned k = 0; k < pg->nslices; k++) { /* only the server writes slice words */
-        uint32_t w = s->slice_info[i + k];
-        STORE_REL(&s->slice_info[i + k], SI_MAKE(SI_CLS(w), SI_PSTART(w), pg->owner));
-    }
+    for (unsigned k = 0; k < pg->nslices; k++) /* only the metadata owner writes slice words */
+        STORE_REL(&s->si[i + k], SI_WITH_OWNER(s->si[i + k], pg->owner));
 }
 /* The page's owner if it is still the same live thread. */
 struct client *sm_page_owner(const struct page *pg)
@@ -84,7 +82,7 @@ struct page *sm_page_new(unsigned cls)
                 memset(pg->free_bits, 0, sizeof pg->free_bits);
                 memset(pg->free_bits, 0xff, (pg->capacity / 64) * sizeof(uint64_t));
                 if (pg->capacity % 64) pg->free_bits[pg->capacity / 64] = (1ull << (pg->capacity % 64)) - 1;
-                for (unsigned k = 0; k < ns; k++) STORE_REL(&s->slice_info[i + k], SI_MAKE(cls, i, 0));
+                for (unsigned k = 0; k < ns; k++) STORE_REL(&s->si[i + k], SI_MAKE(cls, pg->start, 0));
                 sm_g.st.pages_in_use++;
                 sm_page_set_owner(pg, NULL);
                 sm_list_push(&sm_g.partial[cls], pg);
@@ -100,34 +98,46 @@ void sm_page_release(struct segment *s, struct page *pg)
 {
     unsigned i = (unsigned)((pg->start - (uintptr_t)s) >> SLICE_SHIFT);
     uint64_t run = ((pg->nslices == 64) ? ~0ull : ((1ull << pg->nslices) - 1)) << i;
-    for (unsigned k = 0; k < pg->nslices; k++) {
-        uint32_t w = s->slice_info[i + k];
-        STORE_REL(&s->slice_info[i + k], SI_MAKE(SI_NOCLS, SI_PSTART(w), SI_OWNER(w)));
-    }
+    for (unsigned k = 0; k < pg->nslices; k++) STORE_REL(&s->si[i + k], 0); /* not a page */
     s->free_slices |= run;
     s->dirty_slices |= run;
-    s->dirty_since = sm_mono_ns();
+    uint32_t now_ms = (uint32_t)(sm_mono_ns() >> 20);
+    for (unsigned k = 0; k < pg->nslices; k++) s->dirty_ms[i + k] = now_ms;
     sm_g.dirty_pages++;
     sm_g.st.pages_in_use--;
 }
 
-/* Return the slices of pages that stayed empty for DECAY_NS to the OS. */
-void sm_decay_sweep(uint64_t now)
+/* Unmaps cached large mappings older than LCACHE_DECAY_NS. */
+void sm_lcache_sweep(uint64_t now)
 {
     for (unsigned i = 0; i < sm_g.lcache_n;) {
-        if (now - sm_g.lcache[i].since < DECAY_NS) { i++; continue; }
+        if (now - sm_g.lcache[i].since < LCACHE_DECAY_NS) { i++; continue; }
         munmap((void *)sm_g.lcache[i].base, sm_g.lcache[i].len);
         sm_g.st.mapped_bytes -= sm_g.lcache[i].len;
         sm_g.st.madvised_bytes += sm_g.lcache[i].len;
         sm_g.lcache_bytes -= sm_g.lcache[i].len;
         sm_g.lcache[i] = sm_g.lcache[--sm_g.lcache_n];
     }
+}
+
+/* Return the slices of pages that stayed empty for DECAY_NS to the OS (and old cached
+ * large mappings). */
+void sm_decay_sweep(uint64_t now)
+{
+    sm_g.last_sweep = now;
+    sm_lcache_sweep(now);
     if (!sm_g.dirty_pages) return;
     uint64_t left = 0;
+    uint32_t now_ms = (uint32_t)(now >> 20), decay_ms = (uint32_t)(DECAY_NS >> 20);
     for (struct segment *s = sm_g.segs; s; s = s->next) {
         if (!s->dirty_slices) continue;
-        if (now - s->dirty_since < DECAY_NS) { left++; continue; }
-        uint64_t d = s->dirty_slices;
+        uint64_t d = 0; /* the dirty slices that are old enough */
+        for (uint64_t x = s->dirty_slices; x; x &= x - 1) {
+            unsigned i = (unsigned)__builtin_ctzll(x);
+            if (now_ms - s->dirty_ms[i] >= decay_ms) d |= 1ull << i;
+        }
+        s->dirty_slices &= ~d;
+        if (s->dirty_slices) left++;
         while (d) {
             unsigned i = (unsigned)__builtin_ctzll(d);
             unsigned j = i;
@@ -136,29 +146,24 @@ void sm_decay_sweep(uint64_t now)
             sm_g.st.madvised_bytes += (uint64_t)(j - i) << SLICE_SHIFT;
             d &= (j == 64) ? 0 : ~0ull << j;
         }
-        s->dirty_slices = 0;
     }
     sm_g.dirty_pages = left;
 }
 
-/* Takes back one small block. Validates against the free bitmap (double free). */
-void sm_srv_free_small(uintptr_t p)
+static SM_SLOW void srv_free_error(uintptr_t p, int why)
 {
-    struct segment *s = (struct segment *)(p & ~(SEG_SIZE - 1));
-    unsigned sl = (unsigned)((p >> SLICE_SHIFT) & (SLICES - 1));
-    uint32_t w = s->slice_info[sl];
-    unsigned cls = SI_CLS(w);
-    if (s->magic != SEG_MAGIC || cls >= sm_g.nclass) { sm_g.st.invalid_frees++; sm_report(&sm_g.reported_invalid, "free of a pointer outside any page (server)", (void *)p); return; }
-    struct page *pg = &s->pages[SI_PSTART(w)];
-    uint64_t off = p - pg->start;
-    uint64_t idx = (off * sm_g.cls_recip[cls]) >> 40;
-    if (idx * sm_g.cls_size[cls] != off || idx >= pg->capacity) { sm_g.st.invalid_frees++; sm_report(&sm_g.reported_invalid, "free of a pointer that is not a block start (server)", (void *)p); return; }
-    uint64_t bit = 1ull << (idx & 63);
-    if (pg->free_bits[idx >> 6] & bit) { sm_g.st.double_frees++; sm_report(&sm_g.reported_double, "double free of", (void *)p); return; }
-    pg->free_bits[idx >> 6] |= bit;
-    pg->nfree++;
-    sm_g.blocks_out[cls]--;
-    sm_g.st.bytes_out -= sm_g.cls_size[cls];
+    if (why == 2) {
+        sm_g.st.double_frees++;
+        sm_report(&sm_g.reported_double, "double free of", (void *)p);
+        return;
+    }
+    sm_g.st.invalid_frees++;
+    sm_report(&sm_g.reported_invalid,
+              why ? "free of a pointer that is not a block start (server)" : "free of a pointer outside any page (server)",
+              (void *)p);
+}
+static SM_SLOW void srv_page_settle(struct segment *s, struct page *pg)
+{
     if (pg->nfree == pg->capacity) {
         /* Empty: back to the segment. A one-slice page (64 KiB) that is its list's only page
          * stays, to avoid thrash; a bigger page always goes (kept empty, medium pages of up
@@ -171,8 +176,31 @@ void sm_srv_free_small(uintptr_t p)
     } else if (!pg->list) {
         struct client *o = sm_page_owner(pg);
         if (!o && pg->owner) sm_page_set_owner(pg, NULL);
-        sm_list_push(o ? &o->sv_partial[cls] : &sm_g.partial[cls], pg);
+        sm_list_push(o ? &o->sv_partial[pg->cls] : &sm_g.partial[pg->cls], pg);
     }
+}
+
+/* Takes back one small block (p is in one of our segments: the caller checked the window
+ * or the registry). Validates it against the slice word (a block start of a live page)
+ * and the free bitmap (double free). The block-start check is free()'s (sm_types.h): the
+ * low half of off * mul tests it, and for a block start the high half is its index. */
+void sm_srv_free_small(uintptr_t p)
+{
+    struct segment *s = (struct segment *)(p & ~(SEG_SIZE - 1));
+    uint64_t w = s->si[(p >> SLICE_SHIFT) & (SLICES - 1)];
+    unsigned k = SI_K(w); /* class + 1, 0 = no page */
+    if (SM_UNLIKELY(s->magic != SEG_MAGIC || k - 1 >= sm_g.nclass)) { srv_free_error(p, 0); return; }
+    uint32_t off = (uint32_t)p - (uint32_t)w;
+    unsigned __int128 m = (unsigned __int128)off * sm_g.cls_chk[k].mul;
+    if (SM_UNLIKELY((uint64_t)m >= sm_g.cls_chk[k].lim)) { srv_free_error(p, 1); return; }
+    uint64_t idx = (uint64_t)(m >> 64);
+    struct page *pg = &s->pages[SI_PSTART(w)];
+    uint64_t bit = 1ull << (idx & 63), *word = &pg->free_bits[idx >> 6];
+    if (SM_UNLIKELY(*word & bit)) { srv_free_error(p, 2); return; }
+    *word |= bit;
+    pg->nfree++;
+    sm_g.st.bytes_out -= sm_g.cls_size[k - 1];
+    if (SM_UNLIKELY(pg->nfree == pg->capacity || !pg->list)) srv_page_settle(s, pg);
 }
 
 /* The server thread should never allocate; if libc makes it, serve it directly. */
@@ -185,7 +213,6 @@ void *sm_server_self_malloc(unsigned cls)
         unsigned b = (unsigned)__builtin_ctzll(pg->free_bits[w]);
         pg->free_bits[w] &= pg->free_bits[w] - 1;
         if (!--pg->nfree) sm_list_remove(pg);
-        sm_g.blocks_out[cls]++;
         sm_g.st.bytes_out += sm_g.cls_size[cls];
         return (void *)(pg->start + (uintptr_t)(w * 64 + b) * sm_g.cls_size[cls]);
     }

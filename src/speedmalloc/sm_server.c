@@ -32,14 +32,15 @@ unsigned sm_drain_all_frees(void)
     return n;
 }
 
-/* Pushes up to `want` blocks of class cls into ring slots [tail, tail + want). */
-unsigned sm_refill(struct client *c, unsigned cls, unsigned want)
+/* Takes up to `want` free blocks of class cls for client c from its pages (then from an
+ * unowned page, which it then owns; then a new page, after every free ring was drained:
+ * Sec. 5.1.2, a single owner of all free memory bounds blowup) and writes them to out[]. */
+unsigned sm_take_blocks(struct client *c, unsigned cls, void **out, unsigned want)
 {
-    uint32_t t = c->tail[cls];
     unsigned got = 0;
     bool drained = false;
+    const uintptr_t size = sm_g.cls_size[cls];
     while (got < want) {
-        /* this thread's own pages first, then an unowned one, which it then owns */
         struct page *pg = c->sv_partial[cls];
         if (!pg) {
             pg = sm_g.partial[cls];
@@ -54,11 +55,12 @@ unsigned sm_refill(struct client *c, unsigned cls, unsigned want)
         }
         for (unsigned w = 0; w < 64 && got < want && pg->nfree; w++) {
             uint64_t bits = pg->free_bits[w];
+            if (!bits) continue;
+            uintptr_t base = pg->start + (uintptr_t)w * 64 * size;
             while (bits && got < want) {
                 unsigned b = (unsigned)__builtin_ctzll(bits);
                 bits &= bits - 1;
-                c->ring[cls][(t + got) % RING] = (void *)(pg->start + ((uintptr_t)(w * 64 + b)) * sm_g.cls_size[cls]);
-                got++;
+                out[got++] = (void *)(base + b * size);
                 pg->nfree--;
             }
             pg->free_bits[w] = bits;
@@ -66,12 +68,21 @@ unsigned sm_refill(struct client *c, unsigned cls, unsigned want)
         if (!pg->nfree) sm_list_remove(pg);
     }
     if (got) {
-        sm_g.blocks_out[cls] += got;
-        sm_g.st.bytes_out += (uint64_t)got * sm_g.cls_size[cls];
+        sm_g.st.bytes_out += (uint64_t)got * size;
         sm_g.st.refill_blocks += got;
         sm_g.st.refill_rounds++;
-        STORE_REL(&c->tail[cls], t + got);
     }
+    return got;
+}
+
+/* Pushes up to `want` blocks of class cls into ring slots [tail, tail + want). */
+unsigned sm_refill(struct client *c, unsigned cls, unsigned want)
+{
+    uint32_t t = c->tail[cls];
+    void *tmp[RING];
+    unsigned got = sm_take_blocks(c, cls, tmp, want < RING ? want : RING);
+    for (unsigned i = 0; i < got; i++) c->ring[cls][(t + i) % RING] = tmp[i];
+    if (got) STORE_REL(&c->tail[cls], t + got);
     return got;
 }
 
@@ -216,6 +227,7 @@ static void server_sleep(uint64_t timeout_ns)
         while (sm_server_poll()) {}
         sm_decay_sweep(now);
         pending = sm_g.dirty_pages || sm_g.lcache_n; /* read under the lock */
+        if (sm_g.lcache_n && (!timeout_ns || timeout_ns > LCACHE_DECAY_NS)) timeout_ns = LCACHE_DECAY_NS;
         sm_tls_owner = 0;
         pthread_mutex_unlock(&sm_g.srv_lock);
     }

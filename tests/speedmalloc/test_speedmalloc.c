@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -215,6 +216,48 @@ static void test_invalid_free_page_slack(void **state)
     }
     for (unsigned i = 0; i < 4096; i++) nm_sm_free(got[i]);
     nm_sm_free(p);
+}
+
+/* free() validates a pointer with the segment window's map (sm_registry.c): memory that is
+ * not ours but lies in the window (another mapping the kernel placed beside our segments, a
+ * large object, a segment header) has slice word zero and must be reported, never pushed. */
+static void test_invalid_free_in_window(void **state)
+{
+    (void)state;
+    char *keep = nm_sm_malloc(64); /* the heap exists: its window is fixed */
+    assert_non_null(keep);
+    nm_speedmalloc_stats before = stats_now();
+    unsigned bad = 0;
+    /* a mapping of someone else's, placed by the kernel among ours (below the last one) */
+    char *m = mmap(NULL, 1 << 16, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(m != MAP_FAILED);
+    memset(m, 0x5a, 1 << 16);
+    assert_int_equal(nm_sm_malloc_usable_size(m + 64), 0);
+    nm_sm_free(m + 64);
+    nm_sm_free(m + 4096);
+    bad += 2;
+    for (int i = 0; i < (1 << 16); i++) assert_int_equal((unsigned char)m[i], 0x5a); /* untouched */
+    /* a large object's interior, and its second page */
+    char *big = nm_sm_malloc(3 << 20);
+    assert_non_null(big);
+    nm_sm_free(big + 16);
+    nm_sm_free(big + 8192);
+    bad += 2;
+    nm_speedmalloc_stats after = stats_now();
+    assert_int_equal(after.invalid_frees, before.invalid_frees + bad);
+    assert_int_equal(after.double_frees, before.double_frees);
+    /* none of them is handed out, and the large object is still whole */
+    void *got[2048];
+    for (unsigned i = 0; i < 2048; i++) {
+        got[i] = nm_sm_malloc(64);
+        assert_non_null(got[i]);
+        assert_true((char *)got[i] < m || (char *)got[i] >= m + (1 << 16));
+        assert_true((char *)got[i] < big || (char *)got[i] >= big + (3 << 20));
+    }
+    for (unsigned i = 0; i < 2048; i++) nm_sm_free(got[i]);
+    nm_sm_free(big);
+    nm_sm_free(keep);
+    munmap(m, 1 << 16);
 }
 
 static void test_invalid_and_double_free(void **state)
@@ -528,6 +571,7 @@ int main(void)
         cmocka_unit_test(test_invalid_and_double_free),
         cmocka_unit_test(test_double_free_not_immediate),
         cmocka_unit_test(test_invalid_free_page_slack),
+        cmocka_unit_test(test_invalid_free_in_window),
         cmocka_unit_test(test_stress_threads),
         cmocka_unit_test(test_producer_consumer_no_blowup),
         cmocka_unit_test(test_fork),
