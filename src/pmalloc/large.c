@@ -508,6 +508,17 @@ static nm_err new_tail_chunk(pm_heap *h, unsigned lane)
  * normal entry, the live cap allows it), so the append made after the commit
  * cannot fail. When the log runs short, a checkpoint settles it and runs the
  * GCs first. */
+/* pm_bk_reserve's fast path, large_lock held: false when it would have to
+ * make room (checkpoint, log GC) first. */
+bool pm_bk_try_reserve(pm_heap *h, bool normal)
+{
+    bool live_ok = !normal || h->bk_live_entries + h->bk_reserved + 1 <= bk_max_live(h);
+    bool room = h->bk_free_count >= bk_margin(h) + (uint32_t)(h->bk_reserved / PM_CHUNK_ENTRIES);
+    if (!live_ok || !room || pm_bk_gc_due(h)) return false;
+    h->bk_reserved++;
+    return true;
+}
+
 nm_err pm_bk_reserve(pm_heap *h, bool normal)
 {
     for (int round = 0;; round++) {

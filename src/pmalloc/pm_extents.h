@@ -53,6 +53,7 @@ nm_err pm_extent_claim(pm_heap *h, uint64_t page, uint64_t npages, int state, pm
  * append cannot fail afterwards; pm_bk_unreserve if they do not append. */
 nm_err pm_bk_reserve(pm_heap *h, bool normal); /* normal: a normal entry (counts against the live cap) */
 void pm_bk_unreserve(pm_heap *h, bool normal);   /* large_lock held */
+bool pm_bk_try_reserve(pm_heap *h, bool normal); /* large_lock held: the fast path of pm_bk_reserve, or false */
 nm_err pm_bk_record(pm_heap *h, pm_veh *v);     /* normal entry for v (large_lock held) */
 nm_err pm_bk_tombstone(pm_heap *h, pm_veh *v);  /* tombstone for v's entry (large_lock held) */
 void pm_bk_settle(pm_heap *h);                  /* every append durable and counted (large_lock held) */

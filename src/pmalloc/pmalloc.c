@@ -396,8 +396,15 @@ nm_err pmalloc_free_from(pmalloc_heap *hd, pmalloc_ptr *src)
         return NM_OK;
     }
     uint64_t rel = p - h->sb->data_off, page = rel / PM_PAGE;
-    if ((err = pm_bk_reserve(h, false))) return err; /* the tombstone's room, before the commit */
+    /* the tombstone's room, before the commit: in the same critical section as
+     * the lookup when the log has room (one extent-lock round trip less per
+     * free), else through pm_bk_reserve, which may checkpoint */
     pthread_mutex_lock(&h->large_lock);
+    if (!pm_bk_try_reserve(h, false)) {
+        pthread_mutex_unlock(&h->large_lock);
+        if ((err = pm_bk_reserve(h, false))) return err;
+        pthread_mutex_lock(&h->large_lock);
+    }
     pm_veh *v = pm_pmap_get(h, page);
     /* state and freeing first (atomics: a cached VEH changes under its arena's
      * cache lock); an ALLOC VEH that is not being freed is stable under ours */
