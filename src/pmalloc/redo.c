@@ -291,7 +291,7 @@ nm_err pm_checkpoint(pm_heap *h, unsigned flags)
         sched_yield();
     }
     /* the lines their effects touched; a thread cache leaves the list only
-     * after a checkpoint of its own (pm_tc_destroy), which waits for ours */
+     * under ckpt_lock (tc_destroy, small.c), so none of ours goes meanwhile */
     nm_err err = NM_OK;
     if (!h->ckset && !(h->ckset = calloc(1, sizeof *h->ckset))) err = nm_fail(NM_ENOMEM, "pmalloc: no host memory for a checkpoint");
     ck_set *ls = err ? NULL : &h->ckset->lines, *ss = err ? NULL : &h->ckset->slabs;
@@ -526,9 +526,10 @@ static nm_err collect(pm_heap *h, rrec **out, size_t *nout, uint64_t *maxout)
     for (size_t i = 0; i < n; i++) {
         uint64_t prev = all[i].back ? all[i].seq - all[i].back : 0;
         if (prev > gw && !has_seq(all, n, prev)) {
+            uint64_t next = all[i].seq;
             free(all);
             return nm_fail(NM_ECORRUPT, "pmalloc: redo record %llu is damaged (record %llu of the same thread follows it)",
-                           (unsigned long long)prev, (unsigned long long)all[i].seq);
+                           (unsigned long long)prev, (unsigned long long)next);
         }
     }
     *out = all;

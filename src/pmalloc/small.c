@@ -326,6 +326,10 @@ static void tc_destroy(void *p)
      * may hold records of other threads' heaps' pasts no more) */
     while (__atomic_load_n(&tc->settled, __ATOMIC_ACQUIRE) < tc->head)
         if (pm_checkpoint(h, 0) != NM_OK) break; /* out of host memory: recovery settles them */
+    /* a checkpoint running now may have taken this cache into its list (with
+     * nothing new to settle, the loop above took no checkpoint of its own) and
+     * publishes `settled` into it at its end: leave only between checkpoints */
+    pthread_mutex_lock(&h->ckpt_lock);
     pthread_mutex_lock(&h->tc_lock);
     for (pm_tcache **pp = &h->tcaches; *pp; pp = &(*pp)->next)
         if (*pp == tc) { *pp = tc->next; break; }
@@ -333,6 +337,7 @@ static void tc_destroy(void *p)
     else { free(tc->side); tc->side = NULL; } /* its ring keeps unsettled records: stays taken */
     tc->arena->nthreads--;
     pthread_mutex_unlock(&h->tc_lock);
+    pthread_mutex_unlock(&h->ckpt_lock);
     free(tc);
 }
 
