@@ -165,8 +165,8 @@ static inline void **sm_mag_slots(struct client *c, unsigned cls) { return (void
  * list link; ours are outside the blocks): the clearing store then covers the bytes a
  * program writes first. Measured on this machine (AMD family 26): a loop that increments
  * a byte of a fresh block runs ~10% faster when that byte was stored just before it than
- * when it was last written a whole free/malloc earlier (store-to-load forwarding from the
- * store buffer instead of a load from L1); mimalloc's list link gives it that for free,
+ * when it was last written a whole free/malloc earlier (likely store-to-load forwarding or
+ * memory renaming; no counters here to tell); mimalloc's list link gives it that for free,
  * and cache-thrash's writing loop ran 1.07x mimalloc's CPU with the key in word 1 (the loop
  * alone, no allocator call, cost as much). Same one store either way. */
 #define SM_KEY_WORD 0
