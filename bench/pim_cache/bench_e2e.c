@@ -83,7 +83,7 @@ int nm_bench_pim_cache_e2e(nm_bench *b)
     nm_bench_config_num(b, "tasklets", NM_PIMC_TASKLETS);
     nm_bench_config_str(b, "time",
                         "cpu = host wall time (measured); dpu = host work (measured: critical path = thread CPU time, "
-                        "_wall = wall time) + transfers (modeled, scheduled per rank for dpu-cac) + kernel (modeled)");
+                        "_wall = wall time) + transfers (modeled, scheduled per rank for dpu-cac, ranks in flight sharing the host-limited aggregate) + kernel (modeled)");
     nm_bench_plot_spec(b, "[{\"title\":\"vector add end to end\",\"x\":\"R\",\"y\":[\"cpu_1_s\",\"cpu_all_s\","
                           "\"dpu_push_s\",\"dpu_cac_s\",\"dpu_serial_s\",\"dpu_cac_serial_s\"],\"kind\":\"bar\",\"logy\":true,"
                           "\"ylabel\":\"seconds\"}]");

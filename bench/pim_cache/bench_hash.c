@@ -211,14 +211,16 @@ int nm_bench_pim_cache_hash(nm_bench *b)
         nm_bench_progress(b, "DRM verify R=%d: %.2f GB/s vs %.2f GB/s without (%.2fx time)", rr, ver, base, base / ver);
     }
     /* Both baselines as rates, from the machine's cost model (docs/pim-machine.md): the
-     * push moves 4 ranks (256 DPUs) in parallel, the serial copy one DPU at a time. The
+     * push moves 4 ranks (256 DPUs) at once, host-limited (rank bandwidth x (1 + growth x
+     * 3)), the serial copy one DPU at a time. The
      * DRM must read every byte it fingerprints, so the host's DRM rate on all threads
      * against the push's rate bounds CAC's gain on data nothing is known about. */
     struct dpu_set_t set;
     if (dpu_alloc(256, NULL, &set) == DPU_OK) {
         nm_pim_cost cost;
         if (nm_pim_get_cost(set, &cost) == DPU_OK) {
-            double push = 4 * cost.bw_rank_to_dpu, serial = cost.bw_serial_to_dpu;
+            double push = cost.bw_rank_to_dpu * (1 + 3 * cost.bw_rank_growth), serial = cost.bw_serial_to_dpu;
+            if (cost.bw_host_cap > 0) push = NM_MIN(push, cost.bw_host_cap);
             nm_bench_summary_num(b, "push_gbps_256dpu_modeled", push);
             nm_bench_summary_num(b, "serial_gbps_modeled", serial);
             nm_bench_summary_num(b, "drm_all_threads_over_push_R0", drm_all[0] / push);

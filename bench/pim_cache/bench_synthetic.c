@@ -73,7 +73,8 @@ int nm_bench_pim_cache_synthetic(nm_bench *b)
     nm_bench_config_str(b, "baseline", "push = dpu_prepare_xfer loop (host, measured) + one dpu_push_xfer (modeled); "
                                        "serial = dpu_copy_to per DPU (modeled), the paper's baseline");
     nm_bench_config_str(b, "time", "cac total = host work measured on this host + modeled transfers, scheduled per "
-                                   "rank in parallel mode (max_r(H_pre + sum_{j<=r} H_j + X_r)), added in serial mode");
+                                   "rank in parallel mode (rank r starts at H_pre + sum_{j<=r} H_j; ranks in flight share the machine's "
+                                   "host-limited aggregate), added in serial mode");
     nm_bench_plot_spec(b, "[{\"title\":\"against the parallel push\",\"x\":\"R\",\"y\":[\"push_s\",\"cac_forced_total_s\","
                           "\"cac_default_total_s\"],\"kind\":\"bar\",\"logy\":true,\"ylabel\":\"seconds (host measured + xfer modeled)\","
                           "\"filter\":{\"run\":\"R\"}},"

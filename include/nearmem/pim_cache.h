@@ -67,6 +67,14 @@ typedef struct nm_pimc_transport {
     /* Optional: modeled bandwidth of copy_to to one DPU (GB/s; 0 = unknown). Parallel mode
      * sends a rank's blocks serially when only a few of its DPUs have any. */
     double serial_gbps;
+    /* Optional: the host-side limit when several ranks are pushed at once (the machine's
+     * transfer model, docs/pim-machine.md "Transfer model"): n ranks in flight move at most
+     * push_gbps x (1 + push_rank_growth x (n - 1)) GB/s in all, and never more than
+     * push_cap_gbps (0 = no cap). push_rank_growth 1 = ranks fully in parallel; 0 (also
+     * what a transport that leaves it unset gets) = n ranks share one rank's bandwidth,
+     * the strictest limit. */
+    double push_rank_growth;
+    double push_cap_gbps;
 } nm_pimc_transport;
 
 /* A host-memory transport: nr_dpus MRAM arrays of mram_size bytes, no time model

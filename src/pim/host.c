@@ -368,6 +368,8 @@ dpu_error_t dpu_alloc(uint32_t nr_dpus, const char *profile, struct dpu_set_t *d
     }
     /* nr_threads is read by the workers: set it before any starts. */
     sys->nr_threads = threads;
+    const char *sched = getenv("NEARMEM_PIM_SCHED");
+    sys->sched_reference = sched && strcmp(sched, "reference") == 0;
     for (uint32_t t = 0; t < threads; t++) {
         sys->pool_args[t].sys = sys;
         sys->pool_args[t].k = t;
@@ -412,7 +414,7 @@ dpu_error_t dpu_free(struct dpu_set_t set)
         if (f) {
             const nm_pim_totals *t = &sys->totals;
             fprintf(f,
-                    "dpus=%u launches=%llu modeled_kernel_s=%.9g modeled_xfer_s=%.9g xfer_bytes_to=%llu "
+                    "dpus=%u launches=%llu modeled_kernel_s=%.17g modeled_xfer_s=%.17g xfer_bytes_to=%llu "
                     "xfer_bytes_from=%llu host_kernel_s=%.9g host_xfer_s=%.9g\n",
                     sys->nr_dpus, (unsigned long long)t->launches, t->modeled_kernel_seconds,
                     t->modeled_xfer_seconds, (unsigned long long)t->xfer_bytes_to_dpu,

@@ -90,6 +90,9 @@ typedef struct nm_pim_system {
     nm_pim_dpu *dpus;
     nm_pim_cost cost;
     uint32_t nr_threads;
+    /* NEARMEM_PIM_SCHED=reference at dpu_alloc: the straightforward scheduler
+     * the fast one must match cycle for cycle (machine.c; tests compare them). */
+    bool sched_reference;
     pthread_t *threads;
     pthread_mutex_t lock;
     pthread_cond_t work_cv, done_cv;

@@ -96,6 +96,7 @@ typedef struct worker {
     uint64_t seq;
     uint32_t heap_top, heap_limit, heap_hw;
     bool faulted;
+    bool readied; /* a tasklet may have become READY since run_ready last looked */
     tasklet *cur;
     /* This thread's addresses of the running program's globals, for DMA checks. */
     struct wram_range {
@@ -318,6 +319,7 @@ static void tasklet_entry(void *arg)
 
 static void make_ready(worker *w, tasklet *t, uint64_t *wait_counter)
 {
+    w->readied = true;
     if (wait_counter)
         *wait_counter += (uint64_t)llround(w->T - t->wait_start);
     t->st = T_READY;
@@ -332,6 +334,7 @@ static uint32_t barrier_count(const worker *w, const barrier_t *b)
 static void do_op(worker *w, tasklet *t)
 {
     const nm_pim_cost *c = w->cost;
+    w->readied = true; /* most operations complete at once: t is READY again */
     switch (t->op) {
     case OP_NONE:
         t->st = T_READY;
@@ -543,8 +546,11 @@ static void do_op(worker *w, tasklet *t)
     }
 }
 
-/* Run every READY tasklet natively until it posts its next operation. */
-static void run_ready(worker *w)
+/* The reference scheduler (NEARMEM_PIM_SCHED=reference): the straightforward
+ * loop, kept so that tests can show the fast one below gives the same modeled
+ * cycles, bit for bit. Run every READY tasklet natively until it posts its
+ * next operation, again while any did. */
+static void run_ready_ref(worker *w)
 {
     bool again = true;
     while (again && !w->faulted) {
@@ -575,11 +581,11 @@ static void run_ready(worker *w)
     }
 }
 
-static void scheduler(worker *w)
+static void scheduler_ref(worker *w)
 {
     const double revolver = (double)w->cost->revolver_cycles;
     for (;;) {
-        run_ready(w);
+        run_ready_ref(w);
         if (w->faulted)
             return;
         uint32_t issuing = 0, live = 0;
@@ -620,6 +626,119 @@ static void scheduler(worker *w)
             }
         }
         w->T = next;
+        for (uint32_t i = 0; i < w->n && !w->faulted; i++) {
+            tasklet *t = &w->t[i];
+            if (t->st == T_COMPUTE && t->rem <= 1e-6) {
+                t->rem = 0.0;
+                do_op(w, t);
+            } else if (t->st == T_WAIT && t->wake_at <= w->T) {
+                make_ready(w, t, t->op == OP_DELAY ? NULL : &t->out->dma_wait_cycles);
+            }
+        }
+    }
+}
+
+/* Resume one READY tasklet until it posts its next operation, and account
+ * for the compute it did on the way. */
+static inline void resume(worker *w, tasklet *t)
+{
+    w->cur = t;
+    nm_coro_resume(&w->host, &t->coro);
+    w->cur = NULL;
+    /* The compiler-costed instructions the tasklet executed since it
+     * last handed control back: exactly an nm_pim_charge of them. */
+    uint64_t costed = *w->counter;
+    *w->counter = 0;
+    t->costed += costed;
+    t->pending += costed;
+    if (w->faulted)
+        return;
+    t->instr += t->pending;
+    t->rem = (double)t->pending;
+    t->pending = 0;
+    t->st = T_COMPUTE;
+    if (t->rem == 0.0)
+        do_op(w, t);
+}
+
+/* The fast scheduler (the default). Host time matters here: every runtime
+ * operation of every tasklet passes through it. It makes the same decisions
+ * in the same order as the reference:
+ * - run_ready passes over the tasklets again only when an operation since the
+ *   pass began may have made one READY (make_ready and do_op are the only
+ *   places a tasklet becomes READY, and both set `readied`); the reference's
+ *   extra pass that finds nothing READY is skipped, and so is the whole call
+ *   when nothing became READY since the last one;
+ * - one pass finds the live and issuing tasklets, the earliest wake-up and
+ *   the least remaining compute: min over tasklets of T + rem x period equals
+ *   T + (min rem) x period in floating point too (x -> T + x * period is
+ *   monotonic under rounding), so `next` is the reference's, bit for bit. */
+static void run_ready(worker *w)
+{
+    while (w->readied && !w->faulted) {
+        w->readied = false;
+        for (uint32_t i = 0; i < w->n && !w->faulted; i++)
+            if (w->t[i].st == T_READY)
+                resume(w, &w->t[i]);
+    }
+}
+
+static void scheduler(worker *w)
+{
+    const double revolver = (double)w->cost->revolver_cycles;
+    for (;;) {
+        run_ready(w);
+        if (w->faulted)
+            return;
+        uint32_t issuing = 0, live = 0;
+        double next = INFINITY, min_rem = INFINITY;
+        for (uint32_t i = 0; i < w->n; i++) {
+            const tasklet *t = &w->t[i];
+            switch (t->st) {
+            case T_DONE:
+                continue;
+            case T_COMPUTE:
+                issuing++;
+                min_rem = NM_MIN(min_rem, t->rem);
+                break;
+            case T_SPIN:
+                issuing++;
+                break;
+            case T_WAIT:
+                next = NM_MIN(next, t->wake_at);
+                break;
+            default:
+                break;
+            }
+            live++;
+        }
+        if (live == 0)
+            return;
+        double period = NM_MAX(revolver, (double)issuing);
+        if (min_rem != INFINITY)
+            next = NM_MIN(next, w->T + min_rem * period);
+        if (next == INFINITY) {
+            uint32_t first = 0;
+            while (first < w->n && w->t[first].st == T_DONE)
+                first++;
+            set_fault(w, NM_PIM_FAULT_DEADLOCK, first, 0, live,
+                      "%u tasklet(s) wait on mutexes, barriers or semaphores that nothing can release", live);
+            return;
+        }
+        double dt = next - w->T, step = dt / period;
+        for (uint32_t i = 0; i < w->n; i++) {
+            tasklet *t = &w->t[i];
+            if (t->st == T_COMPUTE) {
+                double s = NM_MIN(step, t->rem);
+                t->rem -= s;
+                t->issued += s;
+            } else if (t->st == T_SPIN) {
+                t->issued += step;
+                t->spin_issued += step;
+            }
+        }
+        w->T = next;
+        /* (a completion may release a spinning tasklet: all advance first) */
         for (uint32_t i = 0; i < w->n && !w->faulted; i++) {
             tasklet *t = &w->t[i];
             if (t->st == T_COMPUTE && t->rem <= 1e-6) {
@@ -727,6 +846,7 @@ void nm_pim__run_dpu(nm_pim_dpu *d)
     w->heap_hw = 0;
     w->heap_limit = NM_PIM_WRAM_SIZE - (uint32_t)stat_wram;
     w->faulted = false;
+    w->readied = true; /* every tasklet starts READY */
     w->cur = NULL;
     w->inst = p->file ? &p->file->inst[d->index % d->sys->nr_threads] : NULL;
     w->counter = w->inst && w->inst->info.cost_counter ? w->inst->info.cost_counter : &w->no_counter;
@@ -754,7 +874,10 @@ void nm_pim__run_dpu(nm_pim_dpu *d)
         w->inst = NULL;
         return;
     }
-    scheduler(w);
+    if (d->sys->sched_reference)
+        scheduler_ref(w);
+    else
+        scheduler(w);
     swap_globals(w, d, false, false);
 
     /* Leave no data of this DPU in the shared heap buffer (isolation and

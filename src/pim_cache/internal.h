@@ -238,6 +238,9 @@ struct nm_pimc {
     double hash_ns, copy_ns, insert_ns, touch_ns, drm_corr;
     unsigned drm_threads;
     double sample_ns, sample_ns0; /* critical-path ns per sample: learned, and first estimate */
+    /* Predicted savings given up by plain copies that CAC would have won but for growing its
+     * gather buffers (a one-time cost): once they reach that cost, CAC grows them (push.c). */
+    double forgone_ns;
     /* write tracking */
     struct nm_pimc_reg *regs;
     uint64_t copy_no;
@@ -284,5 +287,8 @@ nm_err pimc_copy_parallel(nm_pimc *c, const batch *b, hclk start);
 /* Predicted critical-path ns of the DRM fingerprinting `hashed` bytes, gathering and
  * indexing `missed` bytes and touching `grown` bytes of fresh scratch (0 without rates). */
 double pimc_drm_predict(const nm_pimc *c, double hashed, double missed, double grown);
+/* Modeled ns of pushes to `active` ranks at once moving `total` bytes, `max_rank` of them to
+ * the busiest rank: the transport's multi-rank model (0 without a model). */
+double pimc_push_ns(const nm_pimc *c, double max_rank, double total, unsigned active);
 
 #endif

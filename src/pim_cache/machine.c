@@ -177,9 +177,12 @@ nm_err nm_pimc_machine_transport_prog(struct dpu_set_t set, const char *program,
                              .modeled_ns = m_modeled,
                              .dpus_per_rank = NM_PIM_DPUS_PER_RANK,
                              .push_range = m_push_range,
-                             /* the machine's rank bandwidth, for the decision (never tuned) */
+                             /* the machine's transfer model, for the decision and the
+                              * rank schedule (its constants, never tuned) */
                              .push_gbps = cost.bw_rank_to_dpu,
-                             .serial_gbps = cost.bw_serial_to_dpu};
+                             .serial_gbps = cost.bw_serial_to_dpu,
+                             .push_rank_growth = cost.bw_rank_growth,
+                             .push_cap_gbps = cost.bw_host_cap};
     return NM_OK;
 }
 

@@ -15,11 +15,16 @@
  *     lockstep so one dpu_push_xfer per buffer kind serves the rank), then rank r's pushes
  *     go out. On the hardware ranks are independent, so rank r's transfers overlap the
  *     planning of rank r + 1. The emulated machine runs them one after the other; the
- *     copy's total is the schedule they would follow:
- *         total = max_r (H_pre + sum_{j <= r} H_j + X_r)
+ *     copy's total is the schedule they would follow: rank r's transfers start at
+ *         S_r = H_pre + sum_{j <= r} H_j
  *     H_pre = host time before the stages (tracking, sampling, decision; measured),
- *     H_j = host wall time of stage j (measured), X_r = modeled time of rank r's pushes.
- *     A plain push is scored the same way: H_pre + its modeled time. */
+ *     H_j = host time of stage j (measured), and take X_r (modeled, rank r alone) when
+ *     no other rank is in flight. Ranks in flight at once share the host-side limit of the
+ *     machine's transfer model (n ranks move at most push_gbps x (1 + growth x (n - 1))
+ *     GB/s in all): overlap_schedule slows them down accordingly, so the total is
+ *     max_r (S_r + X_r) only when the ranks' transfers do not overlap or the host is not
+ *     the limit. A plain push is scored the same way: H_pre + its modeled time (the
+ *     machine applies the same limit to one push to every rank). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,8 +175,65 @@ static void sample_work(void *arg, unsigned tid, unsigned nt)
     }
 }
 
-/* Modeled ns of pushing `bytes` to one rank (0 when the transport has no model). */
-static double rank_ns(const nm_pimc *c, uint64_t bytes) { return c->t.push_gbps > 0 ? (double)bytes / c->t.push_gbps : 0.0; }
+/* Aggregate GB/s of `n` ranks in flight at once (the transport's multi-rank model). */
+static double agg_gbps(const nm_pimc *c, unsigned n)
+{
+    double g = c->t.push_gbps * (1.0 + c->t.push_rank_growth * (n > 1 ? n - 1 : 0));
+    return c->t.push_cap_gbps > 0 ? NM_MIN(g, c->t.push_cap_gbps) : g;
+}
+
+double pimc_push_ns(const nm_pimc *c, double max_rank, double total, unsigned active)
+{
+    if (c->t.push_gbps <= 0 || total <= 0) return 0.0;
+    return NM_MAX(max_rank / c->t.push_gbps, total / agg_gbps(c, active));
+}
+
+/* When the last of n ranks' transfers ends, rank r's starting at start[r] (non-decreasing)
+ * and moving bytes[r] in x[r] ns when alone: while k ranks are in flight each moves at its
+ * own rate (bytes[r] / x[r]), all scaled down when together they would exceed the
+ * aggregate of k ranks. For equal ranks starting together this is the machine's time for
+ * one push to all of them; without a model (or a rank with no bytes) a rank takes x[r]. */
+static double overlap_schedule(const nm_pimc *c, const double *start, const double *x, const double *bytes,
+                               unsigned n, double *rem)
+{
+    double end = 0;
+    for (unsigned r = 0; r < n; r++) {
+        bool shared = c->t.push_gbps > 0 && bytes[r] > 0 && x[r] > 0;
+        rem[r] = shared ? bytes[r] : 0.0;
+        if (!shared) end = NM_MAX(end, start[r] + x[r]);
+    }
+    unsigned next = 0; /* first rank not started */
+    double t = 0;
+    for (;;) {
+        while (next < n && (rem[next] <= 0 || start[next] <= t)) next++;
+        double sum_v = 0;
+        unsigned k = 0;
+        for (unsigned r = 0; r < next; r++)
+            if (rem[r] > 0) {
+                sum_v += bytes[r] / x[r];
+                k++;
+            }
+        if (!k) {
+            if (next >= n) break;
+            t = start[next]; /* idle until the next rank's stage is done */
+            continue;
+        }
+        double scale = sum_v > agg_gbps(c, k) ? agg_gbps(c, k) / sum_v : 1.0;
+        double dt = next < n ? start[next] - t : INFINITY;
+        for (unsigned r = 0; r < next; r++)
+            if (rem[r] > 0) dt = NM_MIN(dt, rem[r] / (bytes[r] / x[r] * scale));
+        t += dt;
+        for (unsigned r = 0; r < next; r++)
+            if (rem[r] > 0) {
+                rem[r] -= bytes[r] / x[r] * scale * dt;
+                if (rem[r] <= 1e-9 * bytes[r]) {
+                    rem[r] = 0;
+                    end = NM_MAX(end, t);
+                }
+            }
+    }
+    return end;
+}
 
 /* Predicted critical-path ns of the DRM (cache.c, calibrate; learned correction): every
  * missing byte may be gathered and every missing block (or chunk) is inserted; scratch
@@ -191,7 +253,8 @@ static bool decide(nm_pimc *c, const batch *b)
     const unsigned nd = c->t.nr_dpus;
     uint64_t t0 = nm_now_ns(); /* wall only: the CPU clock is a system call */
     /* Bytes per rank: all of them (plain), the unknown ones (CAC host work). */
-    double total = 0, known = 0, plain_x = 0, list_x = 0;
+    double total = 0, known = 0, max_rank = 0, max_list = 0, all_bytes = 0, all_list = 0;
+    unsigned active = 0;
     for (unsigned r = 0; r < c->nranks; r++) {
         uint64_t rank_bytes = 0, rank_list = 0;
         for (unsigned d = r * c->dpr; d < NM_MIN(nd, (r + 1) * c->dpr); d++)
@@ -203,9 +266,15 @@ static bool decide(nm_pimc *c, const batch *b)
                 const track_view *tv = &c->d[d].tv[k];
                 if (tv->all_clean) known += (double)len;
             }
-        plain_x = NM_MAX(plain_x, rank_ns(c, rank_bytes));
-        list_x = NM_MAX(list_x, rank_ns(c, rank_list));
+        active += rank_bytes > 0;
+        max_rank = NM_MAX(max_rank, (double)rank_bytes);
+        max_list = NM_MAX(max_list, (double)rank_list);
+        all_bytes += (double)rank_bytes;
+        all_list += (double)rank_list;
     }
+    /* The push and the lists as the machine models them: every rank at once, host-limited. */
+    double plain_x = pimc_push_ns(c, max_rank, all_bytes, active);
+    double list_x = pimc_push_ns(c, max_list, all_list, active);
     /* The sample's budget: a share of the push it may replace. Few samples go to pairs on
      * a subset of the DPUs (a pair is the least that can show a repeat). */
     uint64_t budget = UINT64_MAX;
@@ -287,6 +356,17 @@ static bool decide(nm_pimc *c, const batch *b)
         }
         double t_cac = pimc_drm_predict(c, hash_bytes, miss_bytes, grown) + plain_x * (1.0 - f_now) + list_x;
         cac = t_cac < (grown > 0 ? 0.75 : 1.0) * plain_x;
+        /* Growing is a one-time cost (the buffers are kept), which a copy-by-copy rule never
+         * pays when it exceeds one copy's gain: CAC would win every copy but the first, and
+         * every copy goes plain. Rent-or-buy: push plain while the predicted savings given up
+         * stay below the cost of growing, then grow (at most twice the cost of knowing the
+         * future: the savings given up, plus the growth). */
+        double growth = grown > 0 ? pimc_drm_predict(c, 0, 0, grown) : 0.0;
+        if (!cac && grown > 0 && t_cac - growth < plain_x) {
+            c->forgone_ns += plain_x - (t_cac - growth);
+            cac = c->forgone_ns >= growth;
+        }
+        if (cac) c->forgone_ns = 0;
         /* A correction learned on a bad day would keep CAC away for good (only CAC copies
          * measure it): while plain copies are chosen near the break-even point, it drifts
          * back to its start value, so CAC is tried again. */
@@ -317,6 +397,14 @@ static nm_err cac_pipeline(nm_pimc *c, const batch *b, hclk host_pre)
     c->seq++;
     uint64_t grown0 = atomic_load_explicit(&pimc_grown_bytes, memory_order_relaxed);
     double ready = (double)host_pre.wall, ready_c = (double)host_pre.crit, sched = 0, sched_c = 0, xsum = 0;
+    /* per rank: start of its transfers (wall, critical path), their modeled time alone, bytes */
+    double *rs = calloc((size_t)c->nranks * 5, sizeof *rs);
+    if (!rs) {
+        free(srcs);
+        free(bsrc);
+        return nm_fail(NM_ENOMEM, "pim_cache: no memory");
+    }
+    double *rs_c = rs + c->nranks, *rx = rs_c + c->nranks, *rbytes = rx + c->nranks, *rrem = rbytes + c->nranks;
     bool modeled = c->t.modeled_ns != NULL;
     hclk drm = {0, 0, 0};
     uint64_t sent = 0, meta = 0, hashed = 0, logical = 0, blocks = 0, hits = 0, clean = 0, newb = 0;
@@ -389,6 +477,7 @@ static nm_err cac_pipeline(nm_pimc *c, const batch *b, hclk host_pre)
         drm = hclk_add(drm, h);
         if (e) break;
         double m0 = pimc_modeled_now(c);
+        uint64_t moved0 = sent + meta;
         if (maxmiss) {
             /* One push pads every DPU of the rank to the most misses; when only a few DPUs
              * have any (a few pages written), serial copies of just those cost less. */
@@ -432,10 +521,17 @@ static nm_err cac_pipeline(nm_pimc *c, const batch *b, hclk host_pre)
         for (unsigned d = d0; d < d1; d++) c->d[d].top = (uint32_t)(from + maxmiss);
         ready += (double)h.wall;
         ready_c += (double)h.crit;
-        sched = NM_MAX(sched, ready + x);
-        sched_c = NM_MAX(sched_c, ready_c + x);
+        rs[r] = ready;
+        rs_c[r] = ready_c;
+        rx[r] = x;
+        rbytes[r] = (double)(sent + meta - moved0);
         xsum += x;
     }
+    if (!e) {
+        sched = overlap_schedule(c, rs, rx, rbytes, c->nranks, rrem);
+        sched_c = overlap_schedule(c, rs_c, rx, rbytes, c->nranks, rrem);
+    }
+    free(rs);
     free(srcs);
     free(bsrc);
     if (e) {

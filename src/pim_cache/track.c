@@ -724,7 +724,8 @@ static uint64_t reg_bytes(const nm_pimc *c, const nm_pimc_reg *r, const batch *b
 static double batch_push_ns(const nm_pimc *c, const batch *b, double *bytes)
 {
     const unsigned nd = c->t.nr_dpus;
-    double x = 0;
+    double max_rank = 0, all = 0;
+    unsigned active = 0;
     *bytes = 0;
     for (unsigned r = 0; r < c->nranks; r++) {
         uint64_t rb = 0;
@@ -734,9 +735,11 @@ static double batch_push_ns(const nm_pimc *c, const batch *b, double *bytes)
                 rb += NM_ALIGN_UP(len, 8u);
                 *bytes += (double)len;
             }
-        if (c->t.push_gbps > 0) x = NM_MAX(x, (double)rb / c->t.push_gbps);
+        active += rb > 0;
+        max_rank = NM_MAX(max_rank, (double)rb);
+        all += (double)rb;
     }
-    return x;
+    return pimc_push_ns(c, max_rank, all, active); /* every rank at once, host-limited */
 }
 
 /* Does tracking r pay for the next interval, when a share w of it is written and that

@@ -841,7 +841,7 @@ nm_err pm_large_init(pm_heap *h, bool fresh)
         c = next;
     }
     if (last == PM_CHUNK_NONE) { err = nm_fail(NM_ECORRUPT, "pmalloc: bookkeeping log has no chunk"); goto out; }
-    qsort(norm, nn, sizeof *norm, cmp_norm_pos);
+    pm_sort(norm, nn, sizeof *norm, cmp_norm_pos);
     size_t valid = 0;
     for (size_t i = 0; i < nt; i++) {
         uint64_t e = (uint64_t)tomb[i];
@@ -862,7 +862,7 @@ nm_err pm_large_init(pm_heap *h, bool fresh)
     }
     h->bk_tombs = valid;
     /* live entries -> extents; gaps -> free extents */
-    qsort(norm, nn, sizeof *norm, cmp_norm_page);
+    pm_sort(norm, nn, sizeof *norm, cmp_norm_page);
     uint64_t cur = 0;
     h->bk_live_entries = 0;
     for (size_t i = 0; i < nn; i++) {

@@ -336,7 +336,7 @@ nm_err pmalloc_sim_snapshot(pmalloc_heap *hd, const char *dir, uint64_t seed, un
     n = 0;
     for (pm_simq *q = h->simqs; fl && q; q = q->next)
         for (size_t i = 0; i < q->n; i++) fl[n++] = (snap_fl){&q->v[i], (uint8_t)nm_rng_u64(&r)}; /* torn at 8 bytes */
-    if (fl) qsort(fl, n, sizeof *fl, cmp_stamp);
+    pm_sort(fl, n, sizeof *fl, cmp_stamp);
     snap_ctx c = {h, &r, fl, fl ? n : 0, evict_pct};
     nm_err err = NM_OK;
     bool uncommitted = h->files && !h->files->committed;

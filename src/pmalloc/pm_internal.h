@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "nearmem/common/sizeclass.h"
 #include "nearmem/common/util.h"
@@ -426,6 +427,13 @@ struct pm_heap {
  * (written back before their bits): the old bits (exact under GC) are
  * checked after a crash against the image's odigest ^ this (morph.c). */
 #define PM_SLAB_OLD_FREED(hd) ((uint64_t *)(void *)((hd)->reserved + 16))
+/* qsort for arrays that may be empty and NULL (qsort's pointer must not be
+ * NULL even for 0 elements: undefined behaviour, UBSan reports it) */
+static inline void pm_sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *))
+{
+    if (n > 1) qsort(base, n, size, cmp);
+}
+
 static inline uint64_t pm_blk_hash(uint64_t off) /* heap offset of a block's start */
 {
     uint64_t x = off * 0x9e3779b97f4a7c15ull + 0x5b1a5d16e57ull;

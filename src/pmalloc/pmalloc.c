@@ -133,11 +133,13 @@ static inline uint64_t block_off(pm_heap *h, const pm_vslab *s, uint32_t idx)
 static bool pbit_update(pm_heap *h, pm_vslab *s, uint32_t idx, bool set, uint64_t **word)
 {
     uint64_t m, *w = pm_pbm_word(s, idx, &m);
-    /* release: a slab morph reads the bits with acquire (morph.c) */
+    /* the geometry is read before the bit changes: once it is set a morph may
+     * start and change it (morph.c reads the bits with acquire) */
+    uint64_t hash = pm_blk_hash(pm_blk_off(h, s, idx));
     uint64_t old = set ? __atomic_fetch_or(w, m, __ATOMIC_RELEASE) : __atomic_fetch_and(w, ~m, __ATOMIC_RELEASE);
     *word = w;
     bool was = (old & m) != 0;
-    if (was != set) __atomic_fetch_xor(&s->digest, pm_blk_hash(pm_blk_off(h, s, idx)), __ATOMIC_RELAXED);
+    if (was != set) __atomic_fetch_xor(&s->digest, hash, __ATOMIC_RELAXED); /* XOR: order-free */
     return was;
 }
 

@@ -417,7 +417,7 @@ static bool freed_after(const ival *sm, size_t nsm, const ival *lg, size_t nlg, 
  * entry a checkpoint settled while their free was in flight). */
 static nm_err replay_large(pm_heap *h, rrec *r, size_t n, uint64_t *done)
 {
-    qsort(r, n, sizeof *r, cmp_block);
+    pm_sort(r, n, sizeof *r, cmp_block);
     for (int pass = 0; pass < 2; pass++)
         for (size_t i = 0; i < n; i++) {
             if (i > 0 && r[i].block == r[i - 1].block && r[i].size == r[i - 1].size) continue; /* the newest per extent */
@@ -522,7 +522,7 @@ static nm_err collect(pm_heap *h, rrec **out, size_t *nout, uint64_t *maxout)
             if (seq > maxseq) maxseq = seq;
         }
     }
-    qsort(all, n, sizeof *all, cmp_seq);
+    pm_sort(all, n, sizeof *all, cmp_seq);
     for (size_t i = 0; i < n; i++) {
         uint64_t prev = all[i].back ? all[i].seq - all[i].back : 0;
         if (prev > gw && !has_seq(all, n, prev)) {
@@ -647,7 +647,7 @@ static bool slab_ok(pm_heap *h, pm_vslab *s, uint64_t stored, const rrec *r, siz
     size_t m = 0;
     for (size_t i = 0; i < n; i++)
         if (!r[i].remote) bs[m++] = r[i];
-    qsort(bs, m, sizeof *bs, cmp_seq);
+    pm_sort(bs, m, sizeof *bs, cmp_seq);
     bool ok = false;
     for (size_t i = 0; i < m && !ok; i++) {
         d ^= pm_blk_hash(bs[i].block);
@@ -678,9 +678,9 @@ nm_err pm_redo_verify(pm_heap *h, uint64_t state)
         for (size_t i = 0; i < n; i++)
             if (all[i].op == PM_OP_ALLOC_SMALL || all[i].op == PM_OP_FREE_SMALL) all[k++] = all[i];
         n = k;
-        qsort(all, n, sizeof *all, cmp_blkseq);
+        pm_sort(all, n, sizeof *all, cmp_blkseq);
         ndl = pm_numa_live_blocks(h, &dl);
-        qsort(dl, ndl, sizeof *dl, cmp_u64);
+        pm_sort(dl, ndl, sizeof *dl, cmp_u64);
     }
     uint64_t hv[64 * 8];
     nm_err err = NM_OK;
@@ -746,11 +746,11 @@ nm_err pm_redo_recover(pm_heap *h)
         if (x->op == PM_OP_ALLOC_SMALL || x->op == PM_OP_FREE_SMALL) small[ns++] = *x;
         locs[i] = *x;
     }
-    qsort(sm, nsm, sizeof *sm, cmp_ival);
+    pm_sort(sm, nsm, sizeof *sm, cmp_ival);
     uint64_t redone = 0;
     if ((err = replay_large(h, large, nl, &redone))) goto out;
     /* each block's last record decides its bit */
-    qsort(small, ns, sizeof *small, cmp_block);
+    pm_sort(small, ns, sizeof *small, cmp_block);
     for (size_t i = 0; i < ns; i++) {
         if (i > 0 && small[i].block == small[i - 1].block) continue;
         bool alloc = small[i].op == PM_OP_ALLOC_SMALL;
@@ -774,7 +774,7 @@ nm_err pm_redo_recover(pm_heap *h)
      * persists its pointer words before it returns, and has no records for
      * its small blocks, so it replays none) */
     if (h->model == PMALLOC_LOG) {
-        qsort(locs, n, sizeof *locs, cmp_loc);
+        pm_sort(locs, n, sizeof *locs, cmp_loc);
         for (size_t i = 0; i < n; i++) {
             if (i > 0 && locs[i].loc == locs[i - 1].loc) continue;
             rrec *x = &locs[i];

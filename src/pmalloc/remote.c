@@ -254,7 +254,7 @@ static unsigned rs_sync(pm_heap *h, pm_rslab *rs, int why)
             lines[nl++] = (uintptr_t)pw & ~(uintptr_t)(PM_LINE - 1);
         }
     if (log) {
-        qsort(lines, nl, sizeof *lines, cmp_uptr);
+        pm_sort(lines, nl, sizeof *lines, cmp_uptr);
         for (unsigned i = 0; i < nl; i++)
             if (i == 0 || lines[i] != lines[i - 1]) pm_flush(h, (const void *)lines[i], PM_LINE, PM_META);
         pm_drain(h);
@@ -604,7 +604,7 @@ static nm_err check_damaged(pm_heap *h)
                 const pm_dlog_ent *e = seg_ent(n, li, seg, i);
                 if (!ent_zero(e) && ent_valid(e, li, seg) && e->gen == seg_gen(n, li, seg)) live[k++] = e->block;
             }
-    qsort(live, k, sizeof *live, cmp_uptr);
+    pm_sort(live, k, sizeof *live, cmp_uptr);
     for (size_t i = 0; i < nrf; i++)
         if (!bsearch(&rf[i], live, k, sizeof *live, cmp_uptr)) unmatched++;
     free(rf);
@@ -796,7 +796,7 @@ nm_err pm_numa_check(pm_heap *h)
                 if (s && e.ts > ts_get(n, s->veh->page)) live[nlive++] = e.block;
             }
         }
-    qsort(live, nlive, sizeof *live, cmp_u64);
+    pm_sort(live, nlive, sizeof *live, cmp_u64);
     uint64_t shadowed = 0;
     for (uint64_t p = 0; p < h->data_pages && !err;) {
         pm_veh *v = h->pmap[p];

@@ -62,6 +62,72 @@ static void test_determinism(void **state)
     free(c);
 }
 
+/* The fast scheduler (default) against the reference one (NEARMEM_PIM_SCHED=
+ * reference, read at dpu_alloc): every DPU's and tasklet's statistics, the
+ * results and MRAM of the mix (compute, DMA, mutexes, barriers) are
+ * bit-identical, and so are the example kernels' modeled cycles. The PrIM-style
+ * set is compared the same way by pim_prim_sched_identical. */
+static void with_sched(bool reference)
+{
+    if (reference)
+        setenv("NEARMEM_PIM_SCHED", "reference", 1);
+    else
+        unsetenv("NEARMEM_PIM_SCHED");
+}
+
+static void example_runs(bool reference, nm_pim_run_report *rep, uint64_t *sums)
+{
+    enum { N = 16, PER = 4096 };
+    static int32_t a[N * PER], b[N * PER], c[N * PER];
+    static uint64_t v[N * PER];
+    for (uint32_t i = 0; i < N * PER; i++) {
+        a[i] = (int32_t)(i * 3u);
+        b[i] = (int32_t)(i ^ 0x5a5au);
+        v[i] = (uint64_t)i * 2654435761u;
+    }
+    const uint32_t tl[] = {1, 11, 16};
+    with_sched(reference);
+    for (int k = 0; k < 3; k++) {
+        struct dpu_set_t set;
+        assert_int_equal(dpu_alloc(N, "threads=2", &set), DPU_OK);
+        assert_int_equal(nm_pim_va_run(set, tl[k], a, b, c, N * PER, &rep[2 * k]), DPU_OK);
+        assert_int_equal(nm_pim_red_run(set, tl[k], v, N * PER, &sums[k], &rep[2 * k + 1]), DPU_OK);
+        assert_int_equal(dpu_free(set), DPU_OK);
+    }
+    with_sched(false);
+}
+
+static void test_scheduler_reference(void **state)
+{
+    (void)state;
+    snapshot *a = malloc(sizeof(snapshot)), *b = malloc(sizeof(snapshot));
+    assert_non_null(a);
+    assert_non_null(b);
+    for (uint64_t k = 0; k < 3; k++) {
+        uint64_t seed = nm_test_seed(777) + 1000 * k;
+        with_sched(true);
+        run_mix(k == 1 ? "threads=1" : "threads=2", seed, a);
+        with_sched(false);
+        run_mix("threads=2", seed, b);
+        assert_memory_equal(a, b, sizeof(snapshot));
+        assert_true(a->ds[0].cycles > 0 && a->ds[0].lock_wait_cycles + a->ds[0].sync_wait_cycles > 0);
+    }
+    nm_pim_run_report ra[6], rb[6];
+    uint64_t sa[3], sb[3];
+    example_runs(true, ra, sa);
+    example_runs(false, rb, sb);
+    for (int i = 0; i < 6; i++) {
+        /* modeled figures only (host_* are wall times) */
+        assert_true(ra[i].modeled_kernel_s == rb[i].modeled_kernel_s);
+        assert_true(ra[i].max_cycles == rb[i].max_cycles && ra[i].max_cycles > 0);
+        assert_true(ra[i].instructions == rb[i].instructions);
+        assert_true(ra[i].modeled_xfer_to_s == rb[i].modeled_xfer_to_s);
+    }
+    assert_memory_equal(sa, sb, sizeof(sa));
+    free(a);
+    free(b);
+}
+
 static void test_isolation(void **state)
 {
     (void)state;
@@ -163,6 +229,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_determinism),
+        cmocka_unit_test(test_scheduler_reference),
         cmocka_unit_test(test_isolation),
         cmocka_unit_test(test_2560_bounded),
     };

@@ -263,11 +263,73 @@ static void test_machine_push_xfer(void **state)
     teardown(&f);
 }
 
+/* Ranks whose transfers overlap share the host-side limit of the machine's transfer model:
+ * a CAC copy that sends everything (fresh data, fallback off) cannot take less than moving
+ * its bytes at the aggregate of 4 ranks, and a default cache pushes such data plain (the
+ * decision prices the push as the machine does: every rank at once, host-limited). A slow
+ * link (0.01 GB/s a rank, slower serial copies) makes the host work negligible beside it. */
+static void test_machine_rank_schedule(void **state)
+{
+    (void)state;
+    enum { ND = 256, LEN = 64 * 1024 };
+    struct dpu_set_t set;
+    assert_int_equal(dpu_alloc(ND, "rank_to=0.01,serial_to=0.0002", &set), DPU_OK);
+    assert_int_equal(dpu_load(set, NM_PIMC_PROGRAM, NULL), DPU_OK);
+    nm_pim_cost cost;
+    assert_int_equal(nm_pim_get_cost(set, &cost), DPU_OK);
+    nm_pimc_transport t;
+    assert_int_equal(nm_pimc_machine_transport(set, 0, 1u << 20, &t), NM_OK);
+    assert_true(t.push_rank_growth == cost.bw_rank_growth && t.push_rank_growth < 1);
+    nm_rng r;
+    nm_rng_seed(&r, nm_test_seed(36));
+    uint8_t *all = malloc((size_t)ND * LEN);
+    const void *bufs[ND];
+    size_t lens[ND];
+    for (unsigned d = 0; d < ND; d++) {
+        bufs[d] = all + (size_t)d * LEN;
+        lens[d] = LEN;
+        fill_blocks(&r, all + (size_t)d * LEN, LEN, 1024, 0, NULL, 0);
+    }
+    double agg4 = cost.bw_rank_to_dpu * (1 + 3 * cost.bw_rank_growth); /* GB/s = bytes/ns */
+    double push_ns = (double)ND * LEN / agg4;
+    for (int forced = 1; forced >= 0; forced--) {
+        nm_pimc_options o;
+        nm_pimc_options_default(&o);
+        o.parallel = true;
+        o.threads = 2;
+        if (forced) o.fallback_threshold = 0;
+        nm_pimc *c;
+        assert_int_equal(nm_pimc_create(&t, &o, &c), NM_OK);
+        assert_int_equal(nm_pimc_copy(c, 0, bufs, lens), NM_OK);
+        nm_pimc_stats st;
+        nm_pimc_get_stats(c, &st);
+        double moved = (double)(st.last_sent_bytes + st.last_meta_bytes);
+        if (forced) {
+            assert_int_equal(st.last_mode, NM_PIMC_MODE_CAC);
+            assert_true(moved >= (double)ND * LEN);
+            /* the ranks went one by one, each alone at a rank's bandwidth; together they
+             * cannot beat the aggregate (ranks fully parallel would give about a quarter) */
+            assert_true(st.last_total_crit_ns >= moved / agg4 * 0.999);
+            assert_true(st.last_total_ns >= moved / agg4 * 0.999);
+        } else {
+            assert_int_equal(st.last_mode, NM_PIMC_MODE_PLAIN);
+            assert_true(st.last_total_crit_ns >= push_ns * 0.999);
+            assert_true(st.last_total_crit_ns < push_ns * 1.05);
+        }
+        for (unsigned d = 0; d < ND; d++) check_read_back(c, 0, d, bufs[d], lens[d]);
+        nm_pimc_destroy(c);
+    }
+    free(all);
+    nm_pimc_machine_transport_free(&t);
+    assert_int_equal(dpu_free(set), DPU_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_machine_cdc),
         cmocka_unit_test(test_machine_push_xfer),
+        cmocka_unit_test(test_machine_rank_schedule),
         cmocka_unit_test(test_machine_copy_and_kernel_reads),
         cmocka_unit_test(test_machine_vbyte),
         cmocka_unit_test(test_machine_vadd),
