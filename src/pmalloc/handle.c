@@ -9,7 +9,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "pm_internal.h"
+#include "pm_media.h"
 
 pm_hslot pm_hslots[PM_HSLOTS];
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;

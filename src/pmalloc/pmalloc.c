@@ -24,7 +24,7 @@
 
 #include "nearmem/common/bitmap.h"
 #include "nearmem/common/timer.h"
-#include "pm_internal.h"
+#include "pm_api.h"
 
 void pmalloc_options_default(pmalloc_options *o)
 {
@@ -659,7 +659,7 @@ nm_err pmalloc_check(pmalloc_heap *hd)
     pm_numa_lock_arenas(h, true); /* synchronisation threads pause */
     pm_xc_lock_all(h, true);
     pthread_mutex_lock(&h->large_lock);
-    nm_err err = pm_large_check(h);
+    nm_err err = pm_large_check(h, pm_xc_pages(h));
     uint64_t live = 0, objs = 0;
     for (uint64_t p = 0; p < h->data_pages && !err;) {
         pm_veh *v = h->pmap[p];
@@ -803,11 +803,22 @@ static void recount(pm_heap *h)
 
 /* ---- open / close ---- */
 
+/* What the layers below call upward (pm_upcalls in pm_internal.h). */
+static const pm_upcalls upcalls = {pm_checkpoint, pm_numa_sync_arena, pm_numa_xsync};
+
+/* The node files' header (superblock line PM_FILES_LINE and the start pages
+ * after it), into the simulation image (create). */
+static void files_persist_hdr(pm_heap *h)
+{
+    pm_persist(h, (char *)h->sb + PM_FILES_LINE * PM_LINE, PM_LINE + (size_t)h->files->n * 8, PM_META);
+}
+
 static void heap_free(pm_heap *h)
 {
     if (!h) return;
     pm_handle_drop(h->handle);
     pm_numa_free(h); /* stops the synchronisation threads first */
+    pm_slab_free_vol_all(h);
     pm_large_free_all(h);
     pm_vslabs_destroy(h);
     if (h->arenas) {
@@ -908,6 +919,7 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
     pm_heap *h = aligned_alloc(_Alignof(pm_heap), NM_ALIGN_UP(sizeof *h, _Alignof(pm_heap)));
     if (!h) return nm_fail(NM_ENOMEM, "pmalloc_open: no host memory");
     memset(h, 0, sizeof *h);
+    h->up = &upcalls;
     if (!(h->handle = pm_handle_new(h))) { /* before recovery: its simulation hook gets the handle */
         free(h);
         return NM_EBUSY;
@@ -1086,7 +1098,7 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
          * magic goes last (and the file gets its name after that) */
         h->sb->check = super_check(h->sb);
         pm_persist(h, h->sb, 128, PM_META);
-        if (!h->files->single) pm_files_persist_hdr(h); /* written and synced before the node files; this is for the simulation image */
+        if (!h->files->single) files_persist_hdr(h); /* written and synced before the node files; this is for the simulation image */
         h->sb->magic = PM_MAGIC;
         h->sb->check = super_check(h->sb);
         pm_persist(h, h->sb, 3 * PM_LINE, PM_META);
@@ -1104,7 +1116,7 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
             for (uint64_t p = 0; p < h->data_pages; p += h->pmap[p]->npages)
                 if (h->pmap[p]->state == PM_VEH_SLAB) h->pmap[p]->slab->digest = pm_slab_digest_bits(h, h->pmap[p]->slab);
         } else {
-            err = pm_redo_verify(h, exists ? h->sb->state : PM_STATE_CLEAN);
+            err = pm_redo_verify(h, exists ? h->sb->state : PM_STATE_CLEAN, pm_numa_live_blocks);
         }
     }
     if (!err) err = pm_numa_open(h); /* validate the deallocation logs; replay them (LOG) */

@@ -190,7 +190,7 @@ static SM_SLOW void free_push_full(struct client *c, struct mag_hdr *h, void *pt
 {
     free_flush(c, mh_cls(c, h));
     *h->top++ = ptr;
-    ((uint64_t *)ptr)[1] = c->key;
+    ((uint64_t *)ptr)[SM_KEY_WORD] = c->key;
 }
 
 static SM_SLOW void free_keyed(struct client *c, struct mag_hdr *h, void *ptr);
@@ -220,7 +220,7 @@ static inline void sm_free(void *ptr)
         free_remote(c, p);
         return;
     }
-    uint64_t *kw = (uint64_t *)ptr + 1;
+    uint64_t *kw = (uint64_t *)ptr + SM_KEY_WORD;
     uint64_t key = c->key;
     if (SM_UNLIKELY(*kw == key)) { free_keyed(c, h, ptr); return; } /* freed already? */
     void **t = h->top;
@@ -240,7 +240,7 @@ static SM_SLOW void free_keyed(struct client *c, struct mag_hdr *h, void *ptr)
         if (*q == ptr) { free_small_slow((uintptr_t)ptr, UINT32_MAX - 1); return; }
     if (h->top == h->end) { free_push_full(c, h, ptr); return; }
     *h->top++ = ptr;
-    ((uint64_t *)ptr)[1] = c->key;
+    ((uint64_t *)ptr)[SM_KEY_WORD] = c->key;
 }
 
 /* A block of a page that feeds another thread: into the free ring, published every
@@ -298,14 +298,14 @@ static SM_SLOW void free_small_slow(uintptr_t p, unsigned cls)
         struct mag_hdr *h = sm_mh(c, cls);
         if (h->top >= h->end) sm_flush_magazine(c, cls, sm_mag_n(h) / 2);
         bool dup = false;
-        if (((uint64_t *)p)[1] == sm_g.free_key)
+        if (((uint64_t *)p)[SM_KEY_WORD] == sm_g.free_key)
             for (void **q = h->base; q < h->top && !dup; q++) dup = *q == (void *)p;
         if (dup) {
             __atomic_fetch_add(&sm_client_double_count, 1, __ATOMIC_RELAXED);
             sm_report(&sm_reported_client_double, "double free of", (void *)p);
         } else {
             *h->top++ = (void *)p;
-            ((uint64_t *)p)[1] = sm_g.free_key;
+            ((uint64_t *)p)[SM_KEY_WORD] = sm_g.free_key;
         }
         if (locked) {
             sm_flush_magazine(c, cls, 0); /* the fallback keeps nothing: it is shared */

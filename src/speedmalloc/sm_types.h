@@ -249,7 +249,7 @@ struct sm_global {
     uint8_t *registry; /* one byte per 4 MiB region */
     uintptr_t win_base;  /* the segment window [win_base, win_base + WIN_SIZE); WIN_OFF: none */
     uint64_t *win_map;   /* its slice words, one per 64 KiB */
-    /* Written into word 1 of every block a client's magazine holds (glibc's tcache "key"
+    /* Written into word SM_KEY_WORD (0) of every block a client's magazine holds (glibc's tcache "key"
      * idea): a free that finds it there scans its magazine, so a double free is caught even
      * when other frees came in between. Random per process (AT_RANDOM), never 0. */
     uint64_t free_key;

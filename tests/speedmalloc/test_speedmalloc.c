@@ -309,14 +309,14 @@ static void test_double_free_not_immediate(void **state)
     void *r = nm_sm_malloc(48);
     nm_sm_free(r);
     r = nm_sm_malloc(48);
-    memset(r, 0, 8);             /* word 1 untouched by the user */
+    memset((char *)r + 8, 0, 8); /* the key's word (word 0) untouched by the user */
     nm_sm_free(r);
     assert_int_equal(stats_now().double_frees, before.double_frees + 2);
-    /* a block whose data happens to be a copy of another freed block's word 1 (the key):
+    /* a block whose data happens to be a copy of another freed block's word 0 (the key):
      * the scan finds it is not in the magazine, so it is an ordinary free */
     void *s1 = nm_sm_malloc(48), *s2 = nm_sm_malloc(48);
     nm_sm_free(s1);
-    memcpy((char *)s2 + 8, (char *)s1 + 8, 8);  /* s1 is free: reading it is our own test's business */
+    memcpy(s2, s1, 8);           /* s1 is free: reading it is our own test's business */
     nm_sm_free(s2);
     assert_int_equal(stats_now().double_frees, before.double_frees + 2);
     void *t1 = nm_sm_malloc(48), *t2 = nm_sm_malloc(48);
