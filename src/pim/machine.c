@@ -749,20 +749,32 @@ static void scheduler(worker *w)
             t->spin_issued += step;
         }
         w->T = next;
-        /* (a completion may release a spinning tasklet: all advance first).
-         * In index order, as the reference. An operation changes other
-         * tasklets only from SPIN or BLOCKED to READY, never into or out of
-         * COMPUTE or WAIT, so the candidates are the ones of this step. */
-        for (uint32_t m = compute | wait; m && !w->faulted; m &= m - 1) {
-            tasklet *t = &w->t[__builtin_ctz(m)];
-            if (t->st == T_COMPUTE) {
-                if (t->rem <= 1e-6) {
-                    t->rem = 0.0;
-                    do_op(w, t);
+        /* (a completion may release a spinning tasklet: all advance first)
+         * The reference completes and wakes in one pass in index order. An
+         * operation changes other tasklets only from SPIN or BLOCKED to
+         * READY, never into or out of COMPUTE or WAIT, and reads nothing a
+         * wake-up writes (a WAIT tasklet's state and wait counter), so the
+         * completions in index order (their order matters: the DMA queue),
+         * then the wake-ups, give the same result; only the wake-ups before
+         * a faulting operation happen, as in the reference. Two loops, so
+         * that no branch asks which of the two states a tasklet is in. */
+        uint32_t woken = wait;
+        for (uint32_t m = compute; m; m &= m - 1) {
+            uint32_t i = (uint32_t)__builtin_ctz(m);
+            tasklet *t = &w->t[i];
+            if (t->rem <= 1e-6) {
+                t->rem = 0.0;
+                do_op(w, t);
+                if (w->faulted) {
+                    woken &= (1u << i) - 1u;
+                    break;
                 }
-            } else if (t->wake_at <= w->T) { /* T_WAIT */
-                make_ready(w, t, t->op == OP_DELAY ? NULL : &t->out->dma_wait_cycles);
             }
+        }
+        for (uint32_t m = woken; m; m &= m - 1) {
+            tasklet *t = &w->t[__builtin_ctz(m)];
+            if (t->wake_at <= w->T)
+                make_ready(w, t, t->op == OP_DELAY ? NULL : &t->out->dma_wait_cycles);
         }
     }
 }
