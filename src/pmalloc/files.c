@@ -37,7 +37,7 @@
 #include <xxhash.h>
 
 #include "nearmem/common/timer.h"
-#include "pm_internal.h"
+#include "pm_media.h"
 
 #define PM_HUGE (2u << 20) /* reservation alignment: DAX maps 2 MiB pages when offsets agree */
 #define MARKER_SUFFIX ".creating"
@@ -478,11 +478,6 @@ void pm_files_detach(pm_heap *h)
     free(f->main_path);
     free(f);
     h->files = NULL;
-}
-
-void pm_files_persist_hdr(pm_heap *h)
-{
-    pm_persist(h, files_hdr(h->sb), PM_LINE + (size_t)h->files->n * 8, PM_META);
 }
 
 nm_err pm_files_commit(pm_heap *h)

@@ -9,18 +9,9 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "pm_internal.h"
+#include "pm_media.h"
 
-#define PM_HMAGIC 0x9e4bull
-#define PM_HSLOTS 1024u
-
-typedef struct pm_hslot {
-    pm_heap *h;
-    uint32_t gen; /* atomic; odd = in use */
-    uint32_t next_free;
-} pm_hslot;
-
-static pm_hslot g_slot[PM_HSLOTS];
+pm_hslot pm_hslots[PM_HSLOTS];
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static inline bool decode(const pmalloc_heap *hd, unsigned *idx, uint32_t *gen)
@@ -30,16 +21,6 @@ static inline bool decode(const pmalloc_heap *hd, unsigned *idx, uint32_t *gen)
     *idx = (unsigned)(v & 0xffffu);
     *gen = (uint32_t)(((uint64_t)v >> 16) & 0xffffffffu);
     return *idx < PM_HSLOTS;
-}
-
-pm_heap *pm_resolve(const pmalloc_heap *hd)
-{
-    unsigned idx;
-    uint32_t gen;
-    if (NM_UNLIKELY(!decode(hd, &idx, &gen))) return NULL;
-    const pm_hslot *s = &g_slot[idx];
-    if (NM_UNLIKELY(__atomic_load_n(&s->gen, __ATOMIC_ACQUIRE) != gen)) return NULL;
-    return s->h;
 }
 
 nm_err pm_handle_error(const pmalloc_heap *hd, const char *fn)
@@ -56,13 +37,13 @@ pmalloc_heap *pm_handle_new(pm_heap *h)
     pthread_mutex_lock(&g_lock);
     unsigned idx = PM_HSLOTS;
     for (unsigned i = 0; i < PM_HSLOTS; i++)
-        if (!(g_slot[i].gen & 1u)) { idx = i; break; }
+        if (!(pm_hslots[i].gen & 1u)) { idx = i; break; }
     if (idx == PM_HSLOTS) {
         pthread_mutex_unlock(&g_lock);
         nm_fail(NM_EBUSY, "pmalloc_open: more than %u heaps open at once", PM_HSLOTS);
         return NULL;
     }
-    pm_hslot *s = &g_slot[idx];
+    pm_hslot *s = &pm_hslots[idx];
     s->h = h;
     uint32_t gen = s->gen + 1; /* odd: in use */
     __atomic_store_n(&s->gen, gen, __ATOMIC_RELEASE);
@@ -76,7 +57,7 @@ void pm_handle_drop(const pmalloc_heap *hd)
     uint32_t gen;
     if (!decode(hd, &idx, &gen)) return;
     pthread_mutex_lock(&g_lock);
-    pm_hslot *s = &g_slot[idx];
+    pm_hslot *s = &pm_hslots[idx];
     if (s->gen == gen) {
         __atomic_store_n(&s->gen, gen + 1, __ATOMIC_RELEASE); /* even: free, and every old handle stale */
         s->h = NULL;

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "pm_internal.h"
+#include "pm_api.h"
 
 typedef struct view {
     char *base;

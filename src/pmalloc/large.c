@@ -17,7 +17,7 @@
 
 #include "nearmem/common/timer.h"
 
-#include "pm_internal.h"
+#include "pm_extents.h"
 
 static inline char *chunk_base(pm_heap *h, uint32_t c) { return h->base + h->sb->bk_off + (uint64_t)c * PM_CHUNK_BYTES; }
 static inline pm_chunk_hdr *chunk_hdr(pm_heap *h, uint32_t c) { return (pm_chunk_hdr *)chunk_base(h, c); }
@@ -508,6 +508,17 @@ static nm_err new_tail_chunk(pm_heap *h, unsigned lane)
  * normal entry, the live cap allows it), so the append made after the commit
  * cannot fail. When the log runs short, a checkpoint settles it and runs the
  * GCs first. */
+/* pm_bk_reserve's fast path, large_lock held: false when it would have to
+ * make room (checkpoint, log GC) first. */
+bool pm_bk_try_reserve(pm_heap *h, bool normal)
+{
+    bool live_ok = !normal || h->bk_live_entries + h->bk_reserved + 1 <= bk_max_live(h);
+    bool room = h->bk_free_count >= bk_margin(h) + (uint32_t)(h->bk_reserved / PM_CHUNK_ENTRIES);
+    if (!live_ok || !room || pm_bk_gc_due(h)) return false;
+    h->bk_reserved++;
+    return true;
+}
+
 nm_err pm_bk_reserve(pm_heap *h, bool normal)
 {
     for (int round = 0;; round++) {
@@ -529,7 +540,7 @@ nm_err pm_bk_reserve(pm_heap *h, bool normal)
             return live_ok ? nm_fail(NM_ENOMEM, "pmalloc: bookkeeping log full (%u chunks, %u free)", h->nchunks, h->bk_free_count)
                            : nm_fail(NM_ENOMEM, "pmalloc: bookkeeping log holds its maximum of %llu extents and slabs",
                                      (unsigned long long)bk_max_live(h));
-        nm_err e = pm_checkpoint(h, PM_CKPT_GC);
+        nm_err e = pm_up_checkpoint(h, PM_CKPT_GC);
         if (e) return e;
     }
 }
@@ -909,15 +920,6 @@ out:
 
 void pm_large_free_all(pm_heap *h)
 {
-    if (h->pmap) {
-        for (uint64_t p = 0; p < h->data_pages; p++) {
-            pm_veh *v = h->pmap[p];
-            if (v && v->page == p) {
-                if (v->slab) pm_slab_free_vol(h, v->slab);
-                p += v->npages - 1;
-            }
-        }
-    }
     while (h->veh_blocks) {
         void *b = h->veh_blocks;
         h->veh_blocks = *(void **)b;
@@ -932,7 +934,9 @@ void pm_large_free_all(pm_heap *h)
     h->chunks = NULL;
 }
 
-nm_err pm_large_check(pm_heap *h)
+/* xc_pages: the pages the arenas' extent caches (xcache.c) count, which the
+ * cached extents must add up to */
+nm_err pm_large_check(pm_heap *h, uint64_t xc_pages)
 {
     uint64_t covered = 0, freep = 0, cachedp = 0;
     for (uint64_t p = 0; p < h->data_pages;) {
@@ -959,9 +963,9 @@ nm_err pm_large_check(pm_heap *h)
         covered += v->npages;
         p += v->npages;
     }
-    if (cachedp != pm_xc_pages(h))
+    if (cachedp != xc_pages)
         return nm_fail(NM_ECORRUPT, "pmalloc check: %llu pages in cached extents, the caches count %llu",
-                       (unsigned long long)cachedp, (unsigned long long)pm_xc_pages(h));
+                       (unsigned long long)cachedp, (unsigned long long)xc_pages);
     if (covered != h->data_pages || freep != h->free_pages)
         return nm_fail(NM_ECORRUPT, "pmalloc check: extents cover %llu of %llu pages, %llu free vs %llu counted",
                        (unsigned long long)covered, (unsigned long long)h->data_pages, (unsigned long long)freep,

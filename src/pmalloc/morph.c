@@ -41,7 +41,7 @@
 #include <xxhash.h>
 
 #include "nearmem/common/bitmap.h"
-#include "pm_internal.h"
+#include "pm_slabs.h"
 
 #define SLAB PMALLOC_SLAB_SIZE
 #define LRU_SCAN 256u /* candidates examined per attempt */
@@ -60,38 +60,6 @@ unsigned pmalloc_morph_step(const pmalloc_heap *hd)
 {
     PM_ENTER(h, hd, 0);
     return __atomic_load_n(&h->morph_step, __ATOMIC_RELAXED);
-}
-
-/* ---- LRU list (per arena, under its lock): head = least recently allocated from ---- */
-
-void pm_morph_lru_add(pm_arena *a, pm_vslab *s)
-{
-    if (s->in_lru) return;
-    s->lru_next = NULL;
-    s->lru_prev = a->lru_tail;
-    if (a->lru_tail) a->lru_tail->lru_next = s;
-    else a->lru_head = s;
-    a->lru_tail = s;
-    s->in_lru = true;
-}
-
-void pm_morph_lru_del(pm_arena *a, pm_vslab *s)
-{
-    if (!s->in_lru) return;
-    if (s->lru_prev) s->lru_prev->lru_next = s->lru_next;
-    else a->lru_head = s->lru_next;
-    if (s->lru_next) s->lru_next->lru_prev = s->lru_prev;
-    else a->lru_tail = s->lru_prev;
-    s->lru_next = s->lru_prev = NULL;
-    s->in_lru = false;
-}
-
-void pm_morph_touch(pm_arena *a, pm_vslab *s)
-{
-    if (s->in_lru && a->lru_tail != s) {
-        pm_morph_lru_del(a, s);
-        pm_morph_lru_add(a, s);
-    }
 }
 
 /* ---- geometry ---- */
@@ -244,7 +212,7 @@ static bool morph(pm_heap *h, pm_arena *a, pm_vslab *s, unsigned cls)
      * commits, an offset means what the new geometry (and the old bits) say,
      * and recovery must not replay an older record onto it. Nothing touches
      * the slab meanwhile (`morphing`, and no block of it is cached or in flight). */
-    if (h->model == PMALLOC_LOG && pm_checkpoint(h, 0) != NM_OK) goto abort;
+    if (h->model == PMALLOC_LOG && pm_up_checkpoint(h, 0) != NM_OK) goto abort;
     uint64_t *nvbm = calloc(nm_bitmap_words(ng.nblocks), sizeof(uint64_t));
     uint16_t *cnt = live ? calloc(ng.nblocks, sizeof(uint16_t)) : NULL;
     uint64_t *nshadow = rs ? calloc(nm_bitmap_words(ng.nblocks), sizeof(uint64_t)) : NULL; /* NUMA shadow bitmap, new size */
@@ -436,15 +404,6 @@ bool pm_morph_loc_live(pm_heap *h, pm_vslab *s, uint64_t off)
     uint64_t start = pm_off(h, mo->odata);
     if (off < start || (off - start) / mo->obs >= mo->old.nblocks) return false;
     return pm_pbit(s, (uint32_t)((off - start) / mo->obs) | PM_IDX_OLD);
-}
-
-void pm_morph_free(pm_vslab *s)
-{
-    if (!s->mo) return;
-    free(s->mo->cnt);
-    free(s->mo->gcold);
-    free(s->mo);
-    s->mo = NULL;
 }
 
 void pm_morph_count(const pm_vslab *s, uint64_t *live, uint64_t *objs)

@@ -1,6 +1,7 @@
-/* NUMA-aware allocation (paper Sec. 6.1, 6.3, 6.4): topology, arenas
- * affiliated with nodes, node regions of the data area, local-first
- * allocation (Algorithm 1) and the thread-migration check.
+/* NUMA-aware allocation (paper Sec. 6.1, 6.3): topology, arenas affiliated
+ * with nodes, node regions of the data area, local-first placement of extents
+ * (Algorithm 1; for blocks it is pm_small_take_other, small.c; the
+ * thread-migration check of Sec. 6.4 is in tcache.c) and the slab timestamps.
  *
  * Topology comes from libnuma when the machine has more than one node. The
  * option numa_vnodes (or the environment variable NEARMEM_PMALLOC_VNODES)
@@ -20,7 +21,7 @@
 #include <unistd.h>
 
 #include "nearmem/common/bitmap.h"
-#include "pm_internal.h"
+#include "pm_extents.h"
 
 static unsigned parse_vnodes(const pmalloc_options *o, nm_err *err)
 {
@@ -104,6 +105,8 @@ static unsigned cpu_node_now(const pm_heap *h)
     return (unsigned)n->cpu_node[cpu];
 }
 
+unsigned pm_numa_node_now(const pm_heap *h) { return cpu_node_now(h); }
+
 /* The arena with the fewest threads among the node's (paper Sec. 4.2), caller holds tc_lock. */
 pm_arena *pm_numa_pick_arena(pm_heap *h, pm_tcache *tc)
 {
@@ -114,53 +117,6 @@ pm_arena *pm_numa_pick_arena(pm_heap *h, pm_tcache *tc)
     for (unsigned i = 0; i < cnt; i++)
         if (h->arenas[first + i].nthreads < best->nthreads) best = &h->arenas[first + i];
     return best;
-}
-
-/* Thread migration (Sec. 6.4): a cache whose thread now runs on another node
- * returns its blocks and moves to an arena of the new node. */
-static void migrate(pm_heap *h, pm_tcache *tc)
-{
-    unsigned node = cpu_node_now(h);
-    if (node == tc->node) return;
-    pm_tc_rebind(h, tc);
-    pm_count(&h->numa->c_migrations, 1);
-}
-
-void pm_numa_tick(pm_heap *h, pm_tcache *tc)
-{
-    if (NM_LIKELY(h->numa->nnodes <= 1) || tc->pinned) return;
-    if (++tc->nops < PM_NUMA_CHECK_EVERY) return;
-    tc->nops = 0;
-    migrate(h, tc);
-}
-
-nm_err pmalloc_numa_migrate_check(pmalloc_heap *hd)
-{
-    PM_ENTER_ERR(h, hd);
-    pm_tcache *tc = pm_tc_get(h);
-    if (!tc) return nm_fail(NM_ENOMEM, "pmalloc: no thread cache: %s", nm_last_errmsg());
-    if (h->numa->nnodes > 1 && !tc->pinned) migrate(h, tc);
-    return NM_OK;
-}
-
-nm_err pmalloc_numa_set_node(pmalloc_heap *hd, int node)
-{
-    PM_ENTER_ERR(h, hd);
-    if (node < -1 || node >= (int)h->numa->nnodes)
-        return nm_fail(NM_EINVAL, "pmalloc_numa_set_node: node %d, the heap has %u", node, h->numa->nnodes);
-    pm_tcache *tc = pm_tc_get(h);
-    if (!tc) return nm_fail(NM_ENOMEM, "pmalloc: no thread cache: %s", nm_last_errmsg());
-    tc->pinned = node >= 0;
-    tc->node = node >= 0 ? (unsigned)node : cpu_node_now(h);
-    if (tc->arena->node != tc->node) pm_tc_rebind(h, tc); /* its cache holds only the new node's blocks */
-    return NM_OK;
-}
-
-int pmalloc_numa_current_node(pmalloc_heap *hd)
-{
-    PM_ENTER(h, hd, -1);
-    pm_tcache *tc = pm_tc_get(h);
-    return tc ? (int)tc->node : -1;
 }
 
 /* ---- node regions of the data area ---- */
@@ -200,7 +156,7 @@ int pmalloc_numa_node_of(pmalloc_heap *hd, pmalloc_ptr p)
 
 /* Nodes in the order to try from `node`: itself, then nearest first (libnuma's
  * distance table; ring order for virtual nodes, which have no distances). */
-static void node_order(const pm_heap *h, unsigned node, unsigned *order)
+void pm_numa_node_order(const pm_heap *h, unsigned node, unsigned *order)
 {
     unsigned nn = h->numa->nnodes;
     for (unsigned d = 0; d < nn; d++) order[d] = (node + d) % nn;
@@ -227,9 +183,9 @@ static bool fit_in(pm_heap *h, uint64_t lo, uint64_t hi, uint64_t npages, uint64
     return bestlen != 0;
 }
 
-/* Set by pm_numa_take_other around its last resort: a slab anywhere (node
+/* Set by pm_small_take_other (small.c) around its last resort: a slab anywhere (node
  * ranges smaller than a slab, or free space only across range borders). */
-static __thread bool place_anywhere;
+__thread bool pm_numa_place_anywhere;
 
 /* Algorithm 1 for extents (Sec. 6.3): the node's own range first, then the
  * others (nearest first for real nodes, in ring order for virtual ones), and
@@ -242,14 +198,14 @@ nm_err pm_numa_extent_alloc(pm_heap *h, unsigned node, uint64_t npages, int stat
     node_range(h, node, &lo, &hi);
     if (fit_in(h, lo, hi, npages, &at)) return pm_extent_claim(h, at, npages, state, out);
     /* on-demand synchronisation: extents of this node freed by other nodes */
-    if (pm_numa_xsync(h, node, PM_SYNC_DEMAND) && fit_in(h, lo, hi, npages, &at)) return pm_extent_claim(h, at, npages, state, out);
-    if (!any && !place_anywhere) return nm_fail(NM_ENOMEM, "pmalloc: node %u's range has no free extent of %llu pages", node, (unsigned long long)npages);
+    if (pm_up_xsync(h, node, PM_SYNC_DEMAND) && fit_in(h, lo, hi, npages, &at)) return pm_extent_claim(h, at, npages, state, out);
+    if (!any && !pm_numa_place_anywhere) return nm_fail(NM_ENOMEM, "pmalloc: node %u's range has no free extent of %llu pages", node, (unsigned long long)npages);
     unsigned order[PM_NUMA_MAX_NODES];
-    node_order(h, node, order);
+    pm_numa_node_order(h, node, order);
     for (unsigned d = 1; d < n->nnodes; d++) {
         unsigned k = order[d];
         node_range(h, k, &lo, &hi);
-        if (fit_in(h, lo, hi, npages, &at) || (pm_numa_xsync(h, k, PM_SYNC_DEMAND) && fit_in(h, lo, hi, npages, &at))) {
+        if (fit_in(h, lo, hi, npages, &at) || (pm_up_xsync(h, k, PM_SYNC_DEMAND) && fit_in(h, lo, hi, npages, &at))) {
             pm_count(&n->c_remote_extents, 1);
             return pm_extent_claim(h, at, npages, state, out);
         }
@@ -257,55 +213,6 @@ nm_err pm_numa_extent_alloc(pm_heap *h, unsigned node, uint64_t npages, int stat
     nm_err e = pm_extent_alloc(h, npages, state, out);
     if (!e) pm_count(&n->c_remote_extents, 1);
     return e;
-}
-
-/* Algorithm 1, lines 4-14: our arena could not fill the tcache (its range is
- * exhausted). Other arenas of our node first, then the arenas of the other
- * nodes, each after applying its pending remote frees; then a new slab in a
- * remote node's arena. Blocks from here bypass the tcache (Sec. 6.4), so the
- * cache only ever holds local blocks. */
-nm_err pm_numa_take_other(pm_heap *h, pm_tcache *tc, unsigned cls, pm_tcblk *out)
-{
-    pm_numa *n = h->numa;
-    unsigned nn = n->nnodes > 1 ? n->nnodes : 1, per = n->nnodes > 1 ? n->per_node : h->narenas;
-    unsigned order[PM_NUMA_MAX_NODES];
-    order[0] = 0;
-    if (nn > 1) node_order(h, tc->node, order);
-    for (unsigned d = 0; d < nn; d++) {
-        unsigned node = order[d];
-        for (unsigned i = 0; i < per; i++) {
-            pm_arena *a = &h->arenas[node * per + i];
-            if (a == tc->arena) continue;
-            pthread_mutex_lock(&a->lock);
-            pm_numa_sync_arena(h, a, PM_SYNC_DEMAND);
-            bool ok = pm_small_take_from(h, a, cls, out);
-            pthread_mutex_unlock(&a->lock);
-            if (ok) {
-                if (d) pm_count(&n->c_remote_allocs, 1);
-                return NM_OK;
-            }
-        }
-    }
-    for (unsigned d = 1; d < nn; d++) {
-        pm_arena *a = &h->arenas[order[d] * per];
-        pthread_mutex_lock(&a->lock);
-        bool ok = pm_small_slab_new(h, a, cls) != NULL && pm_small_take_from(h, a, cls, out);
-        pthread_mutex_unlock(&a->lock);
-        if (ok) {
-            pm_count(&n->c_remote_allocs, 1);
-            return NM_OK;
-        }
-    }
-    if (nn > 1) { /* no node range has room for a slab: a slab for our arena wherever it fits */
-        pm_arena *a = tc->arena;
-        pthread_mutex_lock(&a->lock);
-        place_anywhere = true;
-        bool ok = pm_small_slab_new(h, a, cls) != NULL && pm_small_take_from(h, a, cls, out);
-        place_anywhere = false;
-        pthread_mutex_unlock(&a->lock);
-        if (ok) return NM_OK;
-    }
-    return nm_fail(NM_ENOMEM, "pmalloc: heap exhausted for a %zu-byte block", h->sc.size[cls]);
 }
 
 nm_err pm_numa_stats(pm_heap *h, pmalloc_numa_stats *st)
@@ -344,4 +251,12 @@ nm_err pmalloc_numa_stats_get(pmalloc_heap *hd, pmalloc_numa_stats *st)
     PM_ENTER_ERR(h, hd);
     if (!st) return nm_fail(NM_EINVAL, "pmalloc_numa_stats_get: NULL argument");
     return pm_numa_stats(h, st);
+}
+
+void pm_numa_slab_created(pm_heap *h, uint64_t page)
+{
+    pm_numa *n = h->numa;
+    if (!n->hdr) return;
+    /* above every timestamp issued so far: entries about earlier slabs here are stale */
+    pm_ts_put(h, page, __atomic_fetch_add(&n->dts, 1, __ATOMIC_SEQ_CST));
 }

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "nearmem/common/prng.h"
-#include "pm_internal.h"
+#include "pm_media.h"
 
 #define PM_REFLUSH_WINDOW 4
 

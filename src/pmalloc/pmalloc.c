@@ -24,7 +24,7 @@
 
 #include "nearmem/common/bitmap.h"
 #include "nearmem/common/timer.h"
-#include "pm_internal.h"
+#include "pm_api.h"
 
 void pmalloc_options_default(pmalloc_options *o)
 {
@@ -145,6 +145,36 @@ static bool pbit_update(pm_heap *h, pm_vslab *s, uint32_t idx, bool set, uint64_
 
 /* ---- allocation ---- */
 
+/* GC model: a fresh block still holds its previous object's words, and after
+ * a crash the conservative mark (gc_recover) follows every word of a
+ * reachable block that carries this heap's tag, so a block published with
+ * stale pointers would revive objects freed long ago (a leak per crash, and
+ * for as long as the new owner leaves those words alone). Clear such words
+ * and make that durable before the block can be reached: one extra flush and
+ * fence only when the block held a pointer of this heap (a block that held
+ * none costs a read of its words). Only tagged words are cleared: other data
+ * is never followed and its lines need no write-back. */
+static void gc_clear_stale(pm_heap *h, char *blk, uint64_t bytes)
+{
+    uint64_t *w = (uint64_t *)(void *)blk, nw = bytes / 8, lo = h->sb->data_off, hi = h->size;
+    bool any = false;
+    for (uint64_t i = 0; i < nw; i += PM_LINE / 8) {
+        bool line = false;
+        for (uint64_t j = i; j < i + PM_LINE / 8 && j < nw; j++) {
+            uint64_t off;
+            if (pm_ptr_off(h, w[j], &off) && off >= lo && off < hi) { /* what gc_recover follows */
+                w[j] = 0;
+                line = true;
+            }
+        }
+        if (line) {
+            pm_flush(h, w + i, PM_LINE, PM_USER);
+            any = true;
+        }
+    }
+    if (any) pm_drain(h);
+}
+
 /* A user-pointer location must be a root slot or lie inside an allocated
  * object: recovery reads it, so it must be persistent and stay meaningful. */
 static bool loc_live(pm_heap *h, uint64_t off)
@@ -211,7 +241,11 @@ nm_err pmalloc_malloc_to_ex(pmalloc_heap *hd, size_t size, pmalloc_ptr *dst, uns
             pbit_update(h, k.s, k.idx, true, &w);
             pm_redo_done(h, tc, seq, w, dst, k.s, b);
         } else {
-            /* GC: only the user pointer is persisted; recovery re-marks */
+            /* GC: only the user pointer is persisted; recovery re-marks. The
+             * block's previous contents must not reach the mark: words that
+             * look like this heap's pointers are cleared, durably, before the
+             * block is published */
+            gc_clear_stale(h, h->base + b, bsize);
             store_ptr(dst, pm_ptr(h, b));
             pm_flush(h, dst, sizeof *dst, PM_USER);
             pm_drain(h);
@@ -362,8 +396,15 @@ nm_err pmalloc_free_from(pmalloc_heap *hd, pmalloc_ptr *src)
         return NM_OK;
     }
     uint64_t rel = p - h->sb->data_off, page = rel / PM_PAGE;
-    if ((err = pm_bk_reserve(h, false))) return err; /* the tombstone's room, before the commit */
+    /* the tombstone's room, before the commit: in the same critical section as
+     * the lookup when the log has room (one extent-lock round trip less per
+     * free), else through pm_bk_reserve, which may checkpoint */
     pthread_mutex_lock(&h->large_lock);
+    if (!pm_bk_try_reserve(h, false)) {
+        pthread_mutex_unlock(&h->large_lock);
+        if ((err = pm_bk_reserve(h, false))) return err;
+        pthread_mutex_lock(&h->large_lock);
+    }
     pm_veh *v = pm_pmap_get(h, page);
     /* state and freeing first (atomics: a cached VEH changes under its arena's
      * cache lock); an ALLOC VEH that is not being freed is stable under ours */
@@ -618,7 +659,7 @@ nm_err pmalloc_check(pmalloc_heap *hd)
     pm_numa_lock_arenas(h, true); /* synchronisation threads pause */
     pm_xc_lock_all(h, true);
     pthread_mutex_lock(&h->large_lock);
-    nm_err err = pm_large_check(h);
+    nm_err err = pm_large_check(h, pm_xc_pages(h));
     uint64_t live = 0, objs = 0;
     for (uint64_t p = 0; p < h->data_pages && !err;) {
         pm_veh *v = h->pmap[p];
@@ -762,11 +803,22 @@ static void recount(pm_heap *h)
 
 /* ---- open / close ---- */
 
+/* What the layers below call upward (pm_upcalls in pm_internal.h). */
+static const pm_upcalls upcalls = {pm_checkpoint, pm_numa_sync_arena, pm_numa_xsync};
+
+/* The node files' header (superblock line PM_FILES_LINE and the start pages
+ * after it), into the simulation image (create). */
+static void files_persist_hdr(pm_heap *h)
+{
+    pm_persist(h, (char *)h->sb + PM_FILES_LINE * PM_LINE, PM_LINE + (size_t)h->files->n * 8, PM_META);
+}
+
 static void heap_free(pm_heap *h)
 {
     if (!h) return;
     pm_handle_drop(h->handle);
     pm_numa_free(h); /* stops the synchronisation threads first */
+    pm_slab_free_vol_all(h);
     pm_large_free_all(h);
     pm_vslabs_destroy(h);
     if (h->arenas) {
@@ -867,6 +919,7 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
     pm_heap *h = aligned_alloc(_Alignof(pm_heap), NM_ALIGN_UP(sizeof *h, _Alignof(pm_heap)));
     if (!h) return nm_fail(NM_ENOMEM, "pmalloc_open: no host memory");
     memset(h, 0, sizeof *h);
+    h->up = &upcalls;
     if (!(h->handle = pm_handle_new(h))) { /* before recovery: its simulation hook gets the handle */
         free(h);
         return NM_EBUSY;
@@ -1045,7 +1098,7 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
          * magic goes last (and the file gets its name after that) */
         h->sb->check = super_check(h->sb);
         pm_persist(h, h->sb, 128, PM_META);
-        if (!h->files->single) pm_files_persist_hdr(h); /* written and synced before the node files; this is for the simulation image */
+        if (!h->files->single) files_persist_hdr(h); /* written and synced before the node files; this is for the simulation image */
         h->sb->magic = PM_MAGIC;
         h->sb->check = super_check(h->sb);
         pm_persist(h, h->sb, 3 * PM_LINE, PM_META);
@@ -1063,7 +1116,7 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
             for (uint64_t p = 0; p < h->data_pages; p += h->pmap[p]->npages)
                 if (h->pmap[p]->state == PM_VEH_SLAB) h->pmap[p]->slab->digest = pm_slab_digest_bits(h, h->pmap[p]->slab);
         } else {
-            err = pm_redo_verify(h, exists ? h->sb->state : PM_STATE_CLEAN);
+            err = pm_redo_verify(h, exists ? h->sb->state : PM_STATE_CLEAN, pm_numa_live_blocks);
         }
     }
     if (!err) err = pm_numa_open(h); /* validate the deallocation logs; replay them (LOG) */

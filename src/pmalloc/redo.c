@@ -32,10 +32,13 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+/* the record check runs once per operation: inlined (the same function as the
+ * library's, specialised for its fixed 32-byte input) */
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include "nearmem/common/bitmap.h"
-#include "pm_internal.h"
+#include "pm_ops.h"
 
 /* ---- layout ---- */
 
@@ -291,7 +294,7 @@ nm_err pm_checkpoint(pm_heap *h, unsigned flags)
         sched_yield();
     }
     /* the lines their effects touched; a thread cache leaves the list only
-     * under ckpt_lock (tc_destroy, small.c), so none of ours goes meanwhile */
+     * under ckpt_lock (tc_destroy, tcache.c), so none of ours goes meanwhile */
     nm_err err = NM_OK;
     if (!h->ckset && !(h->ckset = calloc(1, sizeof *h->ckset))) err = nm_fail(NM_ENOMEM, "pmalloc: no host memory for a checkpoint");
     ck_set *ls = err ? NULL : &h->ckset->lines, *ss = err ? NULL : &h->ckset->slabs;
@@ -663,8 +666,9 @@ static bool slab_ok(pm_heap *h, pm_vslab *s, uint64_t stored, const rrec *r, siz
  * checksums of partly replayed bits), the checksum must differ from the bits'
  * by a combination of the hashes of the blocks named by records after the
  * bound or by live deallocation-log entries (weaker: 64 or more such blocks
- * in one slab leave nothing to check). */
-nm_err pm_redo_verify(pm_heap *h, uint64_t state)
+ * in one slab leave nothing to check). live_blocks names the latter
+ * (pm_numa_live_blocks, remote.c, a layer above: passed in by pmalloc.c). */
+nm_err pm_redo_verify(pm_heap *h, uint64_t state, size_t (*live_blocks)(pm_heap *h, uint64_t **out))
 {
     bool clean = state == PM_STATE_CLEAN, weak = state == PM_STATE_RECOVERING;
     rrec *all = NULL;
@@ -679,7 +683,7 @@ nm_err pm_redo_verify(pm_heap *h, uint64_t state)
             if (all[i].op == PM_OP_ALLOC_SMALL || all[i].op == PM_OP_FREE_SMALL) all[k++] = all[i];
         n = k;
         pm_sort(all, n, sizeof *all, cmp_blkseq);
-        ndl = pm_numa_live_blocks(h, &dl);
+        ndl = live_blocks(h, &dl);
         pm_sort(dl, ndl, sizeof *dl, cmp_u64);
     }
     uint64_t hv[64 * 8];

@@ -37,7 +37,7 @@
 
 #include "nearmem/common/bitmap.h"
 #include "nearmem/common/timer.h"
-#include "pm_internal.h"
+#include "pm_ops.h"
 
 /* ---- layout ---- */
 
@@ -117,22 +117,6 @@ static void attach(pm_heap *h)
     n->segs = (pm_dlog_ent *)(h->base + nh->seg_off);
 }
 
-/* The slab timestamp table: a 48-bit timestamp and a 16-bit check of it and
- * its page in each 8-byte word (timestamp 0 = never set, with its check too:
- * a word zeroed by damage is not "never set"); a damaged word is refused at open. */
-#define TS_MASK ((1ull << 48) - 1)
-static inline uint64_t ts_word(uint64_t page, uint64_t ts)
-{
-    uint64_t v[2] = {page, ts & TS_MASK};
-    return (ts & TS_MASK) | (uint64_t)(uint16_t)XXH64(v, sizeof v, 0x54535453u) << 48;
-}
-static inline uint64_t ts_get(const pm_numa *n, uint64_t page) { return __atomic_load_n(&n->ts_table[page], __ATOMIC_RELAXED) & TS_MASK; }
-static inline void ts_put(pm_heap *h, uint64_t page, uint64_t ts)
-{
-    __atomic_store_n(&h->numa->ts_table[page], ts_word(page, ts), __ATOMIC_RELAXED);
-    pm_persist(h, &h->numa->ts_table[page], 8, PM_META);
-}
-
 static inline pm_dlog_ent *seg_ent(pm_numa *n, unsigned log, unsigned seg, uint32_t i)
 {
     return &n->segs[((uint64_t)log * 2 + seg) * n->seg_entries + i];
@@ -162,7 +146,7 @@ nm_err pm_numa_create(pm_heap *h, uint64_t region_off)
     }
     /* the file is zero-filled: the segments are empty; every timestamp "never set" */
     uint64_t *ts = (uint64_t *)(h->base + nh->ts_off);
-    for (uint64_t p = 0; p < h->size / PM_PAGE; p++) ts[p] = ts_word(p, 0);
+    for (uint64_t p = 0; p < h->size / PM_PAGE; p++) ts[p] = pm_ts_word(p, 0);
     pm_flush(h, ts, h->size / PM_PAGE * 8, PM_META);
     pm_flush(h, sh, (size_t)n->nlogs * 2 * PM_LINE, PM_META);
     pm_persist(h, nh, sizeof *nh, PM_META);
@@ -189,29 +173,11 @@ static pm_rslab *get_rs(pm_vslab *s)
     return exp;
 }
 
-void pm_numa_rslab_free(pm_vslab *s)
-{
-    pm_rslab *rs = s->rs;
-    if (!rs) return;
-    pthread_mutex_destroy(&rs->lock);
-    free(rs->shadow);
-    free(rs);
-    s->rs = NULL;
-}
-
 bool pm_numa_is_remote(const pm_heap *h, const pm_tcache *tc, const pm_vslab *s)
 {
     const pm_numa *n = h->numa;
     if (NM_LIKELY(n->hdr == NULL)) return false;
     return s->arena->node != tc->node && get_rs((pm_vslab *)s) != NULL; /* no host memory: direct free */
-}
-
-void pm_numa_slab_created(pm_heap *h, uint64_t page)
-{
-    pm_numa *n = h->numa;
-    if (!n->hdr) return;
-    /* above every timestamp issued so far: entries about earlier slabs here are stale */
-    ts_put(h, page, __atomic_fetch_add(&n->dts, 1, __ATOMIC_SEQ_CST));
 }
 
 /* ---- phase 2: synchronisation ---- */
@@ -263,7 +229,7 @@ static unsigned rs_sync(pm_heap *h, pm_rslab *rs, int why)
         pm_slab_digest_toggle(h, s, dg);
         pm_drain(h);
         /* the bits are durably clear: now the entries recorded before ts are obsolete */
-        ts_put(h, s->veh->page, ts);
+        pm_ts_put(h, s->veh->page, ts);
     }
     /* the blocks become allocatable; the last put may release the slab (and rs) */
     for (uint32_t w = 0; w < nw; w++)
@@ -550,7 +516,7 @@ unsigned pm_numa_xsync(pm_heap *h, unsigned node, int why)
         }
         /* the tombstone is durable: entries recorded before ts are obsolete */
         pm_bk_settle(h);
-        ts_put(h, v->page, ts);
+        pm_ts_put(h, v->page, ts);
         v->freeing = false;
         pm_extent_release(h, v);
         cnt++;
@@ -644,9 +610,9 @@ nm_err pm_numa_open(pm_heap *h)
     uint64_t maxts = 0;
     for (uint64_t p = 0; p < h->data_pages; p++) {
         uint64_t w = n->ts_table[p];
-        if (w != ts_word(p, w & TS_MASK))
+        if (w != pm_ts_word(p, w & PM_TS_MASK))
             return nm_fail(NM_ECORRUPT, "pmalloc: the NUMA slab timestamp table is damaged (data page %llu)", (unsigned long long)p);
-        maxts = NM_MAX(maxts, w & TS_MASK);
+        maxts = NM_MAX(maxts, w & PM_TS_MASK);
     }
     /* An entry is zero, valid (live: the segment's current generation; else
      * dead), or damaged. A damaged one may be torn: written by a remote free
@@ -673,7 +639,7 @@ nm_err pm_numa_open(pm_heap *h)
                 if (ext) { /* both models: extents follow the LOG path */
                     uint64_t page = (blk - h->sb->data_off) / PM_PAGE;
                     pm_veh *v = h->pmap[page];
-                    if (!v || v->state != PM_VEH_ALLOC || v->page != page || e.ts <= ts_get(n, page)) continue;
+                    if (!v || v->state != PM_VEH_ALLOC || v->page != page || e.ts <= pm_ts_get(n, page)) continue;
                     if ((err = pm_bk_tombstone(h, v))) return err;
                     pm_extent_release(h, v);
                     replayed++;
@@ -683,7 +649,7 @@ nm_err pm_numa_open(pm_heap *h)
                 pm_vslab *s;
                 uint32_t idx;
                 small_at(h, e.block, &s, &idx);
-                if (!s || e.ts <= ts_get(n, s->veh->page) || !pm_pbit(s, idx)) continue; /* applied before */
+                if (!s || e.ts <= pm_ts_get(n, s->veh->page) || !pm_pbit(s, idx)) continue; /* applied before */
                 uint64_t m, *w = pm_pbm_word(s, idx, &m);
                 __atomic_fetch_and(w, ~m, __ATOMIC_RELAXED);
                 uint64_t x = pm_blk_hash(pm_blk_off(h, s, idx));
@@ -787,13 +753,13 @@ nm_err pm_numa_check(pm_heap *h)
                 }
                 if (e.block & PM_DLOG_EXTENT) {
                     uint64_t page = ((e.block & ~PM_DLOG_EXTENT) - h->sb->data_off) / PM_PAGE;
-                    if (e.ts > ts_get(n, page)) live[nlive++] = e.block;
+                    if (e.ts > pm_ts_get(n, page)) live[nlive++] = e.block;
                     continue;
                 }
                 pm_vslab *s;
                 uint32_t idx;
                 small_at(h, e.block, &s, &idx);
-                if (s && e.ts > ts_get(n, s->veh->page)) live[nlive++] = e.block;
+                if (s && e.ts > pm_ts_get(n, s->veh->page)) live[nlive++] = e.block;
             }
         }
     pm_sort(live, nlive, sizeof *live, cmp_u64);
@@ -802,7 +768,7 @@ nm_err pm_numa_check(pm_heap *h)
         pm_veh *v = h->pmap[p];
         if (v->state == PM_VEH_SLAB && v->slab) {
             pm_vslab *s = v->slab;
-            if (ts_get(n, v->page) >= dts) err = nm_fail(NM_ECORRUPT, "pmalloc check: slab timestamp ahead of the clock");
+            if (pm_ts_get(n, v->page) >= dts) err = nm_fail(NM_ECORRUPT, "pmalloc check: slab timestamp ahead of the clock");
             pm_rslab *rs = __atomic_load_n(&s->rs, __ATOMIC_ACQUIRE);
             if (rs && !err) {
                 pthread_mutex_lock(&rs->lock);
@@ -872,7 +838,7 @@ size_t pm_numa_live_blocks(pm_heap *h, uint64_t **out)
                 if (e.gen != gen || e.check != ent_check(e.block, e.ts, e.gen, li, seg) || (e.block & PM_DLOG_EXTENT)) continue;
                 if (e.block >= h->sb->data_off && e.block < h->size) { /* applied: its bit and checksum were written back */
                     pm_veh *sv = h->pmap[(e.block - h->sb->data_off) / PM_PAGE];
-                    if (sv && sv->state == PM_VEH_SLAB && e.ts <= ts_get(n, sv->page)) continue;
+                    if (sv && sv->state == PM_VEH_SLAB && e.ts <= pm_ts_get(n, sv->page)) continue;
                 }
                 v[k++] = e.block;
             }
@@ -904,8 +870,8 @@ unsigned pm_numa_dump(pm_heap *h, FILE *out)
     uint64_t pages = (h->sb->heap_size - h->sb->data_off) / PM_PAGE, tsbad = 0, tsset = 0;
     for (uint64_t p = 0; p < pages; p++) {
         uint64_t w = n.ts_table[p];
-        if (w & TS_MASK) tsset++;
-        if (w != ts_word(p, w & TS_MASK)) tsbad++;
+        if (w & PM_TS_MASK) tsset++;
+        if (w != pm_ts_word(p, w & PM_TS_MASK)) tsbad++;
     }
     fprintf(out, "NUMA deallocation logs: %u logs of 2 segments x %u entries; slab timestamps: %llu set\n", nh->nlogs, nh->seg_entries,
             (unsigned long long)tsset);

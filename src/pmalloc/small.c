@@ -13,25 +13,8 @@
 #include <xxhash.h>
 
 #include "nearmem/common/bitmap.h"
-#include "pm_internal.h"
+#include "pm_slabs.h"
 
-void pm_slab_layout(unsigned block_size, unsigned stripes, uint32_t *nblocks, uint32_t *bm_lines, uint32_t *data_off)
-{
-    uint32_t n = (PMALLOC_SLAB_SIZE - PM_LINE * (1 + PM_SLAB_RESERVED_LINES + 1)) / block_size;
-    for (;; n--) {
-        uint32_t per = 512u * stripes;
-        uint32_t lines = ((n + per - 1) / per) * stripes;
-        uint32_t hdr = (1 + lines + PM_SLAB_RESERVED_LINES) * PM_LINE;
-        if (hdr + (uint64_t)n * block_size <= PMALLOC_SLAB_SIZE) {
-            *nblocks = n;
-            *bm_lines = lines;
-            *data_off = hdr;
-            return;
-        }
-    }
-}
-
-static pm_vslab *vslab_new(pm_heap *h, pm_veh *v, pm_slab_hdr *hd);
 /* morph_flag is not covered: it changes after creation (morph.c), and a
  * set flag without a morph word is refused on its own */
 static uint32_t slab_hdr_check(const pm_slab_hdr *hd)
@@ -53,94 +36,6 @@ nm_err pm_small_init(pm_heap *h)
     return NM_OK;
 }
 
-pm_vslab *pm_slab_vol_new(pm_heap *h, pm_veh *v, pm_slab_hdr *hd) { return vslab_new(h, v, hd); }
-
-/* vslabs are type-stable: a released one goes back to a per-heap pool (under
- * large_lock) and is freed only at close, so a free or lookup that read a
- * VEH's slab pointer without a lock touches a vslab, maybe a recycled one, and
- * never freed memory; pm_slab_pin validates it. `busy` survives recycling
- * (each reader's increment is undone on the struct it was made on). */
-static pm_vslab *vslab_new(pm_heap *h, pm_veh *v, pm_slab_hdr *hd)
-{
-    pm_vslab *s = h->vslab_pool;
-    if (s) {
-        h->vslab_pool = s->pool_next;
-        uint32_t busy = __atomic_load_n(&s->busy, __ATOMIC_RELAXED);
-        uint64_t *claim = s->claim;
-        pm_vslab *all = s->all_next;
-        memset(s, 0, sizeof *s);
-        __atomic_store_n(&s->busy, busy, __ATOMIC_RELAXED);
-        s->claim = claim;
-        s->all_next = all;
-        memset(s->claim, 0, nm_bitmap_words(PMALLOC_SLAB_SIZE / 16u) * sizeof(uint64_t));
-    } else {
-        s = calloc(1, sizeof *s);
-        if (!s) return NULL;
-        /* a bit per 16 bytes of the slab: block starts under any geometry (morphing) */
-        s->claim = calloc(nm_bitmap_words(PMALLOC_SLAB_SIZE / 16u), sizeof(uint64_t));
-        if (!s->claim) { free(s); return NULL; }
-        s->all_next = h->vslab_all;
-        h->vslab_all = s;
-    }
-    s->vbm = calloc(nm_bitmap_words(hd->nblocks), sizeof(uint64_t));
-    if (!s->vbm) { s->pool_next = h->vslab_pool; h->vslab_pool = s; return NULL; }
-    s->veh = v;
-    s->hdr = hd;
-    s->pbm = (uint64_t *)((char *)hd + PM_LINE);
-    s->data = (char *)hd + hd->data_off;
-    s->block_size = hd->block_size;
-    s->nblocks = hd->nblocks;
-    s->cls = hd->cls;
-    s->stripes = hd->stripes;
-    s->arena = &h->arenas[hd->arena % h->narenas];
-    __atomic_store_n(&v->slab, s, __ATOMIC_RELEASE);
-    return s;
-}
-
-void pm_slab_free_vol(pm_heap *h, pm_vslab *s)
-{
-    if (!s) return;
-    __atomic_store_n(&s->gone, 1, __ATOMIC_SEQ_CST);
-    pm_morph_free(s);
-    pm_numa_rslab_free(s);
-    free(s->vbm);
-    s->vbm = NULL;
-    s->pool_next = h->vslab_pool;
-    h->vslab_pool = s;
-}
-
-void pm_vslabs_destroy(pm_heap *h)
-{
-    while (h->vslab_all) {
-        pm_vslab *s = h->vslab_all;
-        h->vslab_all = s->all_next;
-        if (s->vbm) { pm_morph_free(s); pm_numa_rslab_free(s); free(s->vbm); }
-        free(s->claim);
-        free(s);
-    }
-    h->vslab_pool = NULL;
-}
-
-static void partial_add(pm_arena *a, pm_vslab *s)
-{
-    if (s->in_partial) return;
-    s->prev = NULL;
-    s->next = a->partial[s->cls];
-    if (s->next) s->next->prev = s;
-    a->partial[s->cls] = s;
-    s->in_partial = true;
-}
-
-static void partial_del(pm_arena *a, pm_vslab *s)
-{
-    if (!s->in_partial) return;
-    if (s->prev) s->prev->next = s->next;
-    else a->partial[s->cls] = s->next;
-    if (s->next) s->next->prev = s->prev;
-    s->next = s->prev = NULL;
-    s->in_partial = false;
-}
-
 /* Rebuild the vslab of a slab found in the bookkeeping log (open/recovery). */
 nm_err pm_slab_adopt(pm_heap *h, pm_veh *v)
 {
@@ -154,7 +49,7 @@ nm_err pm_slab_adopt(pm_heap *h, pm_veh *v)
         return nm_fail(NM_ECORRUPT, "pmalloc: slab at data page %llu has an inconsistent geometry", (unsigned long long)v->page);
     if (*PM_MORPH_WORD(hd)) return pm_morph_adopt(h, v, NULL); /* morphed: geometry from its header image */
     if (hd->morph_flag) return nm_fail(NM_ECORRUPT, "pmalloc: slab at data page %llu was morphed but its morph word is gone", (unsigned long long)v->page);
-    pm_vslab *s = vslab_new(h, v, hd);
+    pm_vslab *s = pm_slab_vol_new(h, v, hd);
     if (!s) return nm_fail(NM_ENOMEM, "pmalloc: no host memory for a vslab");
     s->nfree_v = s->nblocks;
     for (uint32_t i = 0; i < s->nblocks; i++)
@@ -163,7 +58,7 @@ nm_err pm_slab_adopt(pm_heap *h, pm_veh *v)
             s->nfree_v--;
         }
     /* bits beyond nblocks must be clear */
-    if (s->nfree_v) partial_add(s->arena, s);
+    if (s->nfree_v) pm_slab_partial_add(s->arena, s);
     pm_morph_lru_add(s->arena, s);
     return NM_OK;
 }
@@ -200,7 +95,7 @@ static pm_vslab *slab_new(pm_heap *h, pm_arena *a, unsigned cls)
     hd->check = slab_hdr_check(hd);
     pm_persist(h, hd, hbytes, PM_META);
     pm_numa_slab_created(h, v->page);
-    pm_vslab *s = vslab_new(h, v, hd);
+    pm_vslab *s = pm_slab_vol_new(h, v, hd);
     if (!s || pm_bk_record(h, v)) {
         if (s) { v->slab = NULL; pm_slab_free_vol(h, s); }
         pm_extent_release(h, v);
@@ -213,44 +108,9 @@ static pm_vslab *slab_new(pm_heap *h, pm_arena *a, unsigned cls)
     pthread_mutex_unlock(&h->large_lock);
     s->nfree_v = s->nblocks;
     s->arena = a;
-    partial_add(a, s);
+    pm_slab_partial_add(a, s);
     pm_morph_lru_add(a, s);
     return s;
-}
-
-/* Give an empty slab back to the large allocator (arena lock held). Its
- * blocks are all free in DRAM and, under LOG, durably free in the bitmap.
- * false: kept, because a lock-free reader is on it (pm_slab_enter) or the log
- * is full. */
-static bool slab_release(pm_heap *h, pm_vslab *s)
-{
-    __atomic_store_n(&s->gone, 1, __ATOMIC_SEQ_CST); /* first mark it, then look for readers */
-    if (__atomic_load_n(&s->busy, __ATOMIC_SEQ_CST)) {
-        __atomic_store_n(&s->gone, 0, __ATOMIC_SEQ_CST);
-        return false;
-    }
-    /* LOG: records of its blocks must be settled before its pages can hold
-     * another slab or extent: recovery would replay them onto the newcomer */
-    if (h->model == PMALLOC_LOG && pm_checkpoint(h, 0) != NM_OK) {
-        __atomic_store_n(&s->gone, 0, __ATOMIC_SEQ_CST);
-        return false;
-    }
-    partial_del(s->arena, s);
-    pthread_mutex_lock(&h->large_lock);
-    pm_veh *v = s->veh;
-    if (pm_bk_tombstone(h, v) == NM_OK) {
-        pm_bk_settle(h); /* before the pages are reused */
-        pm_morph_lru_del(s->arena, s);
-        __atomic_store_n(&v->slab, NULL, __ATOMIC_RELEASE);
-        pm_extent_release(h, v);
-        pm_slab_free_vol(h, s);
-        pthread_mutex_unlock(&h->large_lock);
-        return true;
-    }
-    __atomic_store_n(&s->gone, 0, __ATOMIC_SEQ_CST);
-    partial_add(s->arena, s); /* log full: keep the slab */
-    pthread_mutex_unlock(&h->large_lock);
-    return false;
 }
 
 /* Return one block to its vslab (caller holds the slab's arena lock). */
@@ -260,21 +120,6 @@ static void vslab_put(pm_heap *h, pm_vslab *s, uint32_t idx)
     s->nfree_v++;
     pm_slab_settle(h, s);
 }
-
-void pm_slab_settle(pm_heap *h, pm_vslab *s)
-{
-    /* old blocks pin a morphed slab; a reader inside (busy: a remote free that
-     * has recorded its block, a lookup) keeps it until a later put */
-    if (s->nfree_v == s->nblocks && !(s->mo && s->mo->nold)) {
-        /* keep one empty slab per class in the arena; release the others */
-        pm_arena *a = s->arena;
-        bool other = a->partial[s->cls] && (a->partial[s->cls] != s || s->next);
-        if (other && slab_release(h, s)) return;
-    }
-    if (s->nfree_v) partial_add(s->arena, s);
-}
-
-void pm_slab_partial_del(pm_arena *a, pm_vslab *s) { partial_del(a, s); }
 
 /* ---- thread caches ---- */
 
@@ -317,65 +162,6 @@ static void tc_drain(pm_heap *h, pm_tcache *tc)
     }
 }
 
-static void tc_destroy(void *p)
-{
-    pm_tcache *tc = p;
-    pm_heap *h = tc->h;
-    tc_drain(h, tc);
-    /* its records settled before its ring and side array go (and its ring
-     * may hold records of other threads' heaps' pasts no more) */
-    while (__atomic_load_n(&tc->settled, __ATOMIC_ACQUIRE) < tc->head)
-        if (pm_checkpoint(h, 0) != NM_OK) break; /* out of host memory: recovery settles them */
-    /* a checkpoint running now may have taken this cache into its list (with
-     * nothing new to settle, the loop above took no checkpoint of its own) and
-     * publishes `settled` into it at its end: leave only between checkpoints */
-    pthread_mutex_lock(&h->ckpt_lock);
-    pthread_mutex_lock(&h->tc_lock);
-    for (pm_tcache **pp = &h->tcaches; *pp; pp = &(*pp)->next)
-        if (*pp == tc) { *pp = tc->next; break; }
-    if (tc->settled == tc->head) pm_tc_ring_drop(h, tc);
-    else { free(tc->side); tc->side = NULL; } /* its ring keeps unsettled records: stays taken */
-    tc->arena->nthreads--;
-    pthread_mutex_unlock(&h->tc_lock);
-    pthread_mutex_unlock(&h->ckpt_lock);
-    free(tc);
-}
-
-void pm_tc_destructor(void *p) { tc_destroy(p); }
-
-void pm_tc_destroy_all(pm_heap *h)
-{
-    while (h->tcaches) tc_destroy(h->tcaches);
-}
-
-pm_tcache *pm_tc_get(pm_heap *h)
-{
-    pm_tcache *tc = pthread_getspecific(h->tc_key);
-    if (NM_LIKELY(tc != NULL)) return tc;
-    /* its own cache lines: `inflight` is written twice per operation */
-    tc = aligned_alloc(PM_LINE, NM_ALIGN_UP(sizeof *tc, PM_LINE));
-    if (!tc) return NULL;
-    memset(tc, 0, sizeof *tc);
-    tc->h = h;
-    tc->ring = -1;
-    pthread_mutex_lock(&h->tc_lock);
-    if (pm_tc_ring_take(h, tc) != NM_OK) {
-        pthread_mutex_unlock(&h->tc_lock);
-        free(tc);
-        return NULL;
-    }
-    /* each thread goes to the arena with the fewest threads (paper Sec. 4.2) of its node */
-    pm_arena *best = pm_numa_pick_arena(h, tc);
-    best->nthreads++;
-    tc->arena = best;
-    pm_set_lane(h, best->id);
-    tc->next = h->tcaches;
-    h->tcaches = tc;
-    pthread_mutex_unlock(&h->tc_lock);
-    pthread_setspecific(h->tc_key, tc);
-    return tc;
-}
-
 static unsigned tc_cap(const pm_heap *h, unsigned cls)
 {
     /* per-stripe capacity: fewer cached blocks for big classes */
@@ -401,7 +187,7 @@ static bool tc_fill(pm_heap *h, pm_tcache *tc, unsigned cls)
     bool got = false;
     for (;;) {
         pm_vslab *s = a->partial[cls];
-        if (!s && pm_numa_sync_arena(h, a, PM_SYNC_DEMAND)) continue; /* on-demand sync (Sec. 6.2) */
+        if (!s && pm_up_sync_arena(h, a, PM_SYNC_DEMAND)) continue; /* on-demand sync (Sec. 6.2) */
         if (!s) s = pm_morph_try(h, tc, a, cls); /* Sec. 5.2: an under-occupied slab of another class first */
         if (!s) s = slab_new(h, a, cls);
         if (!s) return got;
@@ -417,13 +203,13 @@ static bool tc_fill(pm_heap *h, pm_tcache *tc, unsigned cls)
             got = true;
             if (bin_full(b, S, cap)) {
                 s->hint = i + 1 == s->nblocks ? 0 : i + 1;
-                if (s->nfree_v == 0) partial_del(a, s);
+                if (s->nfree_v == 0) pm_slab_partial_del(a, s);
                 return true;
             }
         }
         s->hint = i;
         if (s->nfree_v > 0) return got; /* what is left maps to full sub-caches */
-        partial_del(a, s);
+        pm_slab_partial_del(a, s);
     }
 }
 
@@ -456,7 +242,7 @@ nm_err pm_small_take(pm_heap *h, pm_tcache *tc, unsigned cls, pm_tcblk *out)
         return pm_small_take(h, tc, cls, out);
     }
     /* our arena is exhausted: try the others directly (paper Alg. 1, lines 4-14) */
-    return pm_numa_take_other(h, tc, cls, out);
+    return pm_small_take_other(h, tc, cls, out);
 }
 
 /* One block of class cls straight from arena a's partial slabs (lock held). */
@@ -467,7 +253,7 @@ bool pm_small_take_from(pm_heap *h, pm_arena *a, unsigned cls, pm_tcblk *out)
     if (!s || !s->nfree_v) return false;
     uint32_t idx = (uint32_t)nm_bitmap_find_first_clear(s->vbm, s->nblocks, 0);
     nm_bitmap_set(s->vbm, idx);
-    if (--s->nfree_v == 0) partial_del(a, s);
+    if (--s->nfree_v == 0) pm_slab_partial_del(a, s);
     *out = (pm_tcblk){s, idx};
     return true;
 }
@@ -492,41 +278,13 @@ void pm_small_put(pm_heap *h, pm_tcache *tc, pm_tcblk k)
     pthread_mutex_unlock(&a->lock);
 }
 
-void pm_tc_forget_all(pm_heap *h)
-{
-    while (h->tcaches) {
-        pm_tcache *tc = h->tcaches;
-        h->tcaches = tc->next;
-        for (unsigned c = 0; c < PM_NCLS_MAX; c++) free(tc->bins[c].slot);
-        free(tc->side);
-        free(tc);
-    }
-}
-
-void pm_slab_fix_lists(pm_heap *h, pm_vslab *s)
-{
-    NM_UNUSED(h);
-    if (s->nfree_v == 0) partial_del(s->arena, s);
-    else partial_add(s->arena, s);
-}
-
 /* ---- entry points for numa.c / remote.c ---- */
 
 pm_vslab *pm_small_slab_new(pm_heap *h, pm_arena *a, unsigned cls) { return slab_new(h, a, cls); }
 
 void pm_small_vslab_put(pm_heap *h, pm_vslab *s, uint32_t idx) { vslab_put(h, s, idx); }
 
-void pm_tc_rebind(pm_heap *h, pm_tcache *tc)
-{
-    tc_drain(h, tc);
-    pthread_mutex_lock(&h->tc_lock);
-    tc->arena->nthreads--;
-    pm_arena *a = pm_numa_pick_arena(h, tc);
-    a->nthreads++;
-    tc->arena = a;
-    pthread_mutex_unlock(&h->tc_lock);
-    pm_set_lane(h, a->id);
-}
+void pm_small_drain(pm_heap *h, pm_tcache *tc) { tc_drain(h, tc); }
 
 /* ---- recovery (single-threaded) ---- */
 
@@ -612,4 +370,53 @@ void pm_slab_digest_write_all(pm_heap *h)
         p += v->npages;
     }
     pm_drain(h);
+}
+
+/* Algorithm 1, lines 4-14: our arena could not fill the tcache (its range is
+ * exhausted). Other arenas of our node first, then the arenas of the other
+ * nodes, each after applying its pending remote frees; then a new slab in a
+ * remote node's arena. Blocks from here bypass the tcache (Sec. 6.4), so the
+ * cache only ever holds local blocks. */
+nm_err pm_small_take_other(pm_heap *h, pm_tcache *tc, unsigned cls, pm_tcblk *out)
+{
+    pm_numa *n = h->numa;
+    unsigned nn = n->nnodes > 1 ? n->nnodes : 1, per = n->nnodes > 1 ? n->per_node : h->narenas;
+    unsigned order[PM_NUMA_MAX_NODES];
+    order[0] = 0;
+    if (nn > 1) pm_numa_node_order(h, tc->node, order);
+    for (unsigned d = 0; d < nn; d++) {
+        unsigned node = order[d];
+        for (unsigned i = 0; i < per; i++) {
+            pm_arena *a = &h->arenas[node * per + i];
+            if (a == tc->arena) continue;
+            pthread_mutex_lock(&a->lock);
+            pm_up_sync_arena(h, a, PM_SYNC_DEMAND);
+            bool ok = pm_small_take_from(h, a, cls, out);
+            pthread_mutex_unlock(&a->lock);
+            if (ok) {
+                if (d) pm_count(&n->c_remote_allocs, 1);
+                return NM_OK;
+            }
+        }
+    }
+    for (unsigned d = 1; d < nn; d++) {
+        pm_arena *a = &h->arenas[order[d] * per];
+        pthread_mutex_lock(&a->lock);
+        bool ok = pm_small_slab_new(h, a, cls) != NULL && pm_small_take_from(h, a, cls, out);
+        pthread_mutex_unlock(&a->lock);
+        if (ok) {
+            pm_count(&n->c_remote_allocs, 1);
+            return NM_OK;
+        }
+    }
+    if (nn > 1) { /* no node range has room for a slab: a slab for our arena wherever it fits */
+        pm_arena *a = tc->arena;
+        pthread_mutex_lock(&a->lock);
+        pm_numa_place_anywhere = true;
+        bool ok = pm_small_slab_new(h, a, cls) != NULL && pm_small_take_from(h, a, cls, out);
+        pm_numa_place_anywhere = false;
+        pthread_mutex_unlock(&a->lock);
+        if (ok) return NM_OK;
+    }
+    return nm_fail(NM_ENOMEM, "pmalloc: heap exhausted for a %zu-byte block", h->sc.size[cls]);
 }

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pm_internal.h"
+#include "pm_extents.h"
 
 void pm_xc_init(pm_heap *h)
 {

@@ -2,6 +2,7 @@
  * through nearmem-bench and must report its summary keys as finite positive
  * numbers. Speeds are not asserted (benchmarks report them). */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +45,12 @@ static char *run_suite(const char *suite, const char *args, const char *const *k
         if (!at) fail_msg("%s: summary key %s missing", suite, keys[i]);
         char *end;
         double v = strtod(at + strlen(pat), &end);
-        if (end == at + strlen(pat) || !isfinite(v) || v <= 0) fail_msg("%s: %s is not a finite positive number", suite, keys[i]);
+        /* a flush share is 1 - (time without flushes) / (time with them), two single quick timings:
+         * on a loaded machine it can come out <= 0 (one flushed line per LOG operation is a small
+         * share), so it only has to be a finite share below 1 */
+        bool share = strncmp(keys[i], "flush_share_", 12) == 0;
+        if (end == at + strlen(pat) || !isfinite(v) || (share ? v >= 1 : v <= 0))
+            fail_msg("%s: %s is not a finite %s", suite, keys[i], share ? "share below 1" : "positive number");
     }
     unlink(json);
     return s;

@@ -228,6 +228,72 @@ static void test_one_line(void **st)
     pmt_rmdir(dir);
 }
 
+/* GC model: a block allocated just before a crash still holds its previous
+ * object's words; the conservative mark must not follow them. Objects X_i hold
+ * a pointer to Y_i; both are freed; new blocks reuse X_i's memory and are
+ * published without being written; after a power failure the mark must not
+ * revive any Y_i (it did before malloc_to cleared the stale pointer words). */
+static void test_gc_stale_words_not_followed(void **st)
+{
+    (void)st;
+    char dir[256], img[256];
+    pmt_tmpdir(dir, sizeof dir, "redogc");
+    pmt_tmpdir(img, sizeof img, "redogcimg");
+    pmalloc_options o = pmt_opts(8 * MiB, PMALLOC_GC, PMALLOC_PERSIST_SIM);
+    o.narenas = 1;
+    pmalloc_heap *h;
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+    enum { K = 24 };
+    pmalloc_ptr *r0 = pmalloc_root_slot(h, 0), *r1 = pmalloc_root_slot(h, 1);
+    assert_int_equal(pmalloc_malloc_to(h, K * 8, r0), NM_OK); /* C: the X_i, later the new blocks */
+    assert_int_equal(pmalloc_malloc_to(h, K * 8, r1), NM_OK); /* D: the Y_i */
+    pmalloc_ptr *c = pmalloc_direct(h, *r0), *d = pmalloc_direct(h, *r1);
+    memset(c, 0, K * 8);
+    memset(d, 0, K * 8);
+    pmalloc_persist(h, c, K * 8);
+    pmalloc_persist(h, d, K * 8);
+    pmalloc_ptr x[K], y[K];
+    for (unsigned i = 0; i < K; i++) {
+        assert_int_equal(pmalloc_malloc_to(h, 96, &c[i]), NM_OK);
+        assert_int_equal(pmalloc_malloc_to(h, 300, &d[i]), NM_OK);
+        x[i] = c[i];
+        y[i] = d[i];
+        uint64_t *xw = pmalloc_direct(h, x[i]);
+        memset(xw, 0x5a, 96);
+        xw[3] = y[i]; /* X_i -> Y_i, a plain persisted store (the GC model's own data) */
+        pmalloc_persist(h, xw, 96);
+    }
+    for (unsigned i = 0; i < K; i++) assert_int_equal(pmalloc_free_from(h, &c[i]), NM_OK); /* X_i keep Y_i's pointer */
+    for (unsigned i = 0; i < K; i++) assert_int_equal(pmalloc_free_from(h, &d[i]), NM_OK);
+    unsigned reused = 0;
+    for (unsigned i = 0; i < K; i++) {
+        assert_int_equal(pmalloc_malloc_to(h, 96, &c[i]), NM_OK); /* published, not written */
+        for (unsigned j = 0; j < K; j++) reused += c[i] == x[j];
+        const uint64_t *nw = pmalloc_direct(h, c[i]);
+        for (unsigned k = 0; k < 96 / 8; k++) /* data words stay; pointer words of this heap are gone */
+            if (k != 3) assert_int_equal(nw[k] == 0x5a5a5a5a5a5a5a5aull || nw[k] == 0, 1);
+    }
+    assert_true(reused > K / 2); /* the scenario happened */
+    assert_int_equal(pmalloc_sim_snapshot(h, img, 7, 0), NM_OK);
+    pmalloc_options ro = pmt_opts(8 * MiB, PMALLOC_GC, PMALLOC_PERSIST_CPU);
+    ro.create = false;
+    ro.narenas = 1;
+    pmalloc_heap *r;
+    assert_int_equal(pmalloc_open(img, &ro, &r), NM_OK);
+    assert_int_equal(pmalloc_check(r), NM_OK);
+    pmalloc_recovery_info ri;
+    pmalloc_recovery_info_get(r, &ri);
+    assert_false(ri.was_clean);
+    unsigned revived = 0;
+    for (unsigned i = 0; i < K; i++) revived += pmalloc_usable_size(r, y[i]) != 0;
+    assert_int_equal(revived, 0);
+    assert_int_equal(ri.gc_marked, 2 + K); /* C, D and the new blocks */
+    assert_int_equal(pmalloc_close(r), NM_OK);
+    pmalloc_abandon(h);
+    pmt_rmdir(img);
+    pmt_rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -235,6 +301,7 @@ int main(void)
         cmocka_unit_test(test_set_ptr_and_plain_stores),
         cmocka_unit_test(test_freed_container_not_written),
         cmocka_unit_test(test_one_line),
+        cmocka_unit_test(test_gc_stale_words_not_followed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
