@@ -97,6 +97,7 @@ typedef struct worker {
     uint32_t heap_top, heap_limit, heap_hw;
     bool faulted;
     bool readied; /* a tasklet may have become READY since run_ready last looked */
+    uint32_t mask[T_DONE + 1]; /* bit i: tasklet i is in that state (t[i].st, kept by set_st) */
     tasklet *cur;
     /* This thread's addresses of the running program's globals, for DMA checks. */
     struct wram_range {
@@ -279,6 +280,16 @@ static inline worker *cur_worker(const char *fn)
     return w;
 }
 
+/* Every state change goes through here, so that the fast scheduler can visit
+ * only the tasklets in the states it is looking for. */
+static inline void set_st(worker *w, tasklet *t, tstate s)
+{
+    uint32_t b = 1u << t->id;
+    w->mask[t->st] &= ~b;
+    w->mask[s] |= b;
+    t->st = s;
+}
+
 /* Tasklet side: hand an operation to the scheduler; returns once it is done. */
 static void post(worker *w, opkind op)
 {
@@ -291,7 +302,7 @@ static void post(worker *w, opkind op)
 static __attribute__((noreturn)) void tasklet_die(worker *w)
 {
     tasklet *t = w->cur;
-    t->st = T_DONE;
+    set_st(w, t, T_DONE);
     nm_coro_yield(&w->host, 1);
     __builtin_trap(); /* never resumed */
 }
@@ -322,7 +333,7 @@ static void make_ready(worker *w, tasklet *t, uint64_t *wait_counter)
     w->readied = true;
     if (wait_counter)
         *wait_counter += (uint64_t)llround(w->T - t->wait_start);
-    t->st = T_READY;
+    set_st(w, t, T_READY);
 }
 
 static uint32_t barrier_count(const worker *w, const barrier_t *b)
@@ -337,10 +348,10 @@ static void do_op(worker *w, tasklet *t)
     w->readied = true; /* most operations complete at once: t is READY again */
     switch (t->op) {
     case OP_NONE:
-        t->st = T_READY;
+        set_st(w, t, T_READY);
         break;
     case OP_EXIT:
-        t->st = T_DONE;
+        set_st(w, t, T_DONE);
         t->out->cycles = (uint64_t)ceil(w->T);
         break;
     case OP_DMA_READ:
@@ -351,13 +362,13 @@ static void do_op(worker *w, tasklet *t)
         double start = NM_MAX(w->T, w->dma_free);
         w->dma_free = start + lat;
         w->d->stats.dma_busy_cycles += (uint64_t)llround(lat);
-        t->st = T_WAIT;
+        set_st(w, t, T_WAIT);
         t->wake_at = w->dma_free;
         t->wait_start = w->T;
         break;
     }
     case OP_DELAY:
-        t->st = T_WAIT;
+        set_st(w, t, T_WAIT);
         t->wake_at = w->T + (double)t->op_cycles;
         t->wait_start = w->T;
         break;
@@ -365,9 +376,9 @@ static void do_op(worker *w, tasklet *t)
         nm_pim_mutex *m = t->op_obj;
         if (m->owner == 0) {
             m->owner = t->id + 1;
-            t->st = T_READY;
+            set_st(w, t, T_READY);
         } else {
-            t->st = T_SPIN;
+            set_st(w, t, T_SPIN);
             t->seq = ++w->seq;
             t->wait_start = w->T;
         }
@@ -378,7 +389,7 @@ static void do_op(worker *w, tasklet *t)
         t->op_result = m->owner == 0;
         if (t->op_result)
             m->owner = t->id + 1;
-        t->st = T_READY;
+        set_st(w, t, T_READY);
         break;
     }
     case OP_UNLOCK: {
@@ -400,7 +411,7 @@ static void do_op(worker *w, tasklet *t)
             m->owner = next->id + 1;
             make_ready(w, next, &next->out->lock_wait_cycles);
         }
-        t->st = T_READY;
+        set_st(w, t, T_READY);
         break;
     }
     case OP_BARRIER: {
@@ -419,9 +430,9 @@ static void do_op(worker *w, tasklet *t)
                 if (s->st == T_BLOCKED && s->op == OP_BARRIER && s->op_obj == b)
                     make_ready(w, s, &s->out->sync_wait_cycles);
             }
-            t->st = T_READY;
+            set_st(w, t, T_READY);
         } else {
-            t->st = T_BLOCKED;
+            set_st(w, t, T_BLOCKED);
             t->wait_start = w->T;
         }
         break;
@@ -430,10 +441,10 @@ static void do_op(worker *w, tasklet *t)
         sem_t *s = t->op_obj;
         if (s->count > 0) {
             s->count--;
-            t->st = T_READY;
+            set_st(w, t, T_READY);
         } else {
             s->waiters++;
-            t->st = T_BLOCKED;
+            set_st(w, t, T_BLOCKED);
             t->seq = ++w->seq;
             t->wait_start = w->T;
         }
@@ -453,7 +464,7 @@ static void do_op(worker *w, tasklet *t)
         } else {
             s->count++;
         }
-        t->st = T_READY;
+        set_st(w, t, T_READY);
         break;
     }
     case OP_SDK_BARRIER: {
@@ -469,9 +480,9 @@ static void do_op(worker *w, tasklet *t)
                 if (x->st == T_BLOCKED && x->op == OP_SDK_BARRIER && x->op_obj == b)
                     make_ready(w, x, &x->out->sync_wait_cycles);
             }
-            t->st = T_READY;
+            set_st(w, t, T_READY);
         } else {
-            t->st = T_BLOCKED;
+            set_st(w, t, T_BLOCKED);
             t->wait_start = w->T;
         }
         break;
@@ -481,11 +492,11 @@ static void do_op(worker *w, tasklet *t)
         int8_t c = (int8_t)(s[1] - 1);
         s[1] = (uint8_t)c;
         if (c < 0) {
-            t->st = T_BLOCKED;
+            set_st(w, t, T_BLOCKED);
             t->seq = ++w->seq;
             t->wait_start = w->T;
         } else {
-            t->st = T_READY;
+            set_st(w, t, T_READY);
         }
         break;
     }
@@ -503,7 +514,7 @@ static void do_op(worker *w, tasklet *t)
             if (next)
                 make_ready(w, next, &next->out->sync_wait_cycles);
         }
-        t->st = T_READY;
+        set_st(w, t, T_READY);
         break;
     }
     case OP_HS_NOTIFY: {
@@ -513,10 +524,10 @@ static void do_op(worker *w, tasklet *t)
             w->hs_waiter[me_id] = 0;
             x->op_int = 0;
             make_ready(w, x, &x->out->sync_wait_cycles);
-            t->st = T_READY;
+            set_st(w, t, T_READY);
         } else {
             w->hs_notifying[me_id] = true;
-            t->st = T_BLOCKED;
+            set_st(w, t, T_BLOCKED);
             t->wait_start = w->T;
         }
         break;
@@ -531,14 +542,14 @@ static void do_op(worker *w, tasklet *t)
         t->op_int = 0;
         if (w->hs_waiter[n]) {
             t->op_int = 114; /* EALREADY: another tasklet already waits for n */
-            t->st = T_READY;
+            set_st(w, t, T_READY);
         } else if (w->hs_notifying[n]) {
             w->hs_notifying[n] = false;
             make_ready(w, &w->t[n], &w->t[n].out->sync_wait_cycles);
-            t->st = T_READY;
+            set_st(w, t, T_READY);
         } else {
             w->hs_waiter[n] = (uint8_t)(t->id + 1);
-            t->st = T_BLOCKED;
+            set_st(w, t, T_BLOCKED);
             t->wait_start = w->T;
         }
         break;
@@ -574,7 +585,7 @@ static void run_ready_ref(worker *w)
             t->instr += t->pending;
             t->rem = (double)t->pending;
             t->pending = 0;
-            t->st = T_COMPUTE;
+            set_st(w, t, T_COMPUTE);
             if (t->rem == 0.0)
                 do_op(w, t);
         }
@@ -656,7 +667,7 @@ static inline void resume(worker *w, tasklet *t)
     t->instr += t->pending;
     t->rem = (double)t->pending;
     t->pending = 0;
-    t->st = T_COMPUTE;
+    set_st(w, t, T_COMPUTE);
     if (t->rem == 0.0)
         do_op(w, t);
 }
@@ -669,51 +680,51 @@ static inline void resume(worker *w, tasklet *t)
  *   places a tasklet becomes READY, and both set `readied`); the reference's
  *   extra pass that finds nothing READY is skipped, and so is the whole call
  *   when nothing became READY since the last one;
- * - one pass finds the live and issuing tasklets, the earliest wake-up and
- *   the least remaining compute: min over tasklets of T + rem x period equals
- *   T + (min rem) x period in floating point too (x -> T + x * period is
- *   monotonic under rounding), so `next` is the reference's, bit for bit. */
+ * - it visits only the tasklets in the states a loop looks for (the bit sets
+ *   w->mask, kept by set_st): counts are popcounts, the earliest wake-up is a
+ *   min over the WAIT set, the least remaining compute one over the COMPUTE
+ *   set. min over tasklets of T + rem x period equals T + (min rem) x period
+ *   in floating point too (x -> T + x * period is monotonic under rounding),
+ *   so `next` is the reference's, bit for bit; each tasklet's own arithmetic
+ *   (rem -= s, issued += s) is the reference's. Host cost per step follows
+ *   the tasklets that compute, wait or spin, with no branch on each one's
+ *   state: a scan with a switch on the state mispredicted about every other
+ *   tasklet once compiler-costed kernels mixed COMPUTE and WAIT tasklets
+ *   (BS: 3x the host time of the same kernel uncosted at equal steps). */
 static void run_ready(worker *w)
 {
     while (w->readied && !w->faulted) {
         w->readied = false;
-        for (uint32_t i = 0; i < w->n && !w->faulted; i++)
-            if (w->t[i].st == T_READY)
-                resume(w, &w->t[i]);
+        /* One pass in index order; a resume may ready any tasklet, so the
+         * READY set is read again after each (as the reference's loop does). */
+        for (uint32_t from = 0, m; !w->faulted && (m = w->mask[T_READY] & (~0u << from)) != 0;) {
+            uint32_t i = (uint32_t)__builtin_ctz(m);
+            resume(w, &w->t[i]);
+            from = i + 1;
+            if (from >= 32)
+                break;
+        }
     }
 }
 
 static void scheduler(worker *w)
 {
     const double revolver = (double)w->cost->revolver_cycles;
+    const uint32_t all = (uint32_t)((1ull << w->n) - 1u);
     for (;;) {
         run_ready(w);
         if (w->faulted)
             return;
-        uint32_t issuing = 0, live = 0;
-        double next = INFINITY, min_rem = INFINITY;
-        for (uint32_t i = 0; i < w->n; i++) {
-            const tasklet *t = &w->t[i];
-            switch (t->st) {
-            case T_DONE:
-                continue;
-            case T_COMPUTE:
-                issuing++;
-                min_rem = NM_MIN(min_rem, t->rem);
-                break;
-            case T_SPIN:
-                issuing++;
-                break;
-            case T_WAIT:
-                next = NM_MIN(next, t->wake_at);
-                break;
-            default:
-                break;
-            }
-            live++;
-        }
+        uint32_t compute = w->mask[T_COMPUTE], spin = w->mask[T_SPIN], wait = w->mask[T_WAIT];
+        uint32_t live = (uint32_t)__builtin_popcount(all & ~w->mask[T_DONE]);
         if (live == 0)
             return;
+        uint32_t issuing = (uint32_t)__builtin_popcount(compute | spin);
+        double next = INFINITY, min_rem = INFINITY;
+        for (uint32_t m = wait; m; m &= m - 1)
+            next = NM_MIN(next, w->t[__builtin_ctz(m)].wake_at);
+        for (uint32_t m = compute; m; m &= m - 1)
+            min_rem = NM_MIN(min_rem, w->t[__builtin_ctz(m)].rem);
         double period = NM_MAX(revolver, (double)issuing);
         if (min_rem != INFINITY)
             next = NM_MIN(next, w->T + min_rem * period);
@@ -726,27 +737,44 @@ static void scheduler(worker *w)
             return;
         }
         double dt = next - w->T, step = dt / period;
-        for (uint32_t i = 0; i < w->n; i++) {
-            tasklet *t = &w->t[i];
-            if (t->st == T_COMPUTE) {
-                double s = NM_MIN(step, t->rem);
-                t->rem -= s;
-                t->issued += s;
-            } else if (t->st == T_SPIN) {
-                t->issued += step;
-                t->spin_issued += step;
-            }
+        for (uint32_t m = compute; m; m &= m - 1) {
+            tasklet *t = &w->t[__builtin_ctz(m)];
+            double s = NM_MIN(step, t->rem);
+            t->rem -= s;
+            t->issued += s;
+        }
+        for (uint32_t m = spin; m; m &= m - 1) {
+            tasklet *t = &w->t[__builtin_ctz(m)];
+            t->issued += step;
+            t->spin_issued += step;
         }
         w->T = next;
-        /* (a completion may release a spinning tasklet: all advance first) */
-        for (uint32_t i = 0; i < w->n && !w->faulted; i++) {
+        /* (a completion may release a spinning tasklet: all advance first)
+         * The reference completes and wakes in one pass in index order. An
+         * operation changes other tasklets only from SPIN or BLOCKED to
+         * READY, never into or out of COMPUTE or WAIT, and reads nothing a
+         * wake-up writes (a WAIT tasklet's state and wait counter), so the
+         * completions in index order (their order matters: the DMA queue),
+         * then the wake-ups, give the same result; only the wake-ups before
+         * a faulting operation happen, as in the reference. Two loops, so
+         * that no branch asks which of the two states a tasklet is in. */
+        uint32_t woken = wait;
+        for (uint32_t m = compute; m; m &= m - 1) {
+            uint32_t i = (uint32_t)__builtin_ctz(m);
             tasklet *t = &w->t[i];
-            if (t->st == T_COMPUTE && t->rem <= 1e-6) {
+            if (t->rem <= 1e-6) {
                 t->rem = 0.0;
                 do_op(w, t);
-            } else if (t->st == T_WAIT && t->wake_at <= w->T) {
-                make_ready(w, t, t->op == OP_DELAY ? NULL : &t->out->dma_wait_cycles);
+                if (w->faulted) {
+                    woken &= (1u << i) - 1u;
+                    break;
+                }
             }
+        }
+        for (uint32_t m = woken; m; m &= m - 1) {
+            tasklet *t = &w->t[__builtin_ctz(m)];
+            if (t->wake_at <= w->T)
+                make_ready(w, t, t->op == OP_DELAY ? NULL : &t->out->dma_wait_cycles);
         }
     }
 }
@@ -867,6 +895,8 @@ void nm_pim__run_dpu(nm_pim_dpu *d)
         t->out = &d->tstats[i];
         nm_coro_reset(c, tasklet_entry, t);
     }
+    memset(w->mask, 0, sizeof(w->mask));
+    w->mask[T_READY] = (uint32_t)((1ull << w->n) - 1u);
     if (!swap_globals(w, d, true, true)) {
         f->code = NM_PIM_FAULT_KERNEL;
         snprintf(f->message, sizeof(f->message), "host out of memory");

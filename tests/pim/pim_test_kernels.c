@@ -128,6 +128,19 @@ int DPU_MAIN(void)
             do_fault((uint32_t)arg0);
         nm_pim_charge(100);
         break;
+    case M_FAULT_DMA:
+        if (tid == arg2) {
+            nm_pim_charge((uint32_t)arg0);
+            mutex_unlock(mtx2);
+        } else {
+            uint64_t *b = mem_alloc(PIM_TEST_BLOCK);
+            uint32_t addr = (uint32_t)(uintptr_t)DPU_MRAM_HEAP_POINTER + tid * PIM_TEST_BLOCK;
+            for (int k = 0; k < 8; k++) {
+                mram_read(addr, b, (uint32_t)arg1);
+                nm_pim_charge(tid * 3 + 1);
+            }
+        }
+        break;
     case M_MUTEX:
         for (uint64_t i = 0; i < arg0; i++) {
             if (!arg1)

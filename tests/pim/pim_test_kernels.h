@@ -23,7 +23,9 @@ enum pim_test_mode {
     M_ME,          /* res[tid] = me(); res2 = NR_TASKLETS; res3 = heap pointer */
     M_CHARGE2,     /* charge arg0 + tid * arg1; res[tid] = cycle */
     M_PTR,         /* arg0 == 0: g_ptr = &slot[3], slot[3] = g_tag; else res[0] = *g_ptr */
-    M_MIX          /* deterministic mix of compute, DMA, mutex, barrier driven by arg0 (seed) */
+    M_MIX,         /* deterministic mix of compute, DMA, mutex, barrier driven by arg0 (seed) */
+    M_FAULT_DMA    /* tasklet arg2 charges arg0, then unlocks a mutex it does not hold; the others
+                      read arg1 bytes 8 times, charging tid * 3 between reads */
 };
 
 enum pim_test_fault {

@@ -128,6 +128,53 @@ static void test_scheduler_reference(void **state)
     free(b);
 }
 
+/* A fault in an operation the scheduler completes: the fast scheduler does
+ * the step's completions before its wake-ups, and must still stop where the
+ * reference's single pass stops (wake-ups after the faulting tasklet do not
+ * happen). Every tasklet's statistics and the fault must match both ways. */
+static void fault_run(bool reference, uint64_t charge, uint64_t bytes, uint32_t culprit, nm_pim_fault_info *fi,
+                      nm_pim_tasklet_stats ts[NT])
+{
+    struct dpu_set_t set, dpu;
+    uint32_t i;
+    with_sched(reference);
+    assert_int_equal(dpu_alloc(1, "threads=1", &set), DPU_OK);
+    assert_int_equal(dpu_load(set, "pim_test", NULL), DPU_OK);
+    assert_int_equal(nm_pim_set_tasklets(set, NT), DPU_OK);
+    pim_test_set_args(set, M_FAULT_DMA, charge, bytes, culprit);
+    assert_int_not_equal(dpu_launch(set, DPU_SYNCHRONOUS), DPU_OK);
+    memset(fi, 0, sizeof(*fi));
+    memset(ts, 0, NT * sizeof(*ts));
+    DPU_FOREACH(set, dpu, i)
+    {
+        assert_int_equal(nm_pim_get_fault(dpu, fi), DPU_OK);
+        for (uint32_t t = 0; t < NT; t++)
+            assert_int_equal(nm_pim_get_tasklet_stats(dpu, t, &ts[t]), DPU_OK);
+    }
+    assert_int_equal(dpu_free(set), DPU_OK);
+    with_sched(false);
+}
+
+static void test_scheduler_reference_fault(void **state)
+{
+    (void)state;
+    nm_pim_fault_info fa, fb;
+    nm_pim_tasklet_stats ta[NT], tb[NT];
+    uint64_t woken_after = 0;
+    for (uint32_t culprit = 0; culprit < NT; culprit += 7)
+        for (uint64_t charge = 1; charge <= 240; charge++)
+            for (uint64_t bytes = 8; bytes <= 512; bytes *= 8) {
+                fault_run(true, charge, bytes, culprit, &fa, ta);
+                fault_run(false, charge, bytes, culprit, &fb, tb);
+                assert_int_equal(fa.code, NM_PIM_FAULT_MUTEX);
+                assert_memory_equal(&fa, &fb, sizeof(fa));
+                assert_memory_equal(ta, tb, sizeof(ta));
+                for (uint32_t t = culprit + 1; t < NT; t++)
+                    woken_after += ta[t].dma_wait_cycles;
+            }
+    assert_true(woken_after > 0); /* tasklets after the culprit did wait on DMA */
+}
+
 static void test_isolation(void **state)
 {
     (void)state;
@@ -230,6 +277,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_scheduler_reference),
+        cmocka_unit_test(test_scheduler_reference_fault),
         cmocka_unit_test(test_isolation),
         cmocka_unit_test(test_2560_bounded),
     };
