@@ -17,6 +17,7 @@
 static void crash_fail(pa_crash_run *r, const char *what, const char *msg)
 {
     r->failures++;
+    if (getenv("PA_CRASH_DEBUG")) fprintf(stderr, "crash check failure: %s: %s\n", what, msg);
     if (!r->first_failure[0])
         snprintf(r->first_failure, sizeof r->first_failure, "%s on %s: %s: %s", r->app->name, pa_kind_name(r->kind), what, msg);
 }

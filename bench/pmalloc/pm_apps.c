@@ -320,6 +320,17 @@ int pa_tx_commit(pa_tx *t)
     return 0;
 }
 
+int pa_tx_abort(pa_tx *t)
+{
+    /* the log holds what recovery would undo: the same rollback, in process */
+    int rc = pa_tx_recover(t->a, t->log);
+    t->undo_used = 0;
+    t->nalloc = t->nfree = t->nranges = 0;
+    t->overflow = false;
+    t->state_durable = false;
+    return rc < 0 ? -1 : 0;
+}
+
 int pa_tx_recover(pa_heap *a, pa_txlog *log)
 {
     int what = 0;

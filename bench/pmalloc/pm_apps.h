@@ -202,6 +202,12 @@ pa_ptr *pa_tx_alloc(pa_tx *t, size_t size);
 /* Defer freeing the object p (whose holder the transaction changes with pa_tx_add). */
 int pa_tx_free(pa_tx *t, pa_ptr p);
 int pa_tx_commit(pa_tx *t);
+/* Roll back a transaction that failed (an overflow, an allocation that failed)
+ * at once, before the caller releases its lock: left for recovery, its changes
+ * would stay visible to the next transaction of another thread, and recovery,
+ * which rolls the logs back one after the other, could then restore them from
+ * that transaction's images. 0 or -1. */
+int pa_tx_abort(pa_tx *t);
 /* After an unclean open: finish or roll back what the log holds. Returns 1 if it
  * rolled back, 2 if it finished a commit, 0 if idle, -1 on error. */
 int pa_tx_recover(pa_heap *a, pa_txlog *log);

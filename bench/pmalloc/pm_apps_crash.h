@@ -30,6 +30,11 @@ typedef struct pa_crash_app {
 
 extern const pa_crash_app pa_crash_fptree, pa_crash_vacation;
 
+/* Vacation: a customer that reserved every item of a fresh database of
+ * `relations` relations is deleted in one transaction; 0 if the deletion commits
+ * and the database checks. *held = the reservations it held (a test hook). */
+int pa_vacation_check_big_customer(pa_heap *a, uint64_t relations, unsigned *held, char *msg, size_t cap);
+
 typedef struct pa_crash_run {
     const pa_crash_app *app;
     pa_kind kind;

@@ -133,6 +133,60 @@ static void test_tx(void **st)
     }
 }
 
+/* A failed transaction rolled back before the next one (another thread's log)
+ * runs: left to recovery, its change would be restored from the next
+ * transaction's image (recovery undoes the logs one after the other). */
+static void test_tx_abort(void **st)
+{
+    (void)st;
+    for (unsigned ki = 0; ki < 3; ki++) {
+        char dir[256];
+        pmt_tmpdir(dir, sizeof dir, "apps-txabort");
+        pa_heap a;
+        open_heap(&a, pkinds[ki], dir, true);
+        tx_root *r = a.root;
+        pa_ptr *lp = &r->log, *lq = &r->obj; /* two logs: two threads' */
+        assert_int_equal(pa_alloc(&a, sizeof(pa_txlog), lp), 0);
+        assert_int_equal(pa_alloc(&a, sizeof(pa_txlog), lq), 0);
+        pa_txlog *l1 = pa_get(&a, *lp), *l2 = pa_get(&a, *lq);
+        memset(l1, 0, sizeof *l1);
+        memset(l2, 0, sizeof *l2);
+        pa_persist(&a, l1, sizeof *l1);
+        pa_persist(&a, l2, sizeof *l2);
+        pa_tx *t1 = malloc(sizeof *t1), *t2 = malloc(sizeof *t2);
+        assert_non_null(t1);
+        assert_non_null(t2);
+        pa_tx_init(t1, &a, l1);
+        pa_tx_init(t2, &a, l2);
+        size_t base = count_objects(&a);
+        /* thread 1: changes a word, allocates, then overflows its deferred frees */
+        pa_tx_begin(t1);
+        assert_int_equal(pa_tx_add(t1, r->word, sizeof r->word), 0);
+        r->word[0] = 5;
+        assert_non_null(pa_tx_alloc(t1, 64));
+        pa_ptr none;
+        memset(&none, 0, sizeof none);
+        for (unsigned i = 0; i <= PA_TX_SLOTS; i++) (void)pa_tx_free(t1, none);
+        assert_true(t1->overflow);
+        assert_int_equal(pa_tx_commit(t1), -1);
+        assert_int_equal(pa_tx_abort(t1), 0);
+        assert_int_equal(r->word[0], 0);
+        assert_int_equal(l1->state, 0);
+        assert_int_equal(count_objects(&a), base);
+        /* thread 2: changes the same word and crashes before its commit */
+        pa_tx_begin(t2);
+        assert_int_equal(pa_tx_add(t2, r->word, sizeof r->word), 0);
+        r->word[0] = 6;
+        assert_int_equal(pa_tx_recover(&a, l1), 0);
+        assert_int_equal(pa_tx_recover(&a, l2), 1);
+        assert_int_equal(r->word[0], 0);
+        free(t1);
+        free(t2);
+        pa_close(&a);
+        pmt_rmdir(dir);
+    }
+}
+
 /* Every application, small, in process, every allocator, 1 and 2 threads. */
 static void test_apps_inproc(void **st)
 {
@@ -194,6 +248,30 @@ static void test_crash_apps(void **st)
         }
 }
 
+/* Vacation: deleting a customer that holds more reservations than the undo log
+ * has deferred-free slots for (2 per reservation) made every later deletion of
+ * that customer fail; the crash campaign met it as children failing a
+ * transaction. The customer reserves all 3 x 128 items here. */
+static void test_vacation_big_customer(void **st)
+{
+    (void)st;
+    for (unsigned ki = 0; ki < 3; ki++) {
+        char dir[256], msg[300] = "";
+        pmt_tmpdir(dir, sizeof dir, "apps-vcbig");
+        pa_heap a;
+        pa_open_opts o = {.kind = pkinds[ki], .dir = dir, .size = (size_t)32 << 20, .create = true, .persist = PMALLOC_PERSIST_CPU};
+        if (pa_open(&a, &o, msg, sizeof msg)) fail_msg("pa_open: %s", msg);
+        unsigned held = 0;
+        int rc = pa_vacation_check_big_customer(&a, 128, &held, msg, sizeof msg);
+        print_message("vacation on %s: customer with %u reservations deleted: %s\n", pa_kind_name(pkinds[ki]), held, rc ? msg : "ok");
+        assert_int_equal(rc, 0);
+        assert_true(held > 0);
+        pa_close(&a);
+        pa_remove(dir);
+        rmdir(dir);
+    }
+}
+
 static void test_suite_quick(void **st)
 {
     (void)st;
@@ -241,8 +319,10 @@ int main(void)
     if (getenv("NM_TEST_FILTER")) cmocka_set_test_filter(getenv("NM_TEST_FILTER"));
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tx),
+        cmocka_unit_test(test_tx_abort),
         cmocka_unit_test(test_apps_inproc),
         cmocka_unit_test(test_crash_apps),
+        cmocka_unit_test(test_vacation_big_customer),
         cmocka_unit_test(test_suite_quick),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -45,6 +45,17 @@ typedef struct vc_lnode { pa_ptr data, next; } vc_lnode;
 typedef struct vc_info { uint64_t type, id, price; } vc_info;
 typedef struct vc_tree { pa_ptr root; uint64_t count; } vc_tree;
 
+/* Reservations one customer may hold (STAMP has no bound; a deviation, see
+ * docs/pmalloc.md "Applications"). Deleting a customer is one transaction that
+ * defers 3 + 2 x (its reservations) frees and logs an image of each reserved
+ * item, and the undo log (pa_txlog) has fixed room: PA_TX_SLOTS deferred frees,
+ * PA_TX_UNDO bytes of images. Unbounded, a customer that reserved more than 126
+ * items could never be deleted (every attempt overflowed the log and failed).
+ * A reservation beyond the bound is refused, like one of a sold-out item. */
+#define VC_MAX_RES 96u
+_Static_assert(3 + 2 * VC_MAX_RES <= PA_TX_SLOTS, "a customer's deletion fits the deferred-free slots");
+_Static_assert(VC_MAX_RES * (32 + 40) + 8192 <= PA_TX_UNDO, "a customer's deletion fits the undo images (+ 8 KiB for the tree)");
+
 typedef struct vc_root {
     uint64_t magic;
     uint64_t pad;
@@ -332,6 +343,7 @@ static int vc_reserve(pa_tx *tx, vc_root *root, unsigned type, uint64_t cid, uin
     if (r->free < 1) return 0;
     vc_cust *c = pa_get(a, cn->val);
     vc_list *l = pa_get(a, c->list);
+    if (l->size >= VC_MAX_RES) return 0; /* the customer holds as many as its deletion can undo-log */
     /* sorted insert into the customer's list; a duplicate (type, id) is refused */
     pa_ptr *link = &l->head;
     void *holder = l;
@@ -474,6 +486,7 @@ static int vc_client_tx(vc_db *db, pa_tx *tx, const vc_params *p, nm_rng *r)
         }
     }
     if (!rc) rc = pa_tx_commit(tx);
+    if (rc) pa_tx_abort(tx); /* before another thread's transaction sees its changes */
     pthread_mutex_unlock(&db->mu);
     return rc;
 }
@@ -586,6 +599,7 @@ static int vc_check_node(vc_walk *w, unsigned type, const vc_node *n, const vc_n
             if (size > w->nrel * 3) VFAIL("customer list too long (cycle?)");
             p = ln->next;
         }
+        if (size > VC_MAX_RES) VFAIL("customer %llu: %llu reservations, more than %u", (unsigned long long)n->key, (unsigned long long)size, VC_MAX_RES);
         if (size != l->size) VFAIL("customer %llu: list size %llu, %llu nodes", (unsigned long long)n->key, (unsigned long long)l->size, (unsigned long long)size);
     } else {
         const vc_res *r = v;
@@ -760,7 +774,11 @@ static void *vcc_open(pa_heap *a, uint64_t universe, int *recovered, char *msg, 
 static int vcc_step(void *st, unsigned tid, nm_rng *r, char *msg, size_t cap)
 {
     vc_cstate *c = st;
-    if (tid >= 8 || vc_client_tx(c->db, &c->tx[tid], &c->p, r)) { snprintf(msg, cap, "vacation transaction failed"); return -1; }
+    if (tid >= 8) { snprintf(msg, cap, "vacation: thread %u beyond the 8 logs", tid); return -1; }
+    if (vc_client_tx(c->db, &c->tx[tid], &c->p, r)) {
+        snprintf(msg, cap, "vacation transaction failed%s", c->tx[tid].overflow ? " (its undo log is full)" : "");
+        return -1;
+    }
     return 0;
 }
 
@@ -778,3 +796,43 @@ static void vcc_close(void *st)
 }
 
 const pa_crash_app pa_crash_vacation = {"vacation", vcc_open, vcc_step, vcc_reachable, vcc_close};
+
+/* Regression check (tests/pmalloc/test_apps.c): one customer reserves every item
+ * of a fresh database (one transaction per reservation), then is deleted in one
+ * transaction. Deleting a customer defers 3 + 2 x (its reservations) frees and
+ * logs one image per reservation, so the deletion must fit the undo log
+ * whatever the customer holds. *held = reservations the customer held. */
+int pa_vacation_check_big_customer(pa_heap *a, uint64_t relations, unsigned *held, char *msg, size_t cap)
+{
+    int rec;
+    *held = 0;
+    vc_cstate *c = vcc_open(a, relations, &rec, msg, cap);
+    if (!c) return -1;
+    pa_tx *tx = &c->tx[0];
+    vc_root *root = c->db->root;
+    int rc = 0;
+    for (unsigned t = 0; t < 3 && !rc; t++)
+        for (uint64_t id = 1; id <= relations && !rc; id++) {
+            bool ok = false;
+            pa_tx_begin(tx);
+            rc = vc_add_customer(tx, root, 1);
+            if (!rc) rc = vc_reserve(tx, root, t, 1, id, &ok);
+            if (!rc) rc = pa_tx_commit(tx);
+            if (rc) snprintf(msg, cap, "reserving item (%u, %llu) for customer 1 failed", t, (unsigned long long)id);
+        }
+    if (!rc) {
+        vc_node *cn = rb_find(a, &root->tables[VC_CUSTOMER], 1);
+        const vc_cust *cu = cn ? pa_get(a, cn->val) : NULL;
+        const vc_list *l = cu ? pa_get(a, cu->list) : NULL;
+        *held = l ? (unsigned)l->size : 0;
+        pa_tx_begin(tx);
+        rc = vc_delete_customer(tx, root, 1);
+        if (!rc) rc = pa_tx_commit(tx);
+        if (rc) snprintf(msg, cap, "deleting customer 1 with %u reservations failed%s", *held, tx->overflow ? " (undo log full)" : "");
+    }
+    if (rc) pa_tx_recover(a, tx->log); /* leave the heap consistent for the caller's checks */
+    else if (rb_find(a, &root->tables[VC_CUSTOMER], 1)) { snprintf(msg, cap, "customer 1 still present after its deletion"); rc = -1; }
+    if (!rc && vc_check(c->db, NULL, NULL, msg, cap)) rc = -1;
+    vcc_close(c);
+    return rc;
+}
