@@ -557,6 +557,29 @@ static void do_op(worker *w, tasklet *t)
     }
 }
 
+/* Resume one READY tasklet until it posts its next operation, and account
+ * for the compute it did on the way. */
+static inline void resume(worker *w, tasklet *t)
+{
+    w->cur = t;
+    nm_coro_resume(&w->host, &t->coro);
+    w->cur = NULL;
+    /* The compiler-costed instructions the tasklet executed since it
+     * last handed control back: exactly an nm_pim_charge of them. */
+    uint64_t costed = *w->counter;
+    *w->counter = 0;
+    t->costed += costed;
+    t->pending += costed;
+    if (w->faulted)
+        return;
+    t->instr += t->pending;
+    t->rem = (double)t->pending;
+    t->pending = 0;
+    set_st(w, t, T_COMPUTE);
+    if (t->rem == 0.0)
+        do_op(w, t);
+}
+
 /* The reference scheduler (NEARMEM_PIM_SCHED=reference): the straightforward
  * loop, kept so that tests can show the fast one below gives the same modeled
  * cycles, bit for bit. Run every READY tasklet natively until it posts its
@@ -571,23 +594,7 @@ static void run_ready_ref(worker *w)
             if (t->st != T_READY)
                 continue;
             again = true;
-            w->cur = t;
-            nm_coro_resume(&w->host, &t->coro);
-            w->cur = NULL;
-            /* The compiler-costed instructions the tasklet executed since it
-             * last handed control back: exactly an nm_pim_charge of them. */
-            uint64_t costed = *w->counter;
-            *w->counter = 0;
-            t->costed += costed;
-            t->pending += costed;
-            if (w->faulted)
-                return;
-            t->instr += t->pending;
-            t->rem = (double)t->pending;
-            t->pending = 0;
-            set_st(w, t, T_COMPUTE);
-            if (t->rem == 0.0)
-                do_op(w, t);
+            resume(w, t);
         }
     }
 }
@@ -647,29 +654,6 @@ static void scheduler_ref(worker *w)
             }
         }
     }
-}
-
-/* Resume one READY tasklet until it posts its next operation, and account
- * for the compute it did on the way. */
-static inline void resume(worker *w, tasklet *t)
-{
-    w->cur = t;
-    nm_coro_resume(&w->host, &t->coro);
-    w->cur = NULL;
-    /* The compiler-costed instructions the tasklet executed since it
-     * last handed control back: exactly an nm_pim_charge of them. */
-    uint64_t costed = *w->counter;
-    *w->counter = 0;
-    t->costed += costed;
-    t->pending += costed;
-    if (w->faulted)
-        return;
-    t->instr += t->pending;
-    t->rem = (double)t->pending;
-    t->pending = 0;
-    set_st(w, t, T_COMPUTE);
-    if (t->rem == 0.0)
-        do_op(w, t);
 }
 
 /* The fast scheduler (the default). Host time matters here: every runtime
