@@ -605,6 +605,19 @@ int pmc_run_sim(pmc_run *r)
     return r->failures ? 1 : 0;
 }
 
+/* Shared with the children: what the child was doing when it was killed. */
+enum { CH_OPEN = 1, CH_RUN, CH_CLOSE };
+static volatile int *g_child_phase;
+/* The same shared page, after the phase: why a child gave up before the kill. */
+static char *g_child_msg;
+enum { CHILD_MSG_OFF = 64, CHILD_MSG_LEN = 200 };
+
+static _Noreturn void child_fail(int code, const char *what)
+{
+    if (g_child_msg) snprintf(g_child_msg, CHILD_MSG_LEN, "%s: %s", what, nm_last_errmsg());
+    _exit(code);
+}
+
 typedef struct child_worker {
     pmalloc_heap *h;
     pmc_config cfg;
@@ -617,13 +630,9 @@ static void *child_thread(void *p)
     nm_rng rng;
     nm_rng_seed(&rng, w->seed);
     for (;;)
-        if (pmc_step(w->h, &rng, &w->cfg)) _exit(3);
+        if (pmc_step(w->h, &rng, &w->cfg)) child_fail(3, "step");
     return NULL;
 }
-
-/* Shared with the children: what the child was doing when it was killed. */
-enum { CH_OPEN = 1, CH_RUN, CH_CLOSE };
-static volatile int *g_child_phase;
 
 static void child_run(const pmc_run *r, const char *dir, uint64_t seed)
 {
@@ -632,8 +641,8 @@ static void child_run(const pmc_run *r, const char *dir, uint64_t seed)
     o.narenas = nt;
     pmalloc_heap *h;
     *g_child_phase = CH_OPEN;
-    if (pmalloc_open(dir, &o, &h)) _exit(2);
-    if (pmc_repair(h)) _exit(4);
+    if (pmalloc_open(dir, &o, &h)) child_fail(2, "open");
+    if (pmc_repair(h)) child_fail(4, "repair");
     *g_child_phase = CH_RUN;
     if (nt == 1 && (seed & 2)) {
         /* one child in two closes and reopens the heap every few hundred steps,
@@ -643,11 +652,11 @@ static void child_run(const pmc_run *r, const char *dir, uint64_t seed)
         pmc_config cfg = r->cfg;
         for (;;) {
             for (unsigned n = 100 + (unsigned)nm_rng_below(&rng, 400); n; n--)
-                if (pmc_step(h, &rng, &cfg)) _exit(3);
+                if (pmc_step(h, &rng, &cfg)) child_fail(3, "step");
             *g_child_phase = CH_CLOSE;
-            if (pmalloc_close(h)) _exit(6);
+            if (pmalloc_close(h)) child_fail(6, "close");
             *g_child_phase = CH_OPEN;
-            if (pmalloc_open(dir, &o, &h)) _exit(7);
+            if (pmalloc_open(dir, &o, &h)) child_fail(7, "reopen");
             *g_child_phase = CH_RUN;
         }
     }
@@ -666,7 +675,7 @@ static void child_run(const pmc_run *r, const char *dir, uint64_t seed)
         w[k].cfg.list_lo = shared ? 0 : k * (PMC_NLISTS / nt);
         w[k].cfg.list_n = shared ? 0 : PMC_NLISTS / nt;
         w[k].cfg.locks = shared ? locks : NULL;
-        if (k > 0 && pthread_create(&t[k], NULL, child_thread, &w[k])) _exit(5);
+        if (k > 0 && pthread_create(&t[k], NULL, child_thread, &w[k])) child_fail(5, "pthread_create");
     }
     child_thread(&w[0]);
 }
@@ -686,8 +695,10 @@ int pmc_run_proc(pmc_run *r)
     nm_rng_seed(&rng, r->seed);
     g_child_phase = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (g_child_phase == MAP_FAILED) { fail_note(r, "mmap failed%s%s", "", ""); return 1; }
+    g_child_msg = (char *)g_child_phase + CHILD_MSG_OFF;
     for (unsigned i = 0; i < r->points; i++) {
         *g_child_phase = 0;
+        g_child_msg[0] = 0;
         fflush(NULL);
         pid_t pid = fork();
         if (pid < 0) { fail_note(r, "fork failed%s%s", "", ""); break; }
@@ -704,7 +715,9 @@ int pmc_run_proc(pmc_run *r)
         if (!WIFSIGNALED(status)) {
             char b[64];
             snprintf(b, sizeof b, "%d", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-            fail_note(r, "child exited with status %s before the kill%s", b, "");
+            char m[CHILD_MSG_LEN + 8];
+            snprintf(m, sizeof m, " (%s)", g_child_msg[0] ? g_child_msg : "no message");
+            fail_note(r, "child exited with status %s before the kill%s", b, m);
             continue;
         }
         /* every third crash is left for the next child to recover (and maybe be killed in) */
@@ -713,6 +726,7 @@ int pmc_run_proc(pmc_run *r)
     }
     munmap((void *)g_child_phase, 4096);
     g_child_phase = NULL;
+    g_child_msg = NULL;
     rm_heap(dir);
     rmdir(dir);
     return r->failures ? 1 : 0;
