@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -99,6 +100,7 @@ static int pe_open(pe_heap *e, const pe_params *p, uint64_t nslots, bool create,
     o.persist = PMALLOC_PERSIST_CPU;
     o.eadr = p->eadr ? PMALLOC_EADR_ON : PMALLOC_EADR_OFF;
     if (p->no_morph) o.morph_su = PMALLOC_MORPH_OFF;
+    if (getenv("PE_DECAY_MS")) o.decay_ms = (unsigned)strtoul(getenv("PE_DECAY_MS"), NULL, 0); /* DIAG */
     if (pmalloc_open(p->dir, &o, &e->h)) return pe_fail(r, "pmalloc_open");
     r->is_pmem = 1;
     if (nslots) {
@@ -446,9 +448,14 @@ static int pe_run_threads(pe_heap *e, const pe_params *p, pe_result *r)
         t[i] = (pe_thr){s, i, 0, 0};
         pthread_create(&th[i], NULL, pe_worker, &t[i]);
     }
-    pthread_barrier_wait(&s->bar);
+    struct rusage ru0, ru1;
     bool two_phase = pe_two_phase(p);
-    if (two_phase) pthread_barrier_wait(&s->bar);
+    if (!two_phase) getrusage(RUSAGE_SELF, &ru0);
+    pthread_barrier_wait(&s->bar);
+    if (two_phase) {
+        pthread_barrier_wait(&s->bar); /* the workers fill between the two barriers */
+        getrusage(RUSAGE_SELF, &ru0);
+    }
     if (p->mark) { /* every worker waits at the second barrier of pe_timed_start */
         if (e->h) pmalloc_stats_reset_counters(e->h);
         pe_mark_begin();
@@ -464,6 +471,13 @@ static int pe_run_threads(pe_heap *e, const pe_params *p, pe_result *r)
         r->ops += (double)t[i].ops;
     }
     uint64_t t1 = nm_now_ns();
+    getrusage(RUSAGE_SELF, &ru1);
+    r->cpu_seconds = (double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec + ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) +
+                     (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec + ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) / 1e6;
+    r->minflt = (double)(ru1.ru_minflt - ru0.ru_minflt);
+    r->majflt = (double)(ru1.ru_majflt - ru0.ru_majflt);
+    r->nvcsw = (double)(ru1.ru_nvcsw - ru0.ru_nvcsw);
+    r->nivcsw = (double)(ru1.ru_nivcsw - ru0.ru_nivcsw);
     if (p->mark) {
         pe_mark_end();
         if (e->h) {
@@ -708,8 +722,10 @@ void pe_result_print(const pe_result *r)
     snprintf(msg, sizeof msg, "%s", r->msg);
     for (char *c = msg; *c; c++)
         if (*c == '\n') *c = ' ';
-    printf("PE_RESULT err=%d seconds=%.9g ops=%.17g peak=%.17g aux=%.17g is_pmem=%.17g flushes=%.17g fences=%.17g msg=%s\n",
-           r->err, r->seconds, r->ops, r->peak_bytes, r->aux, r->is_pmem, r->flushes, r->fences, msg);
+    printf("PE_RESULT err=%d seconds=%.9g ops=%.17g peak=%.17g aux=%.17g is_pmem=%.17g flushes=%.17g fences=%.17g "
+           "cpu=%.9g minflt=%.17g majflt=%.17g nvcsw=%.17g nivcsw=%.17g msg=%s\n",
+           r->err, r->seconds, r->ops, r->peak_bytes, r->aux, r->is_pmem, r->flushes, r->fences, r->cpu_seconds, r->minflt,
+           r->majflt, r->nvcsw, r->nivcsw, msg);
     fflush(stdout);
 }
 
@@ -719,10 +735,17 @@ int pe_result_parse(const char *out, pe_result *r)
     const char *at = out ? strstr(out, "PE_RESULT ") : NULL;
     if (!at) return -1;
     int used = 0;
-    if (sscanf(at, "PE_RESULT err=%d seconds=%lf ops=%lf peak=%lf aux=%lf is_pmem=%lf flushes=%lf fences=%lf msg=%n", &r->err,
+    if (sscanf(at, "PE_RESULT err=%d seconds=%lf ops=%lf peak=%lf aux=%lf is_pmem=%lf flushes=%lf fences=%lf %n", &r->err,
                &r->seconds, &r->ops, &r->peak_bytes, &r->aux, &r->is_pmem, &r->flushes, &r->fences, &used) != 8 ||
         used == 0)
         return -1;
+    at += used;
+    used = 0; /* the timed phase's rusage figures are optional (older helpers print none) */
+    if (sscanf(at, "cpu=%lf minflt=%lf majflt=%lf nvcsw=%lf nivcsw=%lf %n", &r->cpu_seconds, &r->minflt, &r->majflt, &r->nvcsw,
+               &r->nivcsw, &used) == 5 && used > 0)
+        at += used;
+    used = 0;
+    if (sscanf(at, "msg=%n", &used) != 0 || used == 0) return -1;
     size_t k = 0;
     for (const char *c = at + used; *c && *c != '\n' && k + 1 < sizeof r->msg; c++) r->msg[k++] = *c;
     r->msg[k] = 0;

@@ -58,6 +58,10 @@ typedef struct pe_result {
     double is_pmem;      /* PMDK: pmem_is_pmem on the pool (1 = CPU flushes) */
     double flushes;      /* PMAlloc, mark mode: its own counters between the marks (lines flushed) */
     double fences;       /* ... and drains */
+    /* the timed phase as the process saw it (getrusage deltas; the main thread
+     * only waits meanwhile): CPU seconds of all threads, minor and major page
+     * faults, voluntary and involuntary context switches */
+    double cpu_seconds, minflt, majflt, nvcsw, nivcsw;
 } pe_result;
 
 /* Run one measurement in a forked child; the pool lives in p->dir. With

@@ -57,7 +57,17 @@ static void veh_put(pm_heap *h, pm_veh *v)
     h->veh_pool = v;
 }
 
-static inline unsigned fbin_of(uint64_t npages) { return npages <= PM_FBIN_EXACT ? (unsigned)npages : 0u; }
+/* Bin of an extent of npages: exact up to PM_FBIN_EXACT pages, then
+ * PM_FBIN_SUB bins per power of two (a bin's extents are within 25% of each
+ * other in size). One list of every larger extent, walked for the best fit
+ * under large_lock, was a third of a large allocation with a few dozen free
+ * holes over 1 MiB. */
+static inline unsigned fbin_of(uint64_t npages)
+{
+    if (npages <= PM_FBIN_EXACT) return (unsigned)npages;
+    unsigned k = 63u - (unsigned)__builtin_clzll(npages); /* >= 8 */
+    return PM_FBIN_EXACT + 1u + (k - 8u) * PM_FBIN_SUB + (unsigned)((npages >> (k - 2u)) & (PM_FBIN_SUB - 1u));
+}
 
 static void free_list_add(pm_heap *h, pm_veh *v)
 {
@@ -85,7 +95,7 @@ static void free_list_del(pm_heap *h, pm_veh *v)
     h->free_pages -= v->npages;
 }
 
-/* First non-empty bin >= b (exact bins only), or 0 if none. */
+/* First non-empty bin >= b, or 0 if none. */
 static unsigned fbin_next(const pm_heap *h, unsigned b)
 {
     for (unsigned w = b / 64; w < NM_ARRAY_LEN(h->fbin_map); w++) {
@@ -98,7 +108,6 @@ static unsigned fbin_next(const pm_heap *h, unsigned b)
 
 pm_veh *pm_free_first(pm_heap *h)
 {
-    if (h->fbin[0]) return h->fbin[0];
     unsigned b = fbin_next(h, 1);
     return b ? h->fbin[b] : NULL;
 }
@@ -106,9 +115,7 @@ pm_veh *pm_free_first(pm_heap *h)
 pm_veh *pm_free_next(pm_heap *h, pm_veh *v)
 {
     if (v->next) return v->next;
-    unsigned b = fbin_of(v->npages);
-    if (b == PM_FBIN_EXACT) return NULL;
-    b = fbin_next(h, b + 1);
+    unsigned b = fbin_next(h, fbin_of(v->npages) + 1);
     return b ? h->fbin[b] : NULL;
 }
 
@@ -157,6 +164,7 @@ static pm_veh *carve(pm_heap *h, pm_veh *f, uint64_t page, uint64_t npages, int 
     }
     a->page = page;
     a->npages = npages;
+    if (end > h->used_top) h->used_top = end;
     __atomic_store_n(&a->state, state, __ATOMIC_RELAXED);
     a->bkpos = -1;
     pmap_mark_alloc(h, a);
@@ -167,13 +175,24 @@ static pm_veh *carve(pm_heap *h, pm_veh *f, uint64_t page, uint64_t npages, int 
 
 nm_err pm_extent_alloc(pm_heap *h, uint64_t npages, int state, pm_veh **out)
 {
-    /* best fit, ties to the lowest address: the smallest non-empty exact bin
-     * that fits, else the smallest of the large ones */
+    /* Best fit, in O(1) for the common sizes: the smallest non-empty exact
+     * bin that fits gives its most recently freed extent (walking it for the
+     * lowest address, under the heap-wide extent lock, cost a few dozen cache
+     * misses per allocation; recently freed pages are also the ones most
+     * likely still mapped writable). A geometric bin gives the best fit among
+     * its first 16 extents that fit, ties to the lowest address; the request's
+     * own geometric bin may hold smaller extents only, then the next one. */
     pm_veh *best = NULL;
-    unsigned b = npages <= PM_FBIN_EXACT ? fbin_next(h, (unsigned)npages) : 0;
-    for (pm_veh *v = h->fbin[b]; v; v = v->next)
-        if (v->npages >= npages && (!best || v->npages < best->npages || (v->npages == best->npages && v->page < best->page)))
-            best = v;
+    unsigned b = fbin_next(h, fbin_of(npages));
+    if (b && b <= PM_FBIN_EXACT) best = h->fbin[b];
+    for (; b && !best; b = fbin_next(h, b + 1)) {
+        unsigned k = 0;
+        for (pm_veh *v = h->fbin[b]; v && !(best && k >= 16); v = v->next)
+            if (v->npages >= npages) {
+                k++;
+                if (!best || v->npages < best->npages || (v->npages == best->npages && v->page < best->page)) best = v;
+            }
+    }
     if (!best)
         return nm_fail(NM_ENOMEM, "pmalloc: no free extent of %llu pages (%llu pages free in total)",
                        (unsigned long long)npages, (unsigned long long)h->free_pages);
@@ -245,17 +264,29 @@ void pm_extent_free_pages(pm_heap *h, pm_veh *v)
 /* Decay (paper Sec. 2.2): a free extent unused for decay_ns moves to the
  * retained state: its pages go back to the file system (FALLOC_FL_PUNCH_HOLE;
  * on DAX this frees persistent memory). Nothing reads free extent contents,
- * so this needs no ordering. A later allocation refaults zero pages. */
+ * so this needs no ordering. A later allocation refaults zero pages.
+ *
+ * Only pages below used_top are punched: a new heap's space that was never
+ * handed out holds nothing of ours (its free extent is as old as the open, so
+ * it used to be punched whole, 3 GiB in one call under large_lock, 10 s after
+ * the open, and every later allocation there refaulted its pages). A pass
+ * punches at most PM_DECAY_PASS_PAGES (beyond one extent) to bound the time
+ * it holds the lock; the next pass, 50 ms on, goes on. */
+#define PM_DECAY_PASS_PAGES 16384u /* 64 MiB */
 void pm_extent_decay(pm_heap *h, uint64_t now)
 {
     if (h->decay_ns == UINT64_MAX || h->lock_fd < 0 || now - h->last_decay_ns < 50000000ull) return;
     h->last_decay_ns = now;
-    for (pm_veh *v = pm_free_first(h); v; v = pm_free_next(h, v)) {
-        if (v->retained || v->npages < PM_SLAB_PAGES || now - v->freed_ns < h->decay_ns) continue;
-        if (!pm_data_punch(h, v->page, v->npages)) { /* in the node file(s) holding the pages */
+    uint64_t done = 0;
+    for (pm_veh *v = pm_free_first(h); v && done < PM_DECAY_PASS_PAGES; v = pm_free_next(h, v)) {
+        if (v->retained || v->npages < PM_SLAB_PAGES || now - v->freed_ns < h->decay_ns || v->page >= h->used_top) continue;
+        uint64_t n = NM_MIN(v->npages, h->used_top - v->page); /* the rest was never used */
+        if (done && done + n > PM_DECAY_PASS_PAGES) continue;
+        if (!pm_data_punch(h, v->page, n)) { /* in the node file(s) holding the pages */
             h->decay_ns = UINT64_MAX; /* not supported here: stop trying */
             return;
         }
+        done += n;
         v->retained = true;
         h->retained_pages += v->npages;
     }
@@ -263,11 +294,28 @@ void pm_extent_decay(pm_heap *h, uint64_t now)
 
 /* ---- bookkeeping log ---- */
 
+/* A free chunk, searched round-robin from a hint (a scan from chunk 0 passed
+ * every listed chunk at each open). */
 static uint32_t take_free_chunk(pm_heap *h)
 {
-    for (uint32_t c = 0; c < h->nchunks; c++)
-        if (!h->chunks[c].in_list) return c;
+    uint32_t n = h->nchunks, c0 = h->bk_free_hint < n ? h->bk_free_hint : 0;
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t c = c0 + k < n ? c0 + k : c0 + k - n;
+        if (!h->chunks[c].in_list) {
+            h->bk_free_hint = c + 1;
+            return c;
+        }
+    }
     return PM_CHUNK_NONE;
+}
+
+/* Chunk c has (or is about to have) appends not yet settled. */
+static void bk_mark_dirty(pm_heap *h, uint32_t c)
+{
+    if (h->chunks[c].dirty) return;
+    if (h->bk_ndirty == NM_ARRAY_LEN(h->bk_dirty)) pm_bk_settle(h); /* never expected (one per lane): make room */
+    h->chunks[c].dirty = true;
+    h->bk_dirty[h->bk_ndirty++] = c;
 }
 
 /* The k-th append of chunk c goes to entry index slot(k): interleaved over
@@ -564,6 +612,7 @@ static nm_err bk_append(pm_heap *h, uint64_t entry, int64_t *pos)
         if (e) return e;
         c = h->bk_lane_chunk[lane];
     }
+    bk_mark_dirty(h, c);
     uint64_t *ents = chunk_ent(h, c);
     uint32_t a = h->chunks[c].appended++, idx = bk_slot(h, c, a);
     __atomic_store_n(&ents[idx], entry, __ATOMIC_RELAXED);
@@ -603,15 +652,31 @@ nm_err pm_bk_tombstone(pm_heap *h, pm_veh *v)
  * chunk headers; recovery applies the last record again (pm_bk_settle_replay).
  * At most one chunk per lane has unsettled appends (a lane's full chunk is
  * settled before the next one opens), so a record holds every pair. */
+/* Drop the chunks with nothing left to settle (or no longer listed) from the dirty set. */
+static void bk_dirty_prune(pm_heap *h)
+{
+    uint32_t m = 0;
+    for (uint32_t d = 0; d < h->bk_ndirty; d++) {
+        uint32_t c = h->bk_dirty[d];
+        if (h->chunks[c].in_list && h->chunks[c].appended != h->chunks[c].settled) h->bk_dirty[m++] = c;
+        else h->chunks[c].dirty = false;
+    }
+    h->bk_ndirty = m;
+}
+
 static pm_settle_rec *settle_rec(pm_heap *h) { return (pm_settle_rec *)((char *)h->sb + PM_SETTLE_LINE * PM_LINE); }
 static uint64_t settle_check(const pm_settle_rec *r) { return XXH64(r, offsetof(pm_settle_rec, check), 0x5e771e); }
 
+/* Only the chunks of the dirty set (every chunk with unsettled appends is in
+ * it: bk_append marks a chunk before storing) are visited; `counts` is indexed
+ * by chunk and only their words are written and read. */
 void pm_bk_settle_flush(pm_heap *h, uint64_t *counts)
 {
-    for (uint32_t c = h->bk_head; c != PM_CHUNK_NONE; c = h->chunks[c].next) {
+    for (uint32_t d = 0; d < h->bk_ndirty; d++) {
+        uint32_t c = h->bk_dirty[d];
         pm_bkchunk *k = &h->chunks[c];
         counts[c] = (uint64_t)k->appended | (uint64_t)k->digest << 32; /* the count word to settle */
-        if (k->appended == k->settled) continue;
+        if (!k->in_list || k->appended == k->settled) continue;
         uint64_t *ents = chunk_ent(h, c);
         uint32_t lines = 0; /* each entry line once */
         for (uint32_t a = k->settled; a < k->appended; a++) {
@@ -629,12 +694,17 @@ void pm_bk_settle_commit(pm_heap *h, const uint64_t *counts)
 {
     pm_settle_rec r;
     memset(&r, 0, sizeof r);
-    for (uint32_t c = h->bk_head; c != PM_CHUNK_NONE; c = h->chunks[c].next)
-        if ((uint32_t)counts[c] > h->chunks[c].settled && r.n < PM_SETTLE_PAIRS) {
+    for (uint32_t d = 0; d < h->bk_ndirty; d++) {
+        uint32_t c = h->bk_dirty[d];
+        if (h->chunks[c].in_list && (uint32_t)counts[c] > h->chunks[c].settled && r.n < PM_SETTLE_PAIRS) {
             r.pair[r.n][0] = (uint64_t)c | (uint64_t)h->chunks[c].gen << 32;
             r.pair[r.n++][1] = counts[c];
         }
-    if (r.n == 0) return;
+    }
+    if (r.n == 0) {
+        bk_dirty_prune(h);
+        return;
+    }
     r.seq = ++h->settle_seq;
     r.check = settle_check(&r);
     pm_settle_rec *dst = settle_rec(h);
@@ -649,6 +719,7 @@ void pm_bk_settle_commit(pm_heap *h, const uint64_t *counts)
         pm_flush(h, &hd->count, sizeof hd->count, PM_META);
         h->chunks[c].settled = (uint32_t)counts[c];
     }
+    bk_dirty_prune(h);
 }
 
 /* Open: the last settle record's counts, where its chunks still are what it
@@ -671,16 +742,21 @@ void pm_bk_settle_replay(pm_heap *h)
 
 void pm_bk_settle(pm_heap *h)
 {
-    uint64_t *counts = calloc(h->nchunks, sizeof *counts);
-    if (!counts) { /* no host memory: nothing settles (the caller's operation stays unsettled, recovery replays it) */
+    if (h->bk_ndirty == 0) { /* nothing to settle; still a drain, as callers had it */
+        pm_drain(h);
+        return;
+    }
+    /* the count words of the dirty chunks only (a zeroed array of every
+     * chunk's, allocated per settle, was a quarter of a large operation) */
+    if (!h->bk_counts && !(h->bk_counts = malloc((size_t)h->nchunks * sizeof *h->bk_counts))) {
+        /* no host memory: nothing settles (the caller's operation stays unsettled, recovery replays it) */
         nm_fail(NM_ENOMEM, "pmalloc: no host memory to settle the bookkeeping log");
         return;
     }
-    pm_bk_settle_flush(h, counts);
+    pm_bk_settle_flush(h, h->bk_counts);
     pm_drain(h);
-    pm_bk_settle_commit(h, counts);
+    pm_bk_settle_commit(h, h->bk_counts);
     pm_drain(h);
-    free(counts);
 }
 
 /* The GCs (Sec. 5.3) work on a settled log (a checkpoint runs them). */
@@ -786,6 +862,7 @@ nm_err pm_large_init(pm_heap *h, bool fresh)
     h->chunks = calloc(h->nchunks, sizeof *h->chunks);
     h->pmap = calloc(h->data_pages, sizeof *h->pmap);
     if (!h->chunks || !h->pmap) return nm_fail(NM_ENOMEM, "pmalloc: no host memory for the page map");
+    h->used_top = fresh ? 0 : h->data_pages;
     if (fresh) {
         chunk_init(h, 0, PM_CHUNK_NONE, h->interleave, 0, 0);
         pm_drain(h);
@@ -930,8 +1007,11 @@ void pm_large_free_all(pm_heap *h)
     memset(h->fbin_map, 0, sizeof h->fbin_map);
     free(h->pmap);
     free(h->chunks);
+    free(h->bk_counts);
     h->pmap = NULL;
     h->chunks = NULL;
+    h->bk_counts = NULL;
+    h->bk_ndirty = 0;
 }
 
 /* xc_pages: the pages the arenas' extent caches (xcache.c) count, which the

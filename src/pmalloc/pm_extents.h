@@ -31,6 +31,8 @@ void pm_xc_destroy(pm_heap *h);
 bool pm_xc_take(pm_heap *h, pm_arena *a, uint64_t npages, pm_veh **out); /* state ALLOC, no log entry yet */
 bool pm_xc_eligible(const pm_heap *h, const pm_veh *v);
 void pm_xc_put(pm_heap *h, pm_arena *a, pm_veh *v); /* tombstone durable; not under large_lock */
+void pm_xc_hold(pm_arena *a, bool lock);            /* the arena's cache lock (before large_lock) */
+void pm_xc_put_held(pm_heap *h, pm_arena *a, pm_veh *v); /* pm_xc_put with the cache lock and large_lock held */
 bool pm_xc_flush_all(pm_heap *h);                 /* true if anything was cached; no locks held */
 void pm_xc_lock_all(pm_heap *h, bool lock);
 uint64_t pm_xc_pages(pm_heap *h);                 /* cached pages, all arenas */

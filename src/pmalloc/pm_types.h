@@ -228,7 +228,8 @@ typedef struct pm_vslab {
 #define PM_VEH_SLAB 2
 #define PM_VEH_CACHED 3 /* free (tombstoned), held in an arena's extent cache (xcache.c) */
 #define PM_FBIN_EXACT 256u /* exact-size bins up to 1 MiB */
-#define PM_FBINS (PM_FBIN_EXACT + 1u)
+#define PM_FBIN_SUB 4u     /* larger extents: 4 geometric bins per doubling */
+#define PM_FBINS (PM_FBIN_EXACT + 1u + 56u * PM_FBIN_SUB) /* bin 0 unused; up to 2^64 pages */
 
 typedef struct pm_veh {
     uint64_t page, npages; /* page index within the data area */
@@ -310,6 +311,7 @@ typedef struct pm_bkchunk { /* vchunk */
     uint32_t digest;   /* of the appends so far (XOR of each append's hash) */
     bool in_list;
     bool inter;        /* slot order of its appends (PM_CHUNK_INTER) */
+    bool dirty;        /* in the heap's bk_dirty set (large.c) */
 } pm_bkchunk;
 
 struct pm_heap {
@@ -333,8 +335,9 @@ struct pm_heap {
     pthread_mutex_t large_lock;
     pm_veh **pmap;     /* per data page (atomic access) */
     /* free extents, binned by size for best fit without a list walk: bin n
-     * holds extents of exactly n pages (1..PM_FBIN_EXACT), bin 0 the larger
-     * ones; fbin_map has a bit per non-empty bin (large.c) */
+     * holds extents of exactly n pages (1..PM_FBIN_EXACT), the bins after it
+     * larger ones by geometric class (PM_FBIN_SUB per doubling); fbin_map
+     * has a bit per non-empty bin (large.c) */
     pm_veh *fbin[PM_FBINS];
     uint64_t fbin_map[(PM_FBINS + 63) / 64];
     uint64_t xc_max_pages;    /* per-arena extent cache bound (pages) */
@@ -346,6 +349,10 @@ struct pm_heap {
     void *veh_blocks;  /* allocated pool blocks, linked by their first word */
     uint64_t free_pages, nextents, nslabs;
     uint64_t decay_ns, last_decay_ns, retained_pages;
+    /* pages from here on were never handed out since the heap was created
+     * (data_pages for a heap that was opened: unknown, so all may be dirty);
+     * decay leaves them alone: nothing of ours is in them */
+    uint64_t used_top;
     pm_bkchunk *chunks;
     uint32_t nchunks, bk_tail, bk_list_len, bk_free_count; /* bk_tail: the list's last chunk */
     uint32_t bk_head, bk_gen; /* the list's head and the descriptor's generation */
@@ -356,6 +363,11 @@ struct pm_heap {
     uint64_t bk_live_entries, bk_tombs;
     uint64_t bk_reserved; /* appends promised to operations that have not made them yet (large_lock) */
     uint64_t settle_seq;  /* last settle record written (large_lock) */
+    /* chunks that may hold appends not yet settled (large_lock): a settle
+     * visits these instead of the whole list; at most one per lane in use */
+    uint32_t bk_dirty[PM_BK_LANES + 2], bk_ndirty;
+    uint32_t bk_free_hint; /* where the search for a free chunk starts */
+    uint64_t *bk_counts;   /* pm_bk_settle's count words, by chunk (allocated at the first settle) */
 
     /* arenas and thread caches */
     pm_arena *arenas;

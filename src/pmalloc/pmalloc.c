@@ -263,14 +263,26 @@ nm_err pmalloc_malloc_to_ex(pmalloc_heap *hd, size_t size, pmalloc_ptr *dst, uns
      * append cannot fail once the operation is committed. */
     uint64_t npages = (size + PM_PAGE - 1) / PM_PAGE;
     pm_redo_reserve(h, tc);
-    if ((err = pm_bk_reserve(h, true))) return err;
     pm_veh *v;
     bool cached = pm_xc_take(h, tc->arena, npages, &v);
     pm_ctr_add(h, cached ? PMC_XC_HIT : PMC_XC_MISS, 1);
+    if (cached && (err = pm_bk_reserve(h, true))) {
+        pm_xc_put(h, tc->arena, v); /* never published: back to the cache */
+        return err;
+    }
     if (!cached) {
+        /* the log entry's room and the extent in one critical section when
+         * the log has room, else through pm_bk_reserve (which may checkpoint) */
         pthread_mutex_lock(&h->large_lock);
-        err = pm_numa_extent_alloc(h, tc->node, npages, PM_VEH_ALLOC, true, &v);
+        bool reserved = pm_bk_try_reserve(h, true);
+        if (reserved) err = pm_numa_extent_alloc(h, tc->node, npages, PM_VEH_ALLOC, true, &v);
         pthread_mutex_unlock(&h->large_lock);
+        if (!reserved) {
+            if ((err = pm_bk_reserve(h, true))) return err;
+            pthread_mutex_lock(&h->large_lock);
+            err = pm_numa_extent_alloc(h, tc->node, npages, PM_VEH_ALLOC, true, &v);
+            pthread_mutex_unlock(&h->large_lock);
+        }
         if (err == NM_ENOMEM && pm_xc_flush_all(h)) { /* cached space is free space */
             pthread_mutex_lock(&h->large_lock);
             err = pm_numa_extent_alloc(h, tc->node, npages, PM_VEH_ALLOC, true, &v);
@@ -440,14 +452,17 @@ nm_err pmalloc_free_from(pmalloc_heap *hd, pmalloc_ptr *src)
          * free at once: a crash replays this free before any later allocation
          * of them (records are replayed in their order) */
         bool to_cache = pm_xc_eligible(h, v);
+        if (to_cache) pm_xc_hold(tc->arena, true); /* lock order: the cache, then large_lock */
         pthread_mutex_lock(&h->large_lock);
         err = pm_bk_tombstone(h, v); /* reserved: cannot fail */
         pm_bk_unreserve(h, false);
         if (h->model == PMALLOC_GC) pm_bk_settle(h); /* see malloc_to */
-        if (to_cache) h->nextents--;
-        else pm_extent_release(h, v);
+        if (to_cache) {
+            h->nextents--;
+            pm_xc_put_held(h, tc->arena, v); /* what it pushes out is freed here, under the same lock */
+        } else pm_extent_release(h, v);
         pthread_mutex_unlock(&h->large_lock);
-        if (to_cache) pm_xc_put(h, tc->arena, v);
+        if (to_cache) pm_xc_hold(tc->arena, false);
     }
     pm_redo_done(h, tc, seq, NULL, src, NULL, 0);
     pm_ctr_add(h, PMC_LIVE_BYTES, -bytes);

@@ -134,12 +134,10 @@ static void release_list(pm_heap *h, pm_veh **v, unsigned n)
     pthread_mutex_unlock(&h->large_lock);
 }
 
-void pm_xc_put(pm_heap *h, pm_arena *a, pm_veh *v)
+/* Cache v (cache lock held); the oldest entries it pushes out go to out[]. */
+static unsigned xc_insert(pm_heap *h, pm_xcache *c, pm_veh *v, pm_veh **out)
 {
-    pm_xcache *c = &a->xc;
-    pm_veh *out[PM_XC_N];
     unsigned nout = 0;
-    pthread_mutex_lock(&c->lock);
     __atomic_store_n(&v->state, PM_VEH_CACHED, __ATOMIC_RELEASE);
     __atomic_store_n(&v->freeing, false, __ATOMIC_RELAXED);
     while (c->n && (c->n == PM_XC_N || c->pages + v->npages > h->xc_max_pages)) { /* oldest out */
@@ -148,8 +146,35 @@ void pm_xc_put(pm_heap *h, pm_arena *a, pm_veh *v)
     }
     c->v[c->n++] = v;
     __atomic_store_n(&c->pages, c->pages + v->npages, __ATOMIC_RELAXED);
+    return nout;
+}
+
+void pm_xc_put(pm_heap *h, pm_arena *a, pm_veh *v)
+{
+    pm_xcache *c = &a->xc;
+    pm_veh *out[PM_XC_N];
+    pthread_mutex_lock(&c->lock);
+    unsigned nout = xc_insert(h, c, v, out);
     pthread_mutex_unlock(&c->lock);
     release_list(h, out, nout);
+}
+
+/* The free path's variant: the caller holds the arena's cache lock (taken
+ * before large_lock: the lock order of pmalloc_walk and pmalloc_check) and
+ * large_lock, so the entries pushed out go back to the extent allocator in
+ * the caller's critical section (one extent-lock round trip less per free
+ * once the cache is full). */
+void pm_xc_hold(pm_arena *a, bool lock)
+{
+    if (lock) pthread_mutex_lock(&a->xc.lock);
+    else pthread_mutex_unlock(&a->xc.lock);
+}
+
+void pm_xc_put_held(pm_heap *h, pm_arena *a, pm_veh *v)
+{
+    pm_veh *out[PM_XC_N];
+    unsigned nout = xc_insert(h, &a->xc, v, out);
+    for (unsigned i = 0; i < nout; i++) pm_extent_free_pages(h, out[i]);
 }
 
 bool pm_xc_flush_all(pm_heap *h)
