@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nearmem/common/timer.h"
+
 #include "pm_extents.h"
 
 void pm_xc_init(pm_heap *h)
@@ -175,6 +177,9 @@ void pm_xc_put_held(pm_heap *h, pm_arena *a, pm_veh *v)
     pm_veh *out[PM_XC_N];
     unsigned nout = xc_insert(h, &a->xc, v, out);
     for (unsigned i = 0; i < nout; i++) pm_extent_free_pages(h, out[i]);
+    /* the decay pass (every 50 ms at most) also runs when nothing went back
+     * to the extent allocator: free extents age while the caches absorb frees */
+    if (!nout) pm_extent_decay(h, nm_now_ns());
 }
 
 bool pm_xc_flush_all(pm_heap *h)
