@@ -3,6 +3,7 @@
  * DBMStest (Poisson 32-512 KiB, 90% deleted per iteration). */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "nearmem/bench.h"
 #include "nearmem/common.h"
@@ -29,7 +30,14 @@ int nm_suite_pmalloc_large(nm_bench *b)
     nm_bench_config_num(b, "dbmstest_iterations", (double)bs[1].iters);
     nm_bench_plot_spec(b, "[{\"title\":\"large objects vs PMDK (2 threads)\",\"x\":\"bench\",\"y\":\"mops\",\"series\":\"allocator\","
                           "\"kind\":\"bar\",\"filter\":{\"threads\":2}}]");
+    /* --set bench=larson_large|dbmstest: run only that workload (its keys only) */
+    const char *only = nm_bench_param(b, "bench", NULL);
+    if (only && strcmp(only, bs[0].key) && strcmp(only, bs[1].key)) {
+        nm_bench_progress(b, "unknown bench '%s' (larson_large, dbmstest)", only);
+        return NM_EINVAL;
+    }
     for (unsigned i = 0; i < 2; i++) {
+        if (only && strcmp(only, bs[i].key)) continue;
         double m[3][3] = {{0}};
         for (unsigned th = 1; th <= 2; th++)
             for (int k = 0; k < PE_NKINDS; k++) {

@@ -100,7 +100,6 @@ static int pe_open(pe_heap *e, const pe_params *p, uint64_t nslots, bool create,
     o.persist = PMALLOC_PERSIST_CPU;
     o.eadr = p->eadr ? PMALLOC_EADR_ON : PMALLOC_EADR_OFF;
     if (p->no_morph) o.morph_su = PMALLOC_MORPH_OFF;
-    if (getenv("PE_DECAY_MS")) o.decay_ms = (unsigned)strtoul(getenv("PE_DECAY_MS"), NULL, 0); /* DIAG */
     if (pmalloc_open(p->dir, &o, &e->h)) return pe_fail(r, "pmalloc_open");
     r->is_pmem = 1;
     if (nslots) {

@@ -10,7 +10,7 @@
 
 double pe_measure(nm_bench *b, const char *bench_name, pe_params *p, unsigned reps, double *peak_mib)
 {
-    double mops[16], peak = 0, pmem = 0, morphs = 0;
+    double mops[16], cpu[16], flt[16], peak = 0, pmem = 0, morphs = 0;
     const char *label = p->pmdk_noflush ? "PMDK-noflush" : p->eadr ? (p->kind == PE_GC ? "PMAlloc-GC-eADR" : "PMAlloc-LOG-eADR") : p->no_morph ? (p->kind == PE_GC ? "PMAlloc-GC-noSM" : "PMAlloc-LOG-noSM") : pe_kind_name(p->kind);
     if (reps > 16) reps = 16;
     const char *tmp = nm_bench_tmpdir(b);
@@ -33,7 +33,11 @@ double pe_measure(nm_bench *b, const char *bench_name, pe_params *p, unsigned re
             peak = r.peak_bytes / (1024.0 * 1024.0);
             morphs = r.aux;
         }
-        else mops[k - 1] = r.ops / r.seconds / 1e6;
+        else {
+            mops[k - 1] = r.ops / r.seconds / 1e6;
+            cpu[k - 1] = r.cpu_seconds / r.ops * 1e9; /* CPU ns per operation, all threads */
+            flt[k - 1] = (r.minflt + r.majflt) / r.ops;
+        }
         pmem = r.is_pmem;
     }
     double m = nm_stats_median(mops, reps), pm = peak;
@@ -45,9 +49,12 @@ double pe_measure(nm_bench *b, const char *bench_name, pe_params *p, unsigned re
     nm_bench_row_num(row, "peak_mib", pm);
     nm_bench_row_num(row, "cpu_flush", pmem);
     nm_bench_row_num(row, "repetitions", reps);
+    /* the timed phase's CPU time of all threads and page faults (getrusage), medians */
+    nm_bench_row_num(row, "cpu_ns_per_op", nm_stats_median(cpu, reps));
+    nm_bench_row_num(row, "faults_per_op", nm_stats_median(flt, reps));
     if (p->work == PE_FRAG && p->kind != PE_PMDK) nm_bench_row_num(row, "slab_morphs", morphs);
-    nm_bench_progress(b, "%-13s %-12s threads %u: %8.3f Mops/s (median of %u), peak %.1f MiB touched", bench_name,
-                      label, p->threads, m, reps, pm);
+    nm_bench_progress(b, "%-13s %-12s threads %u: %8.3f Mops/s (median of %u), %.0f CPU ns/op, peak %.1f MiB touched",
+                      bench_name, label, p->threads, m, reps, nm_stats_median(cpu, reps), pm);
     if (peak_mib) *peak_mib = pm;
     return m;
 }
