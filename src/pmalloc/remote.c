@@ -281,12 +281,17 @@ static void sync_pass(pm_heap *h, int node, int why)
         pm_numa_sync_arena(h, &h->arenas[i], why);
         pthread_mutex_unlock(&h->arenas[i].lock);
     }
+    /* Under large_lock even when nothing is pending: an on-demand xsync
+     * (numa.c, large_lock held) may have taken a node's list before this pass
+     * read the epoch and still be writing its tombstones; a pass that skipped
+     * it would let the log segments holding those frees be recycled before
+     * the tombstones are durable (a crash then leaks the extents). */
+    pthread_mutex_lock(&h->large_lock);
     for (unsigned k = 0; k < n->nnodes; k++) {
         if ((node >= 0 && k != (unsigned)node) || !__atomic_load_n(&n->xpend[k], __ATOMIC_RELAXED)) continue;
-        pthread_mutex_lock(&h->large_lock);
         pm_numa_xsync(h, k, why);
-        pthread_mutex_unlock(&h->large_lock);
     }
+    pthread_mutex_unlock(&h->large_lock);
     for (unsigned k = 0; k < n->nnodes; k++)
         if (node < 0 || k == (unsigned)node) done_max(n, k, e);
     pm_count(&n->c_passes, 1);
@@ -378,9 +383,18 @@ static void dlog_switch(pm_heap *h, unsigned li)
     pm_numa *n = h->numa;
     pm_dlog *L = &n->logs[li];
     unsigned o = 1 - L->active;
-    if (L->closed_epoch[o] > min_done(n)) sync_pass(h, -1, PM_SYNC_OTHER); /* nobody did it yet: do it here */
     while (__atomic_load_n(&L->writers[o], __ATOMIC_ACQUIRE)) sched_yield();
+    /* A free that had reserved its slot in o before o was closed may have
+     * queued its shadow bit only after a pass that already counts as "after
+     * the close": o then counts as closed only from now, its writers done. */
+    if (L->late[o]) {
+        L->closed_epoch[o] = __atomic_add_fetch(&n->epoch, 1, __ATOMIC_SEQ_CST);
+        L->late[o] = false;
+    }
+    if (L->closed_epoch[o] > min_done(n)) sync_pass(h, -1, PM_SYNC_OTHER); /* nobody did it yet: do it here */
     bump_gen(h, li, o); /* its entries are dead from here on */
+    /* writers only join under L->lock (held): none joins the closing segment now */
+    L->late[L->active] = __atomic_load_n(&L->writers[L->active], __ATOMIC_ACQUIRE) != 0;
     L->closed_epoch[L->active] = __atomic_add_fetch(&n->epoch, 1, __ATOMIC_SEQ_CST);
     L->closed_epoch[o] = 0;
     L->active = o;
@@ -570,9 +584,19 @@ static nm_err check_damaged(pm_heap *h)
                 const pm_dlog_ent *e = seg_ent(n, li, seg, i);
                 if (!ent_zero(e) && ent_valid(e, li, seg) && e->gen == seg_gen(n, li, seg)) live[k++] = e->block;
             }
+    /* matched as multisets: a block freed remotely, applied, allocated again
+     * and freed remotely again has two records after the bound and maybe one
+     * valid entry (the first), the second torn */
     pm_sort(live, k, sizeof *live, cmp_uptr);
-    for (size_t i = 0; i < nrf; i++)
-        if (!bsearch(&rf[i], live, k, sizeof *live, cmp_uptr)) unmatched++;
+    pm_sort(rf, nrf, sizeof *rf, cmp_uptr);
+    for (size_t i = 0, j = 0; i < nrf;) {
+        size_t i2 = i, have = 0;
+        while (i2 < nrf && rf[i2] == rf[i]) i2++;
+        while (j < k && live[j] < rf[i]) j++;
+        while (j < k && live[j] == rf[i]) { j++; have++; }
+        if (i2 - i > have) unmatched += i2 - i - have;
+        i = i2;
+    }
     free(rf);
     free(live);
     if (bad > unmatched)
