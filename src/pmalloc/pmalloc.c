@@ -280,9 +280,18 @@ nm_err pmalloc_malloc_to_ex(pmalloc_heap *hd, size_t size, pmalloc_ptr *dst, uns
     bool cached = pm_xc_take(h, tc->arena, npages, &v);
     pm_ctr_add(h, cached ? PMC_XC_HIT : PMC_XC_MISS, 1);
     if (!cached) {
+        /* empty slabs waiting for a checkpoint (LOG) may be what this node has
+         * left: they go back before the extent goes to another node */
+        bool waiting = pm_slab_sweep_due(h);
         pthread_mutex_lock(&h->large_lock);
-        err = pm_numa_extent_alloc(h, tc->node, npages, PM_VEH_ALLOC, true, &v);
+        err = pm_numa_extent_alloc(h, tc->node, npages, PM_VEH_ALLOC, !waiting, &v);
         pthread_mutex_unlock(&h->large_lock);
+        if (err == NM_ENOMEM && waiting) {
+            release_waiting(h);
+            pthread_mutex_lock(&h->large_lock);
+            err = pm_numa_extent_alloc(h, tc->node, npages, PM_VEH_ALLOC, true, &v);
+            pthread_mutex_unlock(&h->large_lock);
+        }
         if (err == NM_ENOMEM && pm_xc_flush_all(h)) { /* cached space is free space */
             pthread_mutex_lock(&h->large_lock);
             err = pm_numa_extent_alloc(h, tc->node, npages, PM_VEH_ALLOC, true, &v);
