@@ -548,7 +548,7 @@ int pmc_run_sim(pmc_run *r)
     while (r->tried - start < r->points && rounds++ < 5000) {
         pmalloc_options o = run_opts(r, PMALLOC_PERSIST_SIM, true);
         o.narenas = nt;
-        o.checkpoint_records = ckpt_pick(r, rounds);
+        o.checkpoint_records = ckpt_pick(r, rounds - 1); /* the first round checkpoints most */
         o.sim_hook = live_hook;
         o.sim_arg = &c;
         c.flushes = 0;
