@@ -43,9 +43,8 @@ typedef struct pm_heap pm_heap;
 #define PM_NRINGS 128u
 #define PM_RING_MIN 64u   /* records per ring */
 #define PM_RING_MAX 4096u
-/* Default most records after the checkpoint bound (the replay bound, with one
- * ring per thread more; pmalloc_options.checkpoint_records). */
-#define PM_CKPT_RECORDS 65536u
+/* Default most records after the checkpoint bound (pmalloc_options.checkpoint_records). */
+#define PM_CKPT_RECORDS PMALLOC_CHECKPOINT_RECORDS
 
 /* Bookkeeping log (Sec. 5.3): 1 KiB chunks, line 0 = header, 15 lines of 8 entries. */
 #define PM_CHUNK_BYTES 1024u
