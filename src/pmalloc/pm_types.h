@@ -680,6 +680,7 @@ typedef struct pm_dlog {
     uint32_t cursor;          /* next slot in it */
     uint64_t closed_epoch[2]; /* epoch at which a segment was closed (0 = reusable) */
     uint32_t writers[2];      /* appends in progress per segment (atomic) */
+    bool late[2];             /* closed with appends in progress (dlog_switch) */
 } pm_dlog;
 
 typedef struct pm_pend {

@@ -361,6 +361,78 @@ static void test_corrupt_log(void **st)
     pmt_rmdir(dir);
 }
 
+/* A torn entry of a block freed remotely twice: node 1 frees node 0's extent
+ * (entry 1, valid), the free is applied, node 0 gets the same extent again,
+ * node 1 frees it again and the process dies while writing entry 2. Entry 2
+ * must be tolerated whether or not a checkpoint settled the first free's
+ * record (it was refused as damage when entries were matched to records by
+ * block: entry 1 "matched" the second free). */
+static void torn_refree(bool ckpt)
+{
+    char dir[256], path[400];
+    pmt_tmpdir(dir, sizeof dir, "refree");
+    snprintf(path, sizeof path, "%s/%s", dir, PMALLOC_FILE_NAME);
+    pmalloc_options o = numa_opts(8u << 20, PMALLOC_LOG, 2);
+    pmalloc_heap *h;
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+    pmalloc_ptr *r = pmalloc_root_slot(h, 0);
+    assert_int_equal(pmalloc_numa_set_node(h, 0), NM_OK);
+    assert_int_equal(pmalloc_malloc_to(h, 40000, r), NM_OK);
+    uint64_t first = *r;
+    assert_int_equal(pmalloc_numa_set_node(h, 1), NM_OK);
+    assert_int_equal(pmalloc_free_from(h, r), NM_OK);
+    assert_int_equal(pmalloc_numa_sync(h), NM_OK); /* applied: the extent is free again */
+    if (ckpt) assert_int_equal(pmalloc_sync(h), NM_OK); /* the first free's record is settled, its entry stays valid */
+    assert_int_equal(pmalloc_numa_set_node(h, 0), NM_OK);
+    unsigned k = 0;
+    pmalloc_ptr *again = NULL;
+    for (; k < 32 && !again; k++) { /* node 0 allocates until it gets the same extent (the others stay live) */
+        pmalloc_ptr *slot = pmalloc_root_slot(h, 1 + k);
+        assert_int_equal(pmalloc_malloc_to(h, 40000, slot), NM_OK);
+        if (*slot == first) again = slot;
+    }
+    assert_non_null(again);
+    k--; /* live besides it */
+    assert_int_equal(pmalloc_numa_set_node(h, 1), NM_OK);
+    assert_int_equal(pmalloc_free_from(h, again), NM_OK);
+    assert_int_equal(nstats(h).remote_frees + nstats(h).remote_extent_frees >= 2, 1);
+    pmalloc_abandon(h); /* a process death: no checkpoint since the two frees */
+    /* tear the newer of the two entries that name the extent */
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    pm_numa_hdr nh;
+    assert_int_equal(fseek(f, PM_NUMA_HDR_LINE * PM_LINE, SEEK_SET), 0);
+    assert_int_equal(fread(&nh, sizeof nh, 1, f), 1);
+    assert_int_equal(nh.magic, PM_NUMA_MAGIC);
+    size_t nent = (size_t)nh.nlogs * 2 * nh.seg_entries, found = 0, newest = 0;
+    pm_dlog_ent *ents = calloc(nent, sizeof *ents);
+    assert_non_null(ents);
+    assert_int_equal(fseek(f, (long)nh.seg_off, SEEK_SET), 0);
+    assert_int_equal(fread(ents, sizeof *ents, nent, f), nent);
+    for (size_t i = 0; i < nent; i++)
+        if ((ents[i].block & PM_DLOG_EXTENT) && (uint32_t)(ents[i].block & ~PM_DLOG_EXTENT) == (uint32_t)first) {
+            if (!found++ || ents[i].ts > ents[newest].ts) newest = i;
+        }
+    assert_int_equal(found, 2);
+    ents[newest].check ^= 0x100; /* the last store of the entry did not happen */
+    assert_int_equal(fseek(f, (long)(nh.seg_off + newest * sizeof *ents), SEEK_SET), 0);
+    assert_int_equal(fwrite(&ents[newest], sizeof *ents, 1, f), 1);
+    fclose(f);
+    free(ents);
+    o.create = false;
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+    assert_int_equal(pmalloc_check(h), NM_OK);
+    pmalloc_stats s;
+    pmalloc_stats_get(h, &s);
+    assert_int_equal(s.objects_live, k); /* the twice-freed extent is free; the kept ones live */
+    assert_int_equal(pmalloc_get_root(h, 0), 0);
+    assert_int_equal(pmalloc_get_root(h, 1 + k), 0);
+    assert_int_equal(pmalloc_close(h), NM_OK);
+    pmt_rmdir(dir);
+}
+static void test_torn_refree(void **st) { (void)st; torn_refree(false); }
+static void test_torn_refree_settled(void **st) { (void)st; torn_refree(true); }
+
 /* Thread migration: the cache follows the CPU's (virtual) node. */
 static void test_migration(void **st)
 {
@@ -573,6 +645,8 @@ int main(void)
         cmocka_unit_test(test_replay),
         cmocka_unit_test(test_replay_crash),
         cmocka_unit_test(test_corrupt_log),
+        cmocka_unit_test(test_torn_refree),
+        cmocka_unit_test(test_torn_refree_settled),
         cmocka_unit_test(test_migration),
         cmocka_unit_test(test_no_logs),
         cmocka_unit_test(test_more_nodes_than_logs),
