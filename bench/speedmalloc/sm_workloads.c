@@ -12,6 +12,8 @@
  * looking fast. This file: the main program and the synthetic workloads; sm_wl_apps.c:
  * cfrac, espresso, barnes; sm_wl_graph.c: GAPBS-style BFS and BC, NAS-DC-style. */
 #include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -550,6 +552,24 @@ static void thread_sample(wl_ts *t)
 }
 static void *wl_trampoline(void *arg)
 {
+    /* NEARMEM_WL_PIN=c0,c1,...: workload thread i runs on CPU c[i % n] only (threads it
+     * creates inherit that). It fixes the placement that the scheduler otherwise picks per run
+     * (speedmalloc-contention --set pin=1; docs/speedmalloc.md, "Where the contention spread
+     * comes from"). */
+    const char *pin = getenv("NEARMEM_WL_PIN");
+    if (pin && *pin) {
+        int cpus[64], n = 0;
+        for (const char *q = pin; *q && n < 64;) {
+            cpus[n++] = atoi(q);
+            q += strcspn(q, ",");
+            if (*q) q++;
+        }
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(cpus[(uintptr_t)arg % (unsigned)n], &set);
+        if (sched_setaffinity(0, sizeof set, &set) != 0) perror("NEARMEM_WL_PIN");
+    }
+    if (!wl_detail) return wl_fn(arg);
     wl_ts a, b;
     thread_sample(&a);
     void *r = wl_fn(arg);
@@ -601,6 +621,8 @@ int main(int argc, char **argv)
     ms_shared = calloc(MS_SLOTS, sizeof(slot));
     const char *dv = getenv("NEARMEM_WL_DETAIL");
     wl_detail = dv && *dv == '1';
+    const char *pv = getenv("NEARMEM_WL_PIN");
+    bool tramp = wl_detail || (pv && *pv);
     wl_fn = fn;
     wl_tasks tk0, tk1;
     wl_ts m0, m1;
@@ -608,7 +630,7 @@ int main(int argc, char **argv)
     if (wl_detail) { tasks_sample(&tk0); thread_sample(&m0); getrusage(RUSAGE_SELF, &ru0); }
     uint64_t c0 = proc_cpu_ns(), t0 = nm_now_ns();
     pthread_t t[64];
-    for (unsigned i = 0; i < g_threads; i++) pthread_create(&t[i], NULL, wl_detail ? wl_trampoline : fn, (void *)(uintptr_t)i);
+    for (unsigned i = 0; i < g_threads; i++) pthread_create(&t[i], NULL, tramp ? wl_trampoline : fn, (void *)(uintptr_t)i);
     for (unsigned i = 0; i < g_threads; i++) pthread_join(t[i], NULL);
     for (unsigned i = 0; i < g_threads; i++) {
         for (size_t k = 0; k < LARSON_SLOTS; k++) if (larson_arrays[i][k].p) xfree(larson_arrays[i][k].p, larson_arrays[i][k].n);
