@@ -50,9 +50,10 @@ void pm_tc_ring_drop(pm_heap *h, pm_tcache *tc);   /* tc_lock held; settled firs
 /* open: every slab's bitmap against its checksum (redo.c); live_blocks: the
  * blocks of live deallocation-log entries (pm_numa_live_blocks, a layer above) */
 nm_err pm_redo_verify(pm_heap *h, uint64_t state, size_t (*live_blocks)(pm_heap *h, uint64_t **out));
-/* open: the blocks (| PM_DLOG_EXTENT for extents) of the remote frees after
- * the bound: their deallocation-log entries may be torn (redo.c) */
-nm_err pm_redo_remote_frees(pm_heap *h, uint64_t **out, size_t *n);
+/* open: the blocks (| PM_DLOG_EXTENT for extents) of the remote frees a
+ * crash may have cut while they wrote their deallocation-log entries: after
+ * the bound, and the last record of their thread (redo.c) */
+nm_err pm_redo_inflight_frees(pm_heap *h, uint64_t **out, size_t *n);
 void pm_ckset_free(pm_heap *h);
 /* nearmem pmalloc dump (inspect.c): each structure printed, with its checks,
  * by the file that owns it (also pm_bk_dump, pm_numa_dump); read-only, from

@@ -541,7 +541,13 @@ static nm_err collect(pm_heap *h, rrec **out, size_t *nout, uint64_t *maxout)
     return NM_OK;
 }
 
-nm_err pm_redo_remote_frees(pm_heap *h, uint64_t **out, size_t *nout)
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+nm_err pm_redo_inflight_frees(pm_heap *h, uint64_t **out, size_t *nout)
 {
     rrec *all;
     size_t n, k = 0;
@@ -550,22 +556,31 @@ nm_err pm_redo_remote_frees(pm_heap *h, uint64_t **out, size_t *nout)
     *nout = 0;
     nm_err e = collect(h, &all, &n, &maxseq);
     if (e) return e;
-    uint64_t *v = malloc((n ? n : 1) * sizeof *v);
-    if (!v) { free(all); return nm_fail(NM_ENOMEM, "pmalloc: no host memory for recovery"); }
+    /* a thread writes its entry after its record and before its next record:
+     * only a remote free that no later record of its thread follows can have
+     * left a torn entry (records point back to their thread's previous one) */
+    uint64_t *prev = malloc((n ? n : 1) * sizeof *prev), *v = malloc((n ? n : 1) * sizeof *v);
+    if (!prev || !v) {
+        free(prev);
+        free(v);
+        free(all);
+        return nm_fail(NM_ENOMEM, "pmalloc: no host memory for recovery");
+    }
+    size_t np = 0;
     for (size_t i = 0; i < n; i++)
-        if (all[i].remote && (all[i].op == PM_OP_FREE_SMALL || all[i].op == PM_OP_FREE_LARGE))
+        if (all[i].back) prev[np++] = all[i].seq - all[i].back;
+    pm_sort(prev, np, sizeof *prev, cmp_u64);
+    for (size_t i = 0; i < n; i++)
+        if (all[i].remote && (all[i].op == PM_OP_FREE_SMALL || all[i].op == PM_OP_FREE_LARGE) &&
+            !(np && bsearch(&all[i].seq, prev, np, sizeof *prev, cmp_u64)))
             v[k++] = all[i].block | (all[i].op == PM_OP_FREE_LARGE ? PM_DLOG_EXTENT : 0);
+    free(prev);
     free(all);
     *out = v;
     *nout = k;
     return NM_OK;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
 
 /* Is t in the span (over GF(2)) of the n vectors v? */
 static bool in_span(uint64_t t, const uint64_t *v, size_t n)

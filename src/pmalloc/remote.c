@@ -558,6 +558,22 @@ static nm_err small_at(pm_heap *h, uint64_t off, pm_vslab **out, uint32_t *idx)
 static bool ent_zero(const pm_dlog_ent *e) { return !e->block && !e->ts && !e->gen && !e->check; }
 static bool ent_valid(const pm_dlog_ent *e, unsigned li, unsigned seg) { return e->check == ent_check(e->block, e->ts, e->gen, li, seg); }
 
+/* The slab or extent timestamp of an entry's block: an entry newer than it
+ * was recorded and not yet synchronised (0: no slab there any more). */
+static uint64_t ent_page_ts(pm_heap *h, uint64_t block)
+{
+    if (block & PM_DLOG_EXTENT) {
+        uint64_t off = block & ~PM_DLOG_EXTENT;
+        if (off < h->sb->data_off || off >= h->size) return 0;
+        return pm_ts_get(h->numa, (off - h->sb->data_off) / PM_PAGE);
+    }
+    pm_vslab *s;
+    uint32_t idx;
+    if (block < h->sb->data_off || block >= h->size) return 0;
+    small_at(h, block, &s, &idx);
+    return s ? pm_ts_get(h->numa, s->veh->page) : 0;
+}
+
 static nm_err check_damaged(pm_heap *h)
 {
     pm_numa *n = h->numa;
@@ -574,33 +590,28 @@ static nm_err check_damaged(pm_heap *h)
                 } else if (e->gen == seg_gen(n, li, seg)) nlive++;
             }
     if (!bad) return NM_OK;
+    /* The frees that may have torn their entry; one whose block has a live
+     * entry not yet synchronised wrote it whole. Only a live entry newer than
+     * its block's timestamp counts: a block freed remotely, synchronised,
+     * allocated and freed again keeps the older entry until its segment is
+     * recycled (matching by block alone refused the torn second entry). */
     uint64_t *rf, *live = malloc((nlive ? nlive : 1) * sizeof *live);
     size_t nrf, k = 0, unmatched = 0;
-    nm_err err = live ? pm_redo_remote_frees(h, &rf, &nrf) : nm_fail(NM_ENOMEM, "pmalloc: no host memory for the deallocation logs");
+    nm_err err = live ? pm_redo_inflight_frees(h, &rf, &nrf) : nm_fail(NM_ENOMEM, "pmalloc: no host memory for the deallocation logs");
     if (err) { free(live); return err; }
     for (unsigned li = 0; li < n->nlogs; li++)
         for (unsigned seg = 0; seg < 2; seg++)
             for (uint32_t i = 0; i < n->seg_entries; i++) {
                 const pm_dlog_ent *e = seg_ent(n, li, seg, i);
-                if (!ent_zero(e) && ent_valid(e, li, seg) && e->gen == seg_gen(n, li, seg)) live[k++] = e->block;
+                if (!ent_zero(e) && ent_valid(e, li, seg) && e->gen == seg_gen(n, li, seg) && e->ts > ent_page_ts(h, e->block)) live[k++] = e->block;
             }
-    /* matched as multisets: a block freed remotely, applied, allocated again
-     * and freed remotely again has two records after the bound and maybe one
-     * valid entry (the first), the second torn */
     pm_sort(live, k, sizeof *live, cmp_uptr);
-    pm_sort(rf, nrf, sizeof *rf, cmp_uptr);
-    for (size_t i = 0, j = 0; i < nrf;) {
-        size_t i2 = i, have = 0;
-        while (i2 < nrf && rf[i2] == rf[i]) i2++;
-        while (j < k && live[j] < rf[i]) j++;
-        while (j < k && live[j] == rf[i]) { j++; have++; }
-        if (i2 - i > have) unmatched += i2 - i - have;
-        i = i2;
-    }
+    for (size_t i = 0; i < nrf; i++)
+        if (!bsearch(&rf[i], live, k, sizeof *live, cmp_uptr)) unmatched++;
     free(rf);
     free(live);
     if (bad > unmatched)
-        return nm_fail(NM_ECORRUPT, "pmalloc: deallocation log %u segment %u entry %u is damaged (%zu damaged entries, %zu frees after the bound could have torn them)",
+        return nm_fail(NM_ECORRUPT, "pmalloc: deallocation log %u segment %u entry %u is damaged (%zu damaged entries, %zu frees in flight could have torn them)",
                        bli, bseg, bi, bad, unmatched);
     return NM_OK;
 }
@@ -641,8 +652,10 @@ nm_err pm_numa_open(pm_heap *h)
     /* An entry is zero, valid (live: the segment's current generation; else
      * dead), or damaged. A damaged one may be torn: written by a remote free
      * whose record is after the bound (the checkpoint that moved the bound
-     * waited for the entries of the operations before it); there can be as
-     * many of those as such frees have no valid live entry. More damaged
+     * waited for the entries of the operations before it) and is the last
+     * record of its thread (the entry is written before the thread's next
+     * record); there can be as many of those as such frees have no live
+     * entry that is not yet synchronised (check_damaged). More damaged
      * entries than that: NM_ECORRUPT. Damaged entries are zeroed once the
      * logs are replayed, so a later crash does not count them again. */
     if ((err = check_damaged(h))) return err;
