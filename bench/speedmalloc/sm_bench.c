@@ -370,8 +370,9 @@ int nm_suite_speedmalloc_contention(nm_bench *b)
      * blocks to each other that placement alone moves the CPU time 3-8x, for every allocator:
      * both threads on one CPU keep the blocks in its cache, on two CPUs every block's lines
      * cross between the cores (docs/speedmalloc.md, "Where the contention spread comes
-     * from"). Pinned, each repetition sees the same placement (the cross-core one); off by
-     * default, so that the suite keeps measuring what an unpinned program meets. */
+     * from"). Pinned, every repetition gets the cross-core placement (whether the threads'
+     * time slices overlap still varies under two hogs); off by default, so that the suite
+     * keeps measuring what an unpinned program meets. */
     const bool pin = nm_bench_param_num(b, "pin", 0) != 0;
     unsigned levels[2] = {1, ncpu > 1 ? ncpu : 2};
     int nlev = levels[1] == levels[0] ? 1 : 2;
