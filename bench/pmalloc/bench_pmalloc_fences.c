@@ -14,8 +14,8 @@
  *  3. Steady counts (PMAlloc): its own flush and fence counters over the
  *     whole timed workload (mark mode, no debugger): flushes_per_op_log_<w>,
  *     fences_per_op_log_<w> (and _gc_). The one-line commit writes metadata
- *     back in checkpoints every half redo ring (thousands of operations): a
- *     short window would count one checkpoint or none.
+ *     back in checkpoints when the redo rings fill up (tens of thousands of
+ *     operations): a short window would count one checkpoint or none.
  *  4. Counting (native code path, under gdb: pm_fences.h): flush and fence
  *     instructions executed per allocator operation in a shorter window
  *     (counted_flushes_per_op_<a>_<w>, counted_fences_per_op_<a>_<w>); PMDK's

@@ -40,9 +40,13 @@ int nm_suite_pmalloc_recovery(nm_bench *b)
         }
         double build_s = r.seconds, build_peak = r.peak_bytes;
         pmalloc_file_info fi;
-        /* the checkpoint's bound on the replay: a thread's ring (up to 8 rings of ring_records,
-         * redo.c) is checkpointed at half full, and never holds more than its size */
-        if (k == PE_LOG && pmalloc_inspect(p.dir, NULL, &fi) == NM_OK) bound = 8.0 * fi.ring_records;
+        /* the checkpoint's bound on the replay (redo.c, "rings of thread caches"): at most
+         * checkpoint_records / ring_records full rings unsettled, plus up to two rings per
+         * thread (one here), and never more than all the rings */
+        if (k == PE_LOG && pmalloc_inspect(p.dir, NULL, &fi) == NM_OK) {
+            double R = fi.ring_records, cap = floor(PMALLOC_CHECKPOINT_RECORDS / R);
+            bound = fmin((double)fi.redo_rings, (cap < 1 ? 1 : cap) + 1) * R;
+        }
         double ms[16];
         if (reps > 16) reps = 16;
         p.work = PE_RECOVERY_OPEN;

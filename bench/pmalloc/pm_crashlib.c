@@ -313,6 +313,13 @@ static pmalloc_options run_opts(const pmc_run *r, pmalloc_persist_mode pm, bool 
     return o;
 }
 
+/* The workload's checkpoint_records: r's, or one of four by k (round, child) */
+static unsigned ckpt_pick(const pmc_run *r, uint64_t k)
+{
+    static const unsigned v[4] = {64, 256, 1024, 0};
+    return r->ckpt_records ? r->ckpt_records : v[k % 4];
+}
+
 static void rm_heap(const char *dir)
 {
     (void)pmalloc_remove(dir, NULL); /* with virtual nodes: the node files too */
@@ -541,6 +548,7 @@ int pmc_run_sim(pmc_run *r)
     while (r->tried - start < r->points && rounds++ < 5000) {
         pmalloc_options o = run_opts(r, PMALLOC_PERSIST_SIM, true);
         o.narenas = nt;
+        o.checkpoint_records = ckpt_pick(r, rounds - 1); /* the first round checkpoints most */
         o.sim_hook = live_hook;
         o.sim_arg = &c;
         c.flushes = 0;
@@ -583,6 +591,7 @@ int pmc_run_sim(pmc_run *r)
         pmalloc_stats_get(h, &st);
         r->log_gcs += st.bklog_gcs + st.bklog_fast_gcs;
         r->morphs += st.morphs;
+        r->checkpoints += st.checkpoints;
         if (getenv("PMC_DEBUG")) fprintf(stderr, "round %u: %llu log appends, %llu gcs, %llu flushes\n", rounds, (unsigned long long)st.bklog_appends, (unsigned long long)st.bklog_gcs, (unsigned long long)st.flushes);
         /* half the rounds end with a clean close that may itself be crashed */
         if (rounds == 1 || nm_rng_below(&c.rng, 2)) {
@@ -639,6 +648,7 @@ static void child_run(const pmc_run *r, const char *dir, uint64_t seed)
     pmalloc_options o = run_opts(r, PMALLOC_PERSIST_CPU, false);
     unsigned nt = r->threads ? r->threads : 1;
     o.narenas = nt;
+    o.checkpoint_records = ckpt_pick(r, seed >> 2);
     pmalloc_heap *h;
     *g_child_phase = CH_OPEN;
     if (pmalloc_open(dir, &o, &h)) child_fail(2, "open");

@@ -77,6 +77,10 @@ typedef struct pmc_run {
     bool crasher;                /* SIM: also crash at random moments (a timer thread), not at a flush */
     unsigned round_steps;        /* SIM: workload steps per thread and heap (0 = 100..600 at random) */
     unsigned morph_su;           /* pmalloc_options.morph_su of every open (0 = default 20%) */
+    unsigned ckpt_records;       /* pmalloc_options.checkpoint_records of the workload's heaps; 0 = varied
+                                  * (64, 256, 1024 or the default, by round or child): short rounds on a
+                                  * small heap checkpoint often, so crashes land in checkpoints and in
+                                  * rings given back and taken again */
     unsigned morph_target_pct;   /* SIM: % of the flushes inside a slab morph that become crash points */
     unsigned vnodes;             /* > 1: heaps with this many virtual NUMA nodes (16-entry deallocation-log
                                   * segments), workload threads hop between nodes; 0 = default topology */
@@ -86,6 +90,7 @@ typedef struct pmc_run {
     uint64_t tried, failures, recovery_tried, flush_points_seen;
     uint64_t log_gcs; /* SIM: runtime bookkeeping-log GCs in the live heaps */
     uint64_t morphs;  /* SIM: slab morphs in the live heaps */
+    uint64_t checkpoints; /* SIM: checkpoints in the live heaps */
     uint64_t morph_points[4]; /* SIM: crash points inside a morph, by step (1 bitmap, 2 image, 3 commit) */
     uint64_t between_phases;   /* SIM: crash points with remote frees (blocks or extents) recorded, not synchronised */
     uint64_t replay_points;    /* recoveries checked that replayed deallocation-log entries */

@@ -16,6 +16,7 @@
 #include <limits.h>
 #include <math.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -333,11 +334,17 @@ int nm_suite_speedmalloc(nm_bench *b)
  * The same workloads while N CPU-bound processes share the machine (N = 1, and the number
  * of CPUs: the cores oversubscribed), every allocator under the same contention. The hogs
  * are plain busy loops at the same priority, started before and stopped after each level. */
-static pid_t start_hog(void)
+static pid_t start_hog(int cpu)
 {
     pid_t pid = fork();
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (cpu >= 0) {
+            cpu_set_t set;
+            CPU_ZERO(&set);
+            CPU_SET(cpu, &set);
+            sched_setaffinity(0, sizeof set, &set);
+        }
         volatile unsigned long x = 0;
         for (;;) x++;
     }
@@ -358,12 +365,29 @@ int nm_suite_speedmalloc_contention(nm_bench *b)
     const double scale = nm_bench_param_num(b, "scale", quick ? 0.05 : 0.5);
     const unsigned ncpu = nm_nproc();
     if (reps < 1 || reps > MAXREP) return nm_fail(NM_EINVAL, "reps must be 1..%d", MAXREP);
+    /* pin=1: workload thread i on CPU i mod ncpu, hog h on CPU h mod ncpu. Without it the
+     * scheduler places the threads anew in every run, and for workloads whose threads pass
+     * blocks to each other that placement alone moves the CPU time 3-8x, for every allocator:
+     * both threads on one CPU keep the blocks in its cache, on two CPUs every block's lines
+     * cross between the cores (docs/speedmalloc.md, "Where the contention spread comes
+     * from"). Pinned, every repetition gets the cross-core placement (whether the threads'
+     * time slices overlap still varies under two hogs); off by default, so that the suite
+     * keeps measuring what an unpinned program meets. */
+    const bool pin = nm_bench_param_num(b, "pin", 0) != 0;
     unsigned levels[2] = {1, ncpu > 1 ? ncpu : 2};
     int nlev = levels[1] == levels[0] ? 1 : 2;
     nm_bench_config_num(b, "repetitions", reps);
     nm_bench_config_num(b, "scale", scale);
     nm_bench_config_num(b, "host_cpus", ncpu);
     nm_bench_config_str(b, "hogs", "busy-loop processes at the same priority: 1, then one per CPU (oversubscribed)");
+    nm_bench_config_str(b, "placement", pin ? "pinned: workload thread i on CPU i mod ncpu (threads it creates inherit it), "
+                                              "hog h on CPU h mod ncpu; SpeedMalloc's server thread unpinned"
+                                            : "the scheduler's (unpinned)");
+    if (pin) {
+        char list[256] = "";
+        for (unsigned i = 0, n = 0; i < ncpu && n + 8 < sizeof list; i++) n += (unsigned)snprintf(list + n, sizeof list - n, i ? ",%u" : "%u", i);
+        setenv("NEARMEM_WL_PIN", list, 1);
+    }
     nm_bench_config_str(b, "statistic", "median over repetitions (allocators in turn); cpu_spread = max/min of the CPU time "
                                         "(all threads) of the timed section of one (workload, threads, hogs, allocator) over its "
                                         "repetitions; wall_spread: the same of its wall time, which includes waiting for a CPU");
@@ -384,7 +408,7 @@ int nm_suite_speedmalloc_contention(nm_bench *b)
     for (int l = 0; l < nlev && !err; l++) {
         pid_t hog[64];
         unsigned nh = levels[l] < 64 ? levels[l] : 64;
-        for (unsigned h = 0; h < nh; h++) hog[h] = start_hog();
+        for (unsigned h = 0; h < nh; h++) hog[h] = start_hog(pin ? (int)(h % ncpu) : -1);
         usleep(200000);
         meas *L = M + (size_t)l * nc * A_COUNT * MAXREP;
         for (int rep = 0; rep < reps && !err; rep++) {
@@ -459,6 +483,7 @@ int nm_suite_speedmalloc_contention(nm_bench *b)
         }
         if (ln) { gm_t[l] = nm_stats_geomean(lt, ln); gm_c[l] = nm_stats_geomean(lc, ln); }
     }
+    if (pin) unsetenv("NEARMEM_WL_PIN");
     free(M);
     if (err) return err;
     if (g_have[A_MI]) {

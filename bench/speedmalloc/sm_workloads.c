@@ -13,11 +13,15 @@
  * cfrac, espresso, barnes; sm_wl_graph.c: GAPBS-style BFS and BC, NAS-DC-style. */
 #include <pthread.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "nearmem/common/prng.h"
 #include "nearmem/common/timer.h"
@@ -29,6 +33,25 @@ uint64_t g_seed;
 int g_bad;
 uint64_t g_sum;
 pthread_barrier_t g_bar;
+/* Wait-loop counters, printed with NEARMEM_WL_DETAIL=1 (see wl_detail below): how often a
+ * workload waited for another thread instead of doing its own work. */
+static int wl_detail;
+static uint64_t bar_waits, bar_cpu_ns, bar_wall_ns; /* sh8bench's and larson's barriers */
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+static void wl_barrier(void)
+{
+    if (!wl_detail) { pthread_barrier_wait(&g_bar); return; }
+    uint64_t c = thread_cpu_ns(), w = nm_now_ns();
+    pthread_barrier_wait(&g_bar);
+    __atomic_fetch_add(&bar_cpu_ns, thread_cpu_ns() - c, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&bar_wall_ns, nm_now_ns() - w, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&bar_waits, 1, __ATOMIC_RELAXED);
+}
 
 static inline void *xmalloc(size_t n)
 {
@@ -64,16 +87,47 @@ static void *larson(void *arg)
             s->n = 16 + (size_t)nm_rng_below(&r, 113);
             s->p = xmalloc(s->n);
         }
-        pthread_barrier_wait(&g_bar);
+        wl_barrier();
     }
     return NULL;
 }
 
-/* ---- xmalloc-test: blocks made by one thread are freed by the next ---- */
+/* ---- xmalloc-test: blocks made by one thread are freed by the next ----
+ * Each thread makes batches of blocks and hands them to the next thread through a bounded
+ * queue; the next thread frees them. Lever and Boreham's test (as in mimalloc-bench) has
+ * separate producer and consumer threads on one queue of at most 100 batches, and a thread
+ * that finds the queue full (producer) or empty (consumer) blocks on a condition variable.
+ * Ours has every thread do both, and waits the same way: a thread whose next thread's queue
+ * is full frees what arrived for it, and when nothing did it sleeps on its condition
+ * variable until its queue gets a batch, the full queue gets room, or the run ends. An
+ * earlier version retried in a busy loop (lock, look, unlock) instead: under hogs a thread
+ * spun for whole time slices while the next one waited for a CPU, 90-97% of the section's
+ * CPU went into that loop for every allocator, and its length was the scheduler's choice
+ * (docs/speedmalloc.md, "Where the contention spread comes from"). */
 #define XM_BATCH 256
+#define XM_QUEUE 64
 typedef struct { void *p[XM_BATCH]; size_t n[XM_BATCH]; } xm_batch;
-static struct { pthread_mutex_t lock; xm_batch *q[64][64]; unsigned head[64], tail[64]; } xm = {.lock = PTHREAD_MUTEX_INITIALIZER};
-static unsigned xm_done;
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t cv[64]; /* thread i sleeps on cv[i] */
+    xm_batch *q[64][XM_QUEUE];
+    unsigned head[64], tail[64], done;
+} xm = {.lock = PTHREAD_MUTEX_INITIALIZER};
+static uint64_t xm_waits;
+static void xm_free_batch(xm_batch *x)
+{
+    for (int i = 0; i < XM_BATCH; i++) xfree(x->p[i], x->n[i]);
+    free(x);
+}
+/* Under xm.lock: the next batch queued for thread id, or NULL. Taking one makes room in the
+ * queue that the previous thread pushes to: wake it if it sleeps on a full queue. */
+static xm_batch *xm_pop(unsigned id)
+{
+    if (xm.tail[id] == xm.head[id]) return NULL;
+    xm_batch *x = xm.q[id][xm.head[id]++ % XM_QUEUE];
+    pthread_cond_signal(&xm.cv[(id + g_threads - 1) % g_threads]);
+    return x;
+}
 static void *xmalloc_test(void *arg)
 {
     unsigned id = (unsigned)(uintptr_t)arg, to = (id + 1) % g_threads;
@@ -83,37 +137,43 @@ static void *xmalloc_test(void *arg)
     for (size_t b = 0; b < batches; b++) {
         xm_batch *x = malloc(sizeof *x); /* bookkeeping: not checked */
         for (int i = 0; i < XM_BATCH; i++) { x->n[i] = 8 + (size_t)nm_rng_below(&r, 120); x->p[i] = xmalloc(x->n[i]); }
-        for (;;) { /* push to the next thread (bounded queue) */
-            pthread_mutex_lock(&xm.lock);
-            if (xm.tail[to] - xm.head[to] < 64) { xm.q[to][xm.tail[to]++ % 64] = x; pthread_mutex_unlock(&xm.lock); break; }
-            xm_batch *mine = xm.tail[id] != xm.head[id] ? xm.q[id][xm.head[id]++ % 64] : NULL;
-            pthread_mutex_unlock(&xm.lock);
-            if (mine) { for (int i = 0; i < XM_BATCH; i++) xfree(mine->p[i], mine->n[i]); free(mine); }
-        }
-        for (;;) { /* free what arrived */
-            pthread_mutex_lock(&xm.lock);
-            xm_batch *mine = xm.tail[id] != xm.head[id] ? xm.q[id][xm.head[id]++ % 64] : NULL;
-            pthread_mutex_unlock(&xm.lock);
-            if (!mine) break;
-            for (int i = 0; i < XM_BATCH; i++) xfree(mine->p[i], mine->n[i]);
-            free(mine);
-        }
-    }
-    /* keep consuming until every producer is done, so nobody waits on a full queue */
-    __atomic_fetch_add(&xm_done, 1, __ATOMIC_ACQ_REL);
-    while (__atomic_load_n(&xm_done, __ATOMIC_ACQUIRE) < g_threads) {
         pthread_mutex_lock(&xm.lock);
-        xm_batch *mine = xm.tail[id] != xm.head[id] ? xm.q[id][xm.head[id]++ % 64] : NULL;
+        while (xm.tail[to] - xm.head[to] >= XM_QUEUE) { /* the next thread's queue is full */
+            xm_batch *mine = xm_pop(id);
+            if (mine) { /* free what arrived meanwhile (outside the lock) */
+                pthread_mutex_unlock(&xm.lock);
+                xm_free_batch(mine);
+                pthread_mutex_lock(&xm.lock);
+            } else {
+                xm_waits++;
+                pthread_cond_wait(&xm.cv[id], &xm.lock);
+            }
+        }
+        xm.q[to][xm.tail[to]++ % XM_QUEUE] = x;
+        pthread_cond_signal(&xm.cv[to]);
+        for (xm_batch *mine; (mine = xm_pop(id));) { /* free what arrived */
+            pthread_mutex_unlock(&xm.lock);
+            xm_free_batch(mine);
+            pthread_mutex_lock(&xm.lock);
+        }
         pthread_mutex_unlock(&xm.lock);
-        if (!mine) { sched_yield(); continue; }
-        for (int i = 0; i < XM_BATCH; i++) xfree(mine->p[i], mine->n[i]);
-        free(mine);
     }
+    /* keep consuming until every producer is done, so nobody waits on a full queue forever */
     pthread_mutex_lock(&xm.lock);
-    while (xm.tail[id] != xm.head[id]) {
-        xm_batch *mine = xm.q[id][xm.head[id]++ % 64];
-        for (int i = 0; i < XM_BATCH; i++) xfree(mine->p[i], mine->n[i]);
-        free(mine);
+    if (++xm.done == g_threads)
+        for (unsigned i = 0; i < g_threads; i++) pthread_cond_signal(&xm.cv[i]);
+    for (;;) {
+        xm_batch *mine = xm_pop(id);
+        if (mine) {
+            pthread_mutex_unlock(&xm.lock);
+            xm_free_batch(mine);
+            pthread_mutex_lock(&xm.lock);
+        } else if (xm.done < g_threads) {
+            xm_waits++;
+            pthread_cond_wait(&xm.cv[id], &xm.lock);
+        } else {
+            break;
+        }
     }
     pthread_mutex_unlock(&xm.lock);
     return NULL;
@@ -170,9 +230,9 @@ static void *sh8bench(void *arg)
         slot *a = malloc(n * sizeof *a);
         sh_batch(&r, a, n);
         sh8_box[id] = a;
-        pthread_barrier_wait(&g_bar);
+        wl_barrier();
         slot *b = sh8_box[(id + 1) % g_threads];
-        pthread_barrier_wait(&g_bar);
+        wl_barrier();
         for (size_t i = 0; i < n; i++) xfree(b[i].p, b[i].n);
         free(b);
     }
@@ -464,6 +524,79 @@ static uint64_t proc_cpu_ns(void)
            ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000ull;
 }
 
+/* ---- NEARMEM_WL_DETAIL=1: where the timed section's CPU went ----------------------------
+ * Per workload thread: time on a CPU and time waiting on a run queue (the kernel's
+ * /proc/thread-self/schedstat, in ns), its voluntary (blocked: barrier, futex, yield) and
+ * involuntary (preempted) context switches; the process's other threads (SpeedMalloc's
+ * server) from /proc/self/task/<tid>/schedstat around the section; the workloads' own
+ * wait-loop counters. Off by default; the suites' figures never read it. */
+typedef struct { uint64_t run, rq, slices, wall; long nv, niv; } wl_ts;
+static wl_ts wl_thr[64];
+static void *(*wl_fn)(void *);
+static void read_schedstat(const char *path, uint64_t v[3])
+{
+    v[0] = v[1] = v[2] = 0;
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    unsigned long long a = 0, b = 0, c = 0;
+    if (fscanf(f, "%llu %llu %llu", &a, &b, &c) == 3) { v[0] = a; v[1] = b; v[2] = c; }
+    fclose(f);
+}
+static void thread_sample(wl_ts *t)
+{
+    uint64_t v[3];
+    read_schedstat("/proc/thread-self/schedstat", v);
+    struct rusage ru;
+    getrusage(RUSAGE_THREAD, &ru);
+    *t = (wl_ts){v[0], v[1], v[2], nm_now_ns(), ru.ru_nvcsw, ru.ru_nivcsw};
+}
+static void *wl_trampoline(void *arg)
+{
+    /* NEARMEM_WL_PIN=c0,c1,...: workload thread i runs on CPU c[i % n] only (threads it
+     * creates inherit that). It fixes the placement that the scheduler otherwise picks per run
+     * (speedmalloc-contention --set pin=1; docs/speedmalloc.md, "Where the contention spread
+     * comes from"). */
+    const char *pin = getenv("NEARMEM_WL_PIN");
+    if (pin && *pin) {
+        int cpus[64], n = 0;
+        for (const char *q = pin; *q && n < 64;) {
+            cpus[n++] = atoi(q);
+            q += strcspn(q, ",");
+            if (*q) q++;
+        }
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(cpus[(uintptr_t)arg % (unsigned)n], &set);
+        if (sched_setaffinity(0, sizeof set, &set) != 0) perror("NEARMEM_WL_PIN");
+    }
+    if (!wl_detail) return wl_fn(arg);
+    wl_ts a, b;
+    thread_sample(&a);
+    void *r = wl_fn(arg);
+    thread_sample(&b);
+    wl_thr[(uintptr_t)arg] = (wl_ts){b.run - a.run, b.rq - a.rq, b.slices - a.slices, b.wall - a.wall, b.nv - a.nv, b.niv - a.niv};
+    return r;
+}
+#define WL_MAXTASK 16
+typedef struct { int n; long tid[WL_MAXTASK]; uint64_t run[WL_MAXTASK], rq[WL_MAXTASK]; } wl_tasks;
+static void tasks_sample(wl_tasks *t)
+{
+    t->n = 0;
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return;
+    long self = (long)syscall(SYS_gettid);
+    for (struct dirent *e; (e = readdir(d)) && t->n < WL_MAXTASK;) {
+        long tid = atol(e->d_name);
+        if (tid <= 0 || tid == self) continue;
+        char path[64];
+        uint64_t v[3];
+        snprintf(path, sizeof path, "/proc/self/task/%ld/schedstat", tid);
+        read_schedstat(path, v);
+        t->tid[t->n] = tid, t->run[t->n] = v[0], t->rq[t->n] = v[1], t->n++;
+    }
+    closedir(d);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 4) {
@@ -480,14 +613,24 @@ int main(int argc, char **argv)
     if (!fn) { fprintf(stderr, "unknown workload %s\n", argv[1]); return 2; }
 
     pthread_barrier_init(&g_bar, NULL, g_threads);
+    for (unsigned i = 0; i < g_threads; i++) pthread_cond_init(&xm.cv[i], NULL);
     for (unsigned i = 0; i < g_threads; i++) {
         larson_arrays[i] = calloc(LARSON_SLOTS, sizeof(slot));
         scratch_first[i] = xmalloc(8); /* neighbours in memory, handed to different threads */
     }
     ms_shared = calloc(MS_SLOTS, sizeof(slot));
+    const char *dv = getenv("NEARMEM_WL_DETAIL");
+    wl_detail = dv && *dv == '1';
+    const char *pv = getenv("NEARMEM_WL_PIN");
+    bool tramp = wl_detail || (pv && *pv);
+    wl_fn = fn;
+    wl_tasks tk0, tk1;
+    wl_ts m0, m1;
+    struct rusage ru0, ru1;
+    if (wl_detail) { tasks_sample(&tk0); thread_sample(&m0); getrusage(RUSAGE_SELF, &ru0); }
     uint64_t c0 = proc_cpu_ns(), t0 = nm_now_ns();
     pthread_t t[64];
-    for (unsigned i = 0; i < g_threads; i++) pthread_create(&t[i], NULL, fn, (void *)(uintptr_t)i);
+    for (unsigned i = 0; i < g_threads; i++) pthread_create(&t[i], NULL, tramp ? wl_trampoline : fn, (void *)(uintptr_t)i);
     for (unsigned i = 0; i < g_threads; i++) pthread_join(t[i], NULL);
     for (unsigned i = 0; i < g_threads; i++) {
         for (size_t k = 0; k < LARSON_SLOTS; k++) if (larson_arrays[i][k].p) xfree(larson_arrays[i][k].p, larson_arrays[i][k].n);
@@ -495,10 +638,29 @@ int main(int argc, char **argv)
     }
     for (size_t k = 0; k < MS_SLOTS; k++) if (ms_shared[k].p) xfree(ms_shared[k].p, ms_shared[k].n);
     uint64_t dt = nm_now_ns() - t0, dc = proc_cpu_ns() - c0;
+    if (wl_detail) { thread_sample(&m1); getrusage(RUSAGE_SELF, &ru1); tasks_sample(&tk1); }
     if (strcmp(argv[1], "cache-scratch") != 0)
         for (unsigned i = 0; i < g_threads; i++) xfree(scratch_first[i], 8);
     if (g_bad) { fprintf(stderr, "%s: wrong result (block contents or computed values)\n", argv[1]); return 1; }
     printf("elapsed_ns=%llu cpu_ns=%llu checksum=%llu\n", (unsigned long long)dt, (unsigned long long)dc,
            (unsigned long long)g_sum);
+    if (wl_detail) {
+        uint64_t orun = 0, orq = 0;
+        for (int i = 0; i < tk1.n; i++) {
+            uint64_t r0 = 0, q0 = 0;
+            for (int j = 0; j < tk0.n; j++) if (tk0.tid[j] == tk1.tid[i]) r0 = tk0.run[j], q0 = tk0.rq[j];
+            orun += tk1.run[i] - r0;
+            orq += tk1.rq[i] - q0;
+        }
+        printf("detail: main_run_ns=%llu other_tasks=%d other_run_ns=%llu other_rq_ns=%llu proc_nvcsw=%ld proc_nivcsw=%ld "
+               "xm_waits=%llu bar_waits=%llu bar_cpu_ns=%llu bar_wall_ns=%llu\n",
+               (unsigned long long)(m1.run - m0.run), tk1.n, (unsigned long long)orun, (unsigned long long)orq,
+               ru1.ru_nvcsw - ru0.ru_nvcsw, ru1.ru_nivcsw - ru0.ru_nivcsw, (unsigned long long)xm_waits,
+               (unsigned long long)bar_waits, (unsigned long long)bar_cpu_ns, (unsigned long long)bar_wall_ns);
+        for (unsigned i = 0; i < g_threads; i++)
+            printf("thread %u: run_ns=%llu rq_ns=%llu wall_ns=%llu slices=%llu nvcsw=%ld nivcsw=%ld\n", i,
+                   (unsigned long long)wl_thr[i].run, (unsigned long long)wl_thr[i].rq, (unsigned long long)wl_thr[i].wall,
+                   (unsigned long long)wl_thr[i].slices, wl_thr[i].nv, wl_thr[i].niv);
+    }
     return 0;
 }

@@ -123,9 +123,17 @@ typedef struct pmalloc_options {
                                    * 0 = 10 s (jemalloc's default), PMALLOC_DECAY_NEVER = off */
     unsigned log_chunks;          /* bookkeeping-log size in 1 KiB chunks when creating
                                    * (>= 4); 0 = one 8-byte entry per data page + 16 chunks */
-    unsigned redo_records;        /* records per thread's redo ring when creating (a power of two,
-                                   * 64..4096; 0 = about 1/32 of the heap over 128 rings): a
-                                   * checkpoint runs every half ring of a thread's operations */
+    unsigned redo_records;        /* records per redo ring when creating (a power of two,
+                                   * 64..4096; 0 = about 1/32 of the heap over 128 rings). The
+                                   * rings are a pool: a thread writes into one ring at a time;
+                                   * a checkpoint gives back the full ones it settled */
+    unsigned checkpoint_records;  /* LOG (and extents): most records a checkpoint lets pile up
+                                   * after its bound, i.e. the replay after a crash (plus up to
+                                   * two rings per thread); 0 = 65536, at most all the rings. A
+                                   * checkpoint runs at 7/8 of it or when the free rings run
+                                   * low. Smaller: faster recovery, more lines written back
+                                   * per operation. Per open, not stored in the heap. */
+#define PMALLOC_CHECKPOINT_RECORDS 65536u /* checkpoint_records = 0 */
     bool create;                  /* create the heap when the file does not exist */
     unsigned morph_su;            /* slab morphing (Sec. 5.2): a slab whose occupancy is below
                                    * this percentage may change size class when its arena needs

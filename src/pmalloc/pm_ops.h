@@ -39,14 +39,15 @@ unsigned pm_numa_dump(pm_heap *h, FILE *out);
  * checkpoint must write back (pm_redo_done). */
 void pm_redo_layout(uint64_t heap_size, unsigned want, uint32_t *nrings, uint32_t *recs); /* create */
 nm_err pm_redo_open(pm_heap *h, bool fresh);    /* the bound; the clock after it */
-void pm_redo_reserve(pm_heap *h, pm_tcache *tc); /* a free slot in tc's ring (may checkpoint) */
+void pm_redo_reserve(pm_heap *h, pm_tcache *tc); /* a free slot for tc's next record (may checkpoint) */
 uint64_t pm_redo_begin(pm_heap *h, pm_tcache *tc);
 void pm_redo_commit(pm_heap *h, pm_tcache *tc, uint64_t seq, unsigned op, uint64_t block, uint64_t loc, uint64_t size);
 void pm_redo_done(pm_heap *h, pm_tcache *tc, uint64_t seq, uint64_t *bitw, uint64_t *loc, struct pm_vslab *s, uint64_t blk);
 nm_err pm_checkpoint(pm_heap *h, unsigned flags); /* settle every committed operation */
 nm_err pm_redo_recover(pm_heap *h);              /* replay the records after the bound (open) */
-nm_err pm_tc_ring_take(pm_heap *h, pm_tcache *tc); /* tc_lock held */
-void pm_tc_ring_drop(pm_heap *h, pm_tcache *tc);   /* tc_lock held; settled first */
+nm_err pm_tc_ring_take(pm_heap *h, pm_tcache *tc);  /* a new cache's first ring; no lock held (may checkpoint) */
+void pm_tc_ring_drop(pm_heap *h, pm_tcache *tc);    /* tc_lock held; settled first */
+void pm_tc_ring_abandon(pm_heap *h, pm_tcache *tc); /* tc_lock held; could not be settled */
 /* open: every slab's bitmap against its checksum (redo.c); live_blocks: the
  * blocks of live deallocation-log entries (pm_numa_live_blocks, a layer above) */
 nm_err pm_redo_verify(pm_heap *h, uint64_t state, size_t (*live_blocks)(pm_heap *h, uint64_t **out));

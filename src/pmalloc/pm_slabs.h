@@ -44,6 +44,8 @@ void pm_morph_lru_del(pm_arena *a, pm_vslab *s);
 void pm_morph_touch(pm_arena *a, pm_vslab *s);
 void pm_morph_free(pm_vslab *s);
 void pm_slab_settle(pm_heap *h, pm_vslab *s); /* partial list / release after blocks came back */
+void pm_slab_sweep(pm_heap *h, bool wait);    /* after a checkpoint: release the empty slabs it settled */
+bool pm_slab_sweep_due(pm_heap *h);           /* empty slabs wait for a checkpoint */
 /* an arena's partial list of class s->cls (arena lock held) */
 static inline void pm_slab_partial_add(pm_arena *a, pm_vslab *s)
 {

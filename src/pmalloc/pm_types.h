@@ -36,10 +36,15 @@ typedef struct pm_heap pm_heap;
 #define PM_STATE_RUNNING 0x4e4e4e5552ull    /* "RUNNN" */
 #define PM_STATE_RECOVERING 0x5643455272ull /* "rRECV" */
 
-/* Redo rings (redo.c): one per thread cache; 32-byte records, 2 per line. */
+/* Redo rings (redo.c): 32-byte records, 2 per line, in PM_NRINGS rings of
+ * ring_recs records; a thread writes its records into a chain of rings taken
+ * from a shared pool, one at a time, and a checkpoint returns the rings it
+ * settled. */
 #define PM_NRINGS 128u
 #define PM_RING_MIN 64u   /* records per ring */
 #define PM_RING_MAX 4096u
+/* Default most records after the checkpoint bound (pmalloc_options.checkpoint_records). */
+#define PM_CKPT_RECORDS PMALLOC_CHECKPOINT_RECORDS
 
 /* Bookkeeping log (Sec. 5.3): 1 KiB chunks, line 0 = header, 15 lines of 8 entries. */
 #define PM_CHUNK_BYTES 1024u
@@ -221,6 +226,12 @@ typedef struct pm_vslab {
     uint32_t busy, morphing; /* atomic */
     struct pm_vslab *lru_next, *lru_prev;
     bool in_lru;
+    /* LOG: the clock when it last became empty (arena lock): every record of
+     * its blocks is older. It goes back to the extents only once they are
+     * settled (gw >= empty_at - 1); until then it waits for a checkpoint, on
+     * its arena's partial list (release_wanted; pm_slab_sweep, slab.c) */
+    uint64_t empty_at;
+    bool release_wanted;
 } pm_vslab;
 
 #define PM_VEH_FREE 0
@@ -265,6 +276,7 @@ typedef struct pm_arena {
     unsigned id, node;
     unsigned nthreads; /* thread caches attached (under tc_lock) */
     struct pm_vslab *lru_head, *lru_tail; /* slab morphing: least recently allocated from first */
+    bool sweep; /* empty slabs wait for a checkpoint to be released (pm_slab_sweep) */
 } pm_arena;
 
 typedef struct pm_tcblk {
@@ -281,13 +293,12 @@ typedef struct pm_tcbin {
 typedef struct pm_tcache {
     pm_heap *h;
     pm_arena *arena;
-    int ring;           /* its first ring, and how many consecutive ones (redo.c) */
-    unsigned nrings;
-    uint32_t nrec;      /* records in them */
-    uint64_t head;      /* records written to the ring so far (the next goes to slot head) */
+    /* its records (redo.c): record k goes to ring seg[(k / ring_recs) % PM_NRINGS] */
+    uint64_t nseg;      /* rings taken so far: records < nseg * ring_recs have a slot */
+    uint64_t head;      /* records written so far (the next is record head) */
     uint64_t pub;       /* records whose operation is complete (atomic: read by checkpoints) */
-    uint64_t settled;   /* records covered by a checkpoint: their slots are free (atomic) */
-    pm_side *side;      /* [ring_recs] */
+    uint64_t settled;   /* records covered by a checkpoint: their rings are given back (atomic) */
+    uint8_t seg[PM_NRINGS];
     uint64_t inflight;  /* seq of the logged operation in progress, 1 while taking one, 0 idle */
     uint64_t last_seq;  /* its last record's sequence number (0: none yet) */
     pm_tcbin bins[PM_NCLS_MAX];
@@ -375,9 +386,18 @@ struct pm_heap {
     pthread_key_t tc_key;
     pthread_mutex_t tc_lock;
     pm_tcache *tcaches;
-    uint8_t ring_used[PM_NRINGS];
     uint32_t nrings, ring_recs; /* redo rings (redo.c) */
     pm_rec *rings;
+    /* the pool of rings (redo.c): seg_lock guards ring_used and seg_free */
+    pthread_mutex_t seg_lock;
+    uint8_t ring_used[PM_NRINGS];
+    unsigned seg_free;     /* rings in the pool (atomic reads) */
+    uint64_t seg_pending;  /* rings full of records after the bound, not yet given back (atomic) */
+    unsigned seg_cap;      /* a thread takes a ring only while fewer are pending */
+    unsigned seg_trig;     /* a checkpoint starts when this many are pending, */
+    unsigned seg_low;      /* or when the pool is down to this many and one is */
+    unsigned ckpt_records; /* pmalloc_options.checkpoint_records (0: PM_CKPT_RECORDS) */
+    pm_side *side;         /* [nrings * ring_recs]: what each record's checkpoint writes back */
     /* the sequence clock: one for the heap, on its own line. A global order of
      * operations (an atomic increment agrees with happens-before) lets
      * recovery pick each block's and each pointer word's last operation. */
@@ -386,7 +406,8 @@ struct pm_heap {
     pthread_mutex_t ckpt_lock;
     pthread_mutex_t old_lock; /* GC: one old-block free at a time (its checksum word, then its bit; morph.c) */
     struct pm_ckset *ckset;   /* a checkpoint's lines and slabs (hash sets kept between checkpoints; redo.c) */
-    uint64_t gw;       /* the checkpoint bound: operations <= it are settled (under ckpt_lock) */
+    uint64_t gw;       /* the checkpoint bound: operations <= it are settled (written under ckpt_lock; atomic) */
+    uint32_t sweep_due; /* an arena has empty slabs waiting for a checkpoint (atomic; slab.c) */
     uint64_t c_ckpts;  /* checkpoints (atomic) */
 
     /* counters: hot ones per thread (pm_ctr_*), rare ones shared atomics */
@@ -579,7 +600,9 @@ static inline void pm_pmap_set(pm_heap *h, uint64_t page, pm_veh *v)
     __atomic_store_n(&h->pmap[page], v, __ATOMIC_RELEASE);
 }
 
-enum { PM_CKPT_GC = 1 }; /* pm_checkpoint (redo.c): also collect the bookkeeping log */
+/* pm_checkpoint (redo.c): also collect the bookkeeping log; only if none is
+ * running and one is due (the rings are filling up) */
+enum { PM_CKPT_GC = 1, PM_CKPT_TRY = 2 };
 
 static inline uint64_t *pm_pbm_word(const pm_vslab *s, uint32_t idx, uint64_t *mask)
 {

@@ -210,6 +210,17 @@ static nm_err check_loc(pm_heap *h, const pmalloc_ptr *loc, const char *what)
 
 nm_err pmalloc_malloc_to(pmalloc_heap *hd, size_t size, pmalloc_ptr *dst) { return pmalloc_malloc_to_ex(hd, size, dst, 0); }
 
+/* The heap ran out of pages: empty slabs that wait for a checkpoint (LOG,
+ * pm_slab_sweep) are free space. true: some went back, try again. No lock
+ * held. */
+static bool release_waiting(pm_heap *h)
+{
+    if (!pm_slab_sweep_due(h)) return false;
+    if (pm_checkpoint(h, 0) != NM_OK) return false;
+    pm_slab_sweep(h, true); /* the arenas the checkpoint's sweep could not lock */
+    return true;
+}
+
 nm_err pmalloc_malloc_to_ex(pmalloc_heap *hd, size_t size, pmalloc_ptr *dst, unsigned flags)
 {
     PM_ENTER_ERR(h, hd);
@@ -230,6 +241,7 @@ nm_err pmalloc_malloc_to_ex(pmalloc_heap *hd, size_t size, pmalloc_ptr *dst, uns
         int cls = nm_sizeclass_lookup(&h->sc, size);
         pm_tcblk k;
         err = pm_small_take(h, tc, (unsigned)cls, &k);
+        if (err == NM_ENOMEM && release_waiting(h)) err = pm_small_take(h, tc, (unsigned)cls, &k);
         if (err) return err;
         uint64_t b = block_off(h, k.s, k.idx), *w, bsize = k.s->block_size; /* once the bit is set, a morph may start */
         if (h->model == PMALLOC_LOG) {
@@ -271,19 +283,33 @@ nm_err pmalloc_malloc_to_ex(pmalloc_heap *hd, size_t size, pmalloc_ptr *dst, uns
         return err;
     }
     if (!cached) {
+        /* empty slabs waiting for a checkpoint (LOG) may be what this node has
+         * left: they go back before the extent goes to another node */
+        bool waiting = pm_slab_sweep_due(h);
         /* the log entry's room and the extent in one critical section when
          * the log has room, else through pm_bk_reserve (which may checkpoint) */
         pthread_mutex_lock(&h->large_lock);
         bool reserved = pm_bk_try_reserve(h, true);
-        if (reserved) err = pm_numa_extent_alloc(h, tc->node, npages, PM_VEH_ALLOC, true, &v);
+        if (reserved) err = pm_numa_extent_alloc(h, tc->node, npages, PM_VEH_ALLOC, !waiting, &v);
         pthread_mutex_unlock(&h->large_lock);
         if (!reserved) {
             if ((err = pm_bk_reserve(h, true))) return err;
+            pthread_mutex_lock(&h->large_lock);
+            err = pm_numa_extent_alloc(h, tc->node, npages, PM_VEH_ALLOC, !waiting, &v);
+            pthread_mutex_unlock(&h->large_lock);
+        }
+        if (err == NM_ENOMEM && waiting) {
+            release_waiting(h);
             pthread_mutex_lock(&h->large_lock);
             err = pm_numa_extent_alloc(h, tc->node, npages, PM_VEH_ALLOC, true, &v);
             pthread_mutex_unlock(&h->large_lock);
         }
         if (err == NM_ENOMEM && pm_xc_flush_all(h)) { /* cached space is free space */
+            pthread_mutex_lock(&h->large_lock);
+            err = pm_numa_extent_alloc(h, tc->node, npages, PM_VEH_ALLOC, true, &v);
+            pthread_mutex_unlock(&h->large_lock);
+        }
+        if (err == NM_ENOMEM && release_waiting(h)) { /* and so are empty slabs */
             pthread_mutex_lock(&h->large_lock);
             err = pm_numa_extent_alloc(h, tc->node, npages, PM_VEH_ALLOC, true, &v);
             pthread_mutex_unlock(&h->large_lock);
@@ -851,6 +877,7 @@ static void heap_free(pm_heap *h)
     pm_ctr_free(h);
     pthread_mutex_destroy(&h->ckpt_lock);
     pthread_mutex_destroy(&h->old_lock);
+    pthread_mutex_destroy(&h->seg_lock);
     pm_ckset_free(h);
     free(h);
 }
@@ -1080,6 +1107,7 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
     h->model = (pmalloc_model)h->sb->model;
     h->tagbits = h->sb->ptr_tag << PMALLOC_PTR_OFFSET_BITS;
     h->morph_su = o.morph_su == PMALLOC_MORPH_OFF ? 0 : o.morph_su ? o.morph_su : PM_MORPH_DEFAULT_SU;
+    h->ckpt_records = o.checkpoint_records;
     uint64_t decay_ns = o.decay_ms == PMALLOC_DECAY_NEVER ? UINT64_MAX : (uint64_t)(o.decay_ms ? o.decay_ms : 10000) * 1000000ull;
     if (h->persist == PMALLOC_PERSIST_SIM) decay_ns = UINT64_MAX; /* the image is compared line by line */
     /* none during recovery: until the records are replayed, pages free in the

@@ -7,7 +7,8 @@
  *   2. its effects are stored in memory, not written back: the pointer word
  *      (*dst = block, *src = 0), the slab bitmap bit, the bookkeeping-log
  *      entry of an extent (large.c appends without flushing).
- * Checkpoint (every half ring per thread, on demand): with ckpt_lock, take the
+ * Checkpoint (when the rings fill up, see "rings of thread caches" below; on
+ * demand): with ckpt_lock, take the
  * bound B = the last sequence number handed out, wait for the operations <= B
  * still in flight, write back the lines their effects touched (each line
  * once), settle the bookkeeping log, then store B as the bound G (two copies,
@@ -46,7 +47,7 @@ void pm_redo_layout(uint64_t heap_size, unsigned want, uint32_t *nrings, uint32_
 {
     *nrings = PM_NRINGS;
     uint32_t r = want;
-    if (!r) { /* the rings take about 1/32 of the heap: a checkpoint every half ring amortises its lines */
+    if (!r) { /* the rings take about 1/32 of the heap: the more records between checkpoints, the fewer lines per operation */
         uint64_t per = heap_size / 32 / PM_NRINGS / sizeof(pm_rec);
         r = PM_RING_MIN;
         while (r * 2 <= per && r < PM_RING_MAX) r *= 2;
@@ -55,16 +56,6 @@ void pm_redo_layout(uint64_t heap_size, unsigned want, uint32_t *nrings, uint32_
 }
 
 static inline pm_rec *ring_of(pm_heap *h, unsigned ring) { return h->rings + (uint64_t)ring * h->ring_recs; }
-
-/* The k-th record of a thread's ring (tc->nrec slots) goes to slot(k): with
- * interleaving, consecutive records in different lines (Sec. 5.1). */
-static inline uint32_t rec_slot(const pm_heap *h, const pm_tcache *tc, uint64_t k)
-{
-    uint32_t R = tc->nrec, lines = R / 2u;
-    uint32_t i = (uint32_t)(k % R);
-    if (!h->interleave) return i;
-    return (i % lines) * 2u + (i / lines) % 2u;
-}
 
 static inline uint32_t rec_check(uint64_t w0, uint64_t block, uint64_t loc, uint64_t size)
 {
@@ -87,6 +78,8 @@ static void gw_write(pm_heap *h, uint64_t gw)
     }
 }
 
+static void seg_setup(pm_heap *h);
+
 nm_err pm_redo_open(pm_heap *h, bool fresh)
 {
     h->nrings = h->sb->nrings;
@@ -94,6 +87,12 @@ nm_err pm_redo_open(pm_heap *h, bool fresh)
     h->rings = (pm_rec *)(h->base + h->sb->redo_off);
     pthread_mutex_init(&h->ckpt_lock, NULL);
     pthread_mutex_init(&h->old_lock, NULL);
+    pthread_mutex_init(&h->seg_lock, NULL);
+    seg_setup(h);
+    /* one side entry per slot of the region (calloc: pages of rings never
+     * taken are never touched; the pool hands out the lowest rings first) */
+    h->side = calloc((size_t)h->nrings * h->ring_recs, sizeof *h->side);
+    if (!h->side) return nm_fail(NM_ENOMEM, "pmalloc: no host memory for the redo rings' side entries");
     if (fresh) {
         gw_write(h, 0);
         h->gw = 0;
@@ -110,48 +109,143 @@ nm_err pm_redo_open(pm_heap *h, bool fresh)
 
 /* ---- rings of thread caches ---- */
 
-/* A thread cache's ring: up to PM_RING_GROUP consecutive free rings of the
- * region (a longer ring: a checkpoint every half ring amortises its lines
- * over more operations), at least one (the region holds PM_NRINGS rings: as
- * many threads as before, when that many use the heap). Recovery scans the
- * whole region, so how it is cut into rings does not matter after a crash. */
-#define PM_RING_GROUP 8u
-nm_err pm_tc_ring_take(pm_heap *h, pm_tcache *tc)
+/* The region's rings are a pool. A thread writes its records into one ring
+ * at a time and takes another from the pool when it is full; a checkpoint
+ * gives back every full ring whose records it settled. So the rings go to
+ * the threads that write records, however many there are, and a checkpoint
+ * runs when the region fills up (seg_trig rings pending, or the pool down
+ * to seg_low), not when one thread's share does: with few threads, each
+ * checkpoint covers many more operations (a pointer word allocated and freed
+ * between two checkpoints is written back once, not twice; issue 16). The
+ * replay after a crash is bounded by seg_cap: a thread takes a ring only
+ * while fewer than seg_cap rings are full and unsettled, so at most
+ * seg_cap + (one per thread) rings hold records after the bound. Recovery
+ * scans the whole region, so which thread used which ring does not matter
+ * after a crash. */
+
+/* With seg_lock: the lowest free ring (the same few rings, and their side
+ * entries, stay warm), or -1. */
+static int seg_pop(pm_heap *h)
 {
-    unsigned best = 0, bestn = 0;
-    for (unsigned r = 0; r < h->nrings && bestn < PM_RING_GROUP;) {
-        if (h->ring_used[r]) { r++; continue; }
-        unsigned n = 0;
-        while (r + n < h->nrings && !h->ring_used[r + n] && n < PM_RING_GROUP) n++;
-        if (n > bestn) { best = r; bestn = n; }
-        r += n;
-    }
-    if (!bestn) return nm_fail(NM_EBUSY, "pmalloc: more than %u threads use the heap at once", h->nrings);
-    while (bestn & (bestn - 1)) bestn &= bestn - 1; /* a power of two: slot order */
-    tc->nrec = bestn * h->ring_recs;
-    tc->side = calloc(tc->nrec, sizeof *tc->side);
-    if (!tc->side) return nm_fail(NM_ENOMEM, "pmalloc: no host memory for a thread's redo ring");
-    for (unsigned i = 0; i < bestn; i++) h->ring_used[best + i] = 1;
-    tc->ring = (int)best;
-    tc->nrings = bestn;
-    tc->head = tc->pub = tc->settled = 0;
-    tc->last_seq = 0;
-    return NM_OK;
+    for (unsigned r = 0; r < h->nrings; r++)
+        if (!h->ring_used[r]) {
+            h->ring_used[r] = 1;
+            __atomic_store_n(&h->seg_free, h->seg_free - 1, __ATOMIC_RELAXED);
+            return (int)r;
+        }
+    return -1;
 }
 
+static void seg_push(pm_heap *h, unsigned r)
+{
+    h->ring_used[r] = 0;
+    __atomic_store_n(&h->seg_free, h->seg_free + 1, __ATOMIC_RELAXED);
+}
+
+static void seg_setup(pm_heap *h)
+{
+    uint32_t R = h->ring_recs;
+    uint64_t want = h->ckpt_records ? h->ckpt_records : PM_CKPT_RECORDS;
+    unsigned cap = (unsigned)NM_MIN((uint64_t)h->nrings, NM_MAX(want / R, (uint64_t)1));
+    h->seg_cap = cap;
+    h->seg_trig = NM_MAX(cap - cap / 8u, 1u);
+    h->seg_low = h->nrings / 8u;
+    h->seg_free = h->nrings;
+    h->seg_pending = 0;
+    memset(h->ring_used, 0, sizeof h->ring_used);
+}
+
+static inline bool ckpt_due(pm_heap *h)
+{
+    uint64_t p = __atomic_load_n(&h->seg_pending, __ATOMIC_RELAXED);
+    return p >= h->seg_trig || (p && __atomic_load_n(&h->seg_free, __ATOMIC_RELAXED) <= h->seg_low);
+}
+
+/* A new cache's first ring (no lock held: a checkpoint may run here). A
+ * cache holds at least one ring from its creation: as many threads as rings
+ * can use the heap at once (PM_NRINGS), whatever the others wrote. */
+nm_err pm_tc_ring_take(pm_heap *h, pm_tcache *tc)
+{
+    tc->nseg = tc->head = tc->pub = tc->settled = 0;
+    tc->last_seq = 0;
+    for (int tries = 0;; tries++) {
+        pthread_mutex_lock(&h->seg_lock);
+        int r = seg_pop(h);
+        pthread_mutex_unlock(&h->seg_lock);
+        if (r >= 0) {
+            tc->seg[0] = (uint8_t)r;
+            tc->nseg = 1;
+            return NM_OK;
+        }
+        /* every ring holds records: settle them (the full ones come back) */
+        if (tries == 1 || pm_checkpoint(h, 0) != NM_OK)
+            return nm_fail(NM_EBUSY, "pmalloc: more than %u threads use the heap at once", h->nrings);
+    }
+}
+
+/* A leaving cache, settled (tc_lock held): its rings go back (a full ring
+ * whose records a checkpoint settled went back then, unless it was the
+ * cache's last: that one a cache keeps while it lives, and writes over). */
 void pm_tc_ring_drop(pm_heap *h, pm_tcache *tc)
 {
-    for (unsigned i = 0; tc->ring >= 0 && i < tc->nrings; i++) h->ring_used[tc->ring + i] = 0;
-    tc->ring = -1;
-    free(tc->side);
-    tc->side = NULL;
+    uint32_t R = h->ring_recs;
+    pthread_mutex_lock(&h->seg_lock);
+    uint64_t from = tc->settled / R;
+    if (from == tc->nseg && from > 0) from--;
+    for (uint64_t k = from; k < tc->nseg; k++) seg_push(h, tc->seg[k % PM_NRINGS]);
+    tc->nseg = from;
+    pthread_mutex_unlock(&h->seg_lock);
+}
+
+/* A leaving cache whose records could not be settled (no host memory): its
+ * rings stay taken until the heap is opened again (recovery settles them);
+ * they no longer count as pending, or every operation would checkpoint. */
+void pm_tc_ring_abandon(pm_heap *h, pm_tcache *tc)
+{
+    uint32_t R = h->ring_recs;
+    __atomic_fetch_sub(&h->seg_pending, tc->head / R - tc->settled / R, __ATOMIC_RELAXED);
 }
 
 /* ---- one operation ---- */
 
+/* A slot for the thread's next record. Its ring full: its ring again if a
+ * checkpoint settled it meanwhile, else one from the pool, while fewer than
+ * seg_cap rings are pending. Neither: a checkpoint (it settles every record
+ * published so far, so every full ring comes back, this thread's included). */
 void pm_redo_reserve(pm_heap *h, pm_tcache *tc)
 {
-    while (tc->head - __atomic_load_n(&tc->settled, __ATOMIC_ACQUIRE) >= tc->nrec) pm_checkpoint(h, 0);
+    uint32_t R = h->ring_recs;
+    if (NM_LIKELY(tc->head < tc->nseg * R)) return;
+    for (;;) {
+        int r = -1;
+        pthread_mutex_lock(&h->seg_lock); /* the checkpoint's keep-or-give-back decision sees nseg */
+        if (__atomic_load_n(&tc->settled, __ATOMIC_RELAXED) >= tc->nseg * R) r = tc->seg[(tc->nseg - 1) % PM_NRINGS];
+        else if (__atomic_load_n(&h->seg_pending, __ATOMIC_RELAXED) < h->seg_cap) r = seg_pop(h);
+        if (r >= 0) {
+            tc->seg[tc->nseg % PM_NRINGS] = (uint8_t)r;
+            tc->nseg++;
+        }
+        pthread_mutex_unlock(&h->seg_lock);
+        if (r >= 0) return;
+        pm_checkpoint(h, 0); /* out of host memory: the next try checkpoints again */
+    }
+}
+
+/* The ring slot of a thread's record k: with interleaving, consecutive
+ * records in different lines (Sec. 5.1). */
+static inline pm_rec *rec_at(pm_heap *h, const pm_tcache *tc, uint64_t k)
+{
+    uint32_t R = h->ring_recs, lines = R / 2u;
+    uint32_t i = (uint32_t)(k % R);
+    pm_rec *ring = ring_of(h, tc->seg[(k / R) % PM_NRINGS]);
+    if (!h->interleave) return ring + i;
+    return ring + (i % lines) * 2u + (i / lines) % 2u;
+}
+
+static inline pm_side *side_at(pm_heap *h, const pm_tcache *tc, uint64_t k)
+{
+    uint32_t R = h->ring_recs;
+    return &h->side[(uint64_t)tc->seg[(k / R) % PM_NRINGS] * R + k % R];
 }
 
 uint64_t pm_redo_begin(pm_heap *h, pm_tcache *tc)
@@ -166,7 +260,7 @@ uint64_t pm_redo_begin(pm_heap *h, pm_tcache *tc)
 
 void pm_redo_commit(pm_heap *h, pm_tcache *tc, uint64_t seq, unsigned op, uint64_t block, uint64_t loc, uint64_t size)
 {
-    pm_rec *e = &ring_of(h, (unsigned)tc->ring)[rec_slot(h, tc, tc->head)];
+    pm_rec *e = rec_at(h, tc, tc->head);
     if (tc->dl.held) op |= PM_OP_REMOTE;
     uint64_t back = tc->last_seq && seq - tc->last_seq <= PM_REC_BACK_MAX ? seq - tc->last_seq : 0;
     tc->last_seq = seq;
@@ -183,7 +277,7 @@ void pm_redo_commit(pm_heap *h, pm_tcache *tc, uint64_t seq, unsigned op, uint64
 
 void pm_redo_done(pm_heap *h, pm_tcache *tc, uint64_t seq, uint64_t *bitw, uint64_t *loc, struct pm_vslab *s, uint64_t blk)
 {
-    pm_side *sd = &tc->side[tc->head % tc->nrec];
+    pm_side *sd = side_at(h, tc, tc->head);
     sd->bitw = bitw;
     sd->loc = loc;
     sd->s = s;
@@ -192,11 +286,9 @@ void pm_redo_done(pm_heap *h, pm_tcache *tc, uint64_t seq, uint64_t *bitw, uint6
     tc->head++;
     __atomic_store_n(&tc->pub, tc->head, __ATOMIC_RELEASE);
     __atomic_store_n(&tc->inflight, 0, __ATOMIC_RELEASE);
-    /* half the ring unsettled: a checkpoint, unless one is under way */
-    if (tc->head - __atomic_load_n(&tc->settled, __ATOMIC_ACQUIRE) >= tc->nrec / 2 && pthread_mutex_trylock(&h->ckpt_lock) == 0) {
-        pthread_mutex_unlock(&h->ckpt_lock);
-        pm_checkpoint(h, 0);
-    }
+    if (tc->head % h->ring_recs == 0) __atomic_fetch_add(&h->seg_pending, 1, __ATOMIC_RELAXED); /* a full ring */
+    /* the region filling up: a checkpoint, unless one is under way */
+    if (ckpt_due(h)) pm_checkpoint(h, PM_CKPT_TRY);
 }
 
 /* ---- checkpoint ---- */
@@ -262,6 +354,8 @@ static void ck_clear(ck_set *s)
 
 void pm_ckset_free(pm_heap *h)
 {
+    free(h->side);
+    h->side = NULL;
     if (!h->ckset) return;
     free(h->ckset->lines.t);
     free(h->ckset->lines.keys);
@@ -278,7 +372,16 @@ typedef struct ck_tc {
 
 nm_err pm_checkpoint(pm_heap *h, unsigned flags)
 {
-    pthread_mutex_lock(&h->ckpt_lock);
+    if (flags & PM_CKPT_TRY) {
+        /* due when the caller looked: not if another is running, or just ran */
+        if (pthread_mutex_trylock(&h->ckpt_lock) != 0) return NM_OK;
+        if (!ckpt_due(h)) {
+            pthread_mutex_unlock(&h->ckpt_lock);
+            return NM_OK;
+        }
+    } else {
+        pthread_mutex_lock(&h->ckpt_lock);
+    }
     uint64_t B = __atomic_load_n(&h->clock, __ATOMIC_SEQ_CST) - 1; /* every number <= B is handed out */
     /* the operations <= B still storing their effects finish (they never wait
      * for a checkpoint, nor for a lock a checkpoint's caller may hold) */
@@ -316,7 +419,7 @@ nm_err pm_checkpoint(pm_heap *h, unsigned flags)
         pm_tcache *t = tcs[k].tc;
         uint64_t pos = __atomic_load_n(&t->settled, __ATOMIC_RELAXED), end = tcs[k].upto;
         for (; pos < end; pos++) {
-            const pm_side *sd = &t->side[pos % t->nrec];
+            const pm_side *sd = side_at(h, t, pos);
             if (__atomic_load_n(&sd->seq, __ATOMIC_RELAXED) > B) break;
             if (sd->bitw) ck_get(ls, (uintptr_t)sd->bitw & ~(uintptr_t)(PM_LINE - 1));
             if (sd->loc) ck_get(ls, (uintptr_t)sd->loc & ~(uintptr_t)(PM_LINE - 1))->val = 1; /* a user pointer word: a user flush */
@@ -352,12 +455,27 @@ nm_err pm_checkpoint(pm_heap *h, unsigned flags)
     free(counts);
     if (!err) {
         gw_write(h, B);
-        h->gw = B;
-        for (size_t i = 0; i < ntc; i++) __atomic_store_n(&tcs[i].tc->settled, tcs[i].upto, __ATOMIC_RELEASE);
+        __atomic_store_n(&h->gw, B, __ATOMIC_RELEASE);
+        /* the full rings whose records are all settled go back to the pool,
+         * but a cache's current one (full, its next ring not taken yet): it
+         * keeps that one and writes over it (pm_redo_reserve), so a cache
+         * always holds a ring and never waits for one that another took */
+        uint32_t R = h->ring_recs;
+        uint64_t back = 0;
+        pthread_mutex_lock(&h->seg_lock);
+        for (size_t i = 0; i < ntc; i++) {
+            pm_tcache *t = tcs[i].tc;
+            for (uint64_t k = __atomic_load_n(&t->settled, __ATOMIC_RELAXED) / R; k < tcs[i].upto / R; k++, back++)
+                if (k + 1 < t->nseg) seg_push(h, t->seg[k % PM_NRINGS]);
+            __atomic_store_n(&t->settled, tcs[i].upto, __ATOMIC_RELEASE);
+        }
+        pthread_mutex_unlock(&h->seg_lock);
+        __atomic_fetch_sub(&h->seg_pending, back, __ATOMIC_RELAXED);
         pm_count(&h->c_ckpts, 1);
     }
     free(tcs);
     pthread_mutex_unlock(&h->ckpt_lock);
+    if (!err) pm_slab_sweep(h, false); /* empty slabs whose records this settled */
     return err;
 }
 

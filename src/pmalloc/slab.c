@@ -106,23 +106,37 @@ void pm_vslabs_destroy(pm_heap *h)
     h->vslab_pool = NULL;
 }
 
+/* LOG: an empty slab remembers the clock (arena lock held): every record of
+ * its blocks was taken before it became empty (a block leaves the slab before
+ * its allocation's record and comes back after its free's). */
+static inline void note_empty(pm_heap *h, pm_vslab *s)
+{
+    if (s->nfree_v == s->nblocks) s->empty_at = __atomic_load_n(&h->clock, __ATOMIC_SEQ_CST);
+}
+
 /* Give an empty slab back to the large allocator (arena lock held). Its
  * blocks are all free in DRAM and, under LOG, durably free in the bitmap.
- * false: kept, because a lock-free reader is on it (pm_slab_enter) or the log
- * is full. */
+ * false: kept, because a lock-free reader is on it (pm_slab_enter), the log
+ * is full, or (LOG) records of its blocks are not settled yet: recovery would
+ * replay them onto a slab or extent that reused its pages. Such a slab stays
+ * on its arena's partial list (its blocks can be allocated again) and the
+ * first checkpoint after settles them and releases it (pm_slab_sweep): a
+ * checkpoint per released slab wrote the pointer lines of a workload that
+ * frees whole slabs back many times over (issue 16, threadtest). */
 static bool slab_release(pm_heap *h, pm_vslab *s)
 {
+    if (h->model == PMALLOC_LOG && s->empty_at > __atomic_load_n(&h->gw, __ATOMIC_ACQUIRE) + 1) {
+        s->release_wanted = true;
+        __atomic_store_n(&s->arena->sweep, true, __ATOMIC_RELAXED);
+        __atomic_store_n(&h->sweep_due, 1, __ATOMIC_RELEASE);
+        return false;
+    }
     __atomic_store_n(&s->gone, 1, __ATOMIC_SEQ_CST); /* first mark it, then look for readers */
     if (__atomic_load_n(&s->busy, __ATOMIC_SEQ_CST)) {
         __atomic_store_n(&s->gone, 0, __ATOMIC_SEQ_CST);
         return false;
     }
-    /* LOG: records of its blocks must be settled before its pages can hold
-     * another slab or extent: recovery would replay them onto the newcomer */
-    if (h->model == PMALLOC_LOG && pm_up_checkpoint(h, 0) != NM_OK) {
-        __atomic_store_n(&s->gone, 0, __ATOMIC_SEQ_CST);
-        return false;
-    }
+    s->release_wanted = false;
     pm_slab_partial_del(s->arena, s);
     pthread_mutex_lock(&h->large_lock);
     pm_veh *v = s->veh;
@@ -141,25 +155,60 @@ static bool slab_release(pm_heap *h, pm_vslab *s)
     return false;
 }
 
-void pm_slab_settle(pm_heap *h, pm_vslab *s)
+/* An empty slab other than its class's first partial one goes (the arena
+ * keeps one empty slab per class; arena lock held). */
+static bool slab_try_release(pm_heap *h, pm_vslab *s)
 {
     /* old blocks pin a morphed slab; a reader inside (busy: a remote free that
      * has recorded its block, a lookup) keeps it until a later put */
-    if (s->nfree_v == s->nblocks && !(s->mo && s->mo->nold)) {
-        /* keep one empty slab per class in the arena; release the others */
-        pm_arena *a = s->arena;
-        bool other = a->partial[s->cls] && (a->partial[s->cls] != s || s->next);
-        if (other && slab_release(h, s)) return;
-    }
+    if (s->nfree_v != s->nblocks || (s->mo && s->mo->nold)) return false;
+    pm_arena *a = s->arena;
+    bool other = a->partial[s->cls] && (a->partial[s->cls] != s || s->next);
+    return other && slab_release(h, s);
+}
+
+void pm_slab_settle(pm_heap *h, pm_vslab *s)
+{
+    note_empty(h, s);
+    if (slab_try_release(h, s)) return;
     if (s->nfree_v) pm_slab_partial_add(s->arena, s);
 }
 
 void pm_slab_fix_lists(pm_heap *h, pm_vslab *s)
 {
-    NM_UNUSED(h);
+    note_empty(h, s);
     if (s->nfree_v == 0) pm_slab_partial_del(s->arena, s);
     else pm_slab_partial_add(s->arena, s);
 }
+
+/* After a checkpoint (LOG): the empty slabs that waited for their records to
+ * be settled go. The caller may hold an arena lock (a morph's checkpoint):
+ * arenas are tried, not waited for, unless `wait` (no lock held: the heap
+ * ran out of pages). A slab allocated from meanwhile is no longer empty; one
+ * whose records are still not all settled waits again. */
+void pm_slab_sweep(pm_heap *h, bool wait)
+{
+    if (!__atomic_exchange_n(&h->sweep_due, 0, __ATOMIC_ACQ_REL)) return;
+    bool again = false;
+    for (unsigned i = 0; i < h->narenas; i++) {
+        pm_arena *a = &h->arenas[i];
+        if (!__atomic_load_n(&a->sweep, __ATOMIC_RELAXED)) continue; /* a hint: set again under the lock if it matters */
+        if (wait) pthread_mutex_lock(&a->lock);
+        else if (pthread_mutex_trylock(&a->lock) != 0) { again = true; continue; }
+        __atomic_store_n(&a->sweep, false, __ATOMIC_RELAXED);
+        for (unsigned c = 0; c < PM_NCLS_MAX; c++)
+            for (pm_vslab *s = a->partial[c], *next; s; s = next) {
+                next = s->next;
+                if (!s->release_wanted) continue;
+                s->release_wanted = false;
+                slab_try_release(h, s); /* may set release_wanted (and the flags) again */
+            }
+        pthread_mutex_unlock(&a->lock);
+    }
+    if (again) __atomic_store_n(&h->sweep_due, 1, __ATOMIC_RELEASE);
+}
+
+bool pm_slab_sweep_due(pm_heap *h) { return __atomic_load_n(&h->sweep_due, __ATOMIC_ACQUIRE) != 0; }
 
 /* ---- LRU list (per arena, under its lock): head = least recently allocated from (morph.c) ---- */
 

@@ -36,7 +36,7 @@ static void tc_destroy(void *p)
     for (pm_tcache **pp = &h->tcaches; *pp; pp = &(*pp)->next)
         if (*pp == tc) { *pp = tc->next; break; }
     if (tc->settled == tc->head) pm_tc_ring_drop(h, tc);
-    else { free(tc->side); tc->side = NULL; } /* its ring keeps unsettled records: stays taken */
+    else pm_tc_ring_abandon(h, tc); /* its rings keep unsettled records: they stay taken */
     tc->arena->nthreads--;
     pthread_mutex_unlock(&h->tc_lock);
     pthread_mutex_unlock(&h->ckpt_lock);
@@ -64,13 +64,11 @@ pm_tcache *pm_tc_get(pm_heap *h)
     if (!tc) return NULL;
     memset(tc, 0, sizeof *tc);
     tc->h = h;
-    tc->ring = -1;
-    pthread_mutex_lock(&h->tc_lock);
-    if (pm_tc_ring_take(h, tc) != NM_OK) {
-        pthread_mutex_unlock(&h->tc_lock);
+    if (pm_tc_ring_take(h, tc) != NM_OK) { /* before tc_lock: it may checkpoint */
         free(tc);
         return NULL;
     }
+    pthread_mutex_lock(&h->tc_lock);
     /* each thread goes to the arena with the fewest threads (paper Sec. 4.2) of its node */
     pm_arena *best = pm_numa_pick_arena(h, tc);
     best->nthreads++;
@@ -92,7 +90,6 @@ void pm_tc_forget_all(pm_heap *h)
         h->tcaches = tc->next;
         if (tl_tc.tc == tc) tl_tc.uid = 0;
         for (unsigned c = 0; c < PM_NCLS_MAX; c++) free(tc->bins[c].slot);
-        free(tc->side);
         free(tc);
     }
 }

@@ -18,11 +18,11 @@ static void run_t(pmalloc_model m, bool sim, unsigned points, unsigned threads)
     int rc = sim ? pmc_run_sim(&r) : pmc_run_proc(&r);
     if (sim)
         print_message("power-failure%s %s: %llu crash points (%llu during recovery, %llu with 2 threads running, %llu at random moments, "
-                      "%llu at workload flushes, %llu in create, %llu in close; %llu log GCs), %llu failures %s\n",
+                      "%llu at workload flushes, %llu in create, %llu in close; %llu log GCs, %llu checkpoints), %llu failures %s\n",
                       threads > 1 ? " (2 threads)" : "", m == PMALLOC_LOG ? "LOG" : "GC", (unsigned long long)r.tried,
                       (unsigned long long)r.recovery_tried, (unsigned long long)r.mt_points, (unsigned long long)r.timer_points,
                       (unsigned long long)r.user_flush_points, (unsigned long long)r.create_points, (unsigned long long)r.close_points,
-                      (unsigned long long)r.log_gcs, (unsigned long long)r.failures, r.first_failure);
+                      (unsigned long long)r.log_gcs, (unsigned long long)r.checkpoints, (unsigned long long)r.failures, r.first_failure);
     else
         print_message("process%s %s: %llu kills (%llu in close, %llu in open or recovery), %llu failures %s\n", threads > 1 ? " (2 threads)" : "",
                       m == PMALLOC_LOG ? "LOG" : "GC", (unsigned long long)r.tried, (unsigned long long)r.kills_in_close,

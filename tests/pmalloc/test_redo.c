@@ -7,8 +7,15 @@
  *  - a plain store to such a word before a checkpoint is replaced by the
  *    replay; after pmalloc_sync it is kept;
  *  - a word inside an object freed later is never written by recovery;
- *  - one line and one fence per operation (plus the checkpoints' share). */
+ *  - one line and one fence per operation (plus the checkpoints' share);
+ *  - the redo rings are a pool: checkpoints come when the region fills up
+ *    (not per thread's share, not per released slab), and checkpoint_records
+ *    bounds the records a crash leaves to replay;
+ *  - an empty LOG slab waits for the next checkpoint to be released, and is
+ *    free space for an allocation that finds no pages meanwhile. */
 #include "nm_test.h"
+
+#include <pthread.h>
 
 #include <fcntl.h>
 
@@ -294,6 +301,201 @@ static void test_gc_stale_words_not_followed(void **st)
     pmt_rmdir(dir);
 }
 
+/* Threadtest's pattern (2 threads, each allocates 10,000 64 B objects into
+ * consecutive pointer words, then frees them all, 4 rounds) on a 64 MiB heap:
+ * with per-thread rings (8 rings of 512 records, a checkpoint at half) and a
+ * checkpoint per released slab, a checkpoint came every ~2,500 operations and
+ * every pointer line was written back in both phases (1.14 lines per
+ * operation); the pool of rings covers ~28,000 operations per thread. */
+typedef struct tt_arg {
+    pmalloc_heap *h;
+    pmalloc_ptr *slots;
+    pthread_barrier_t *bar;
+} tt_arg;
+static void *tt_worker(void *p)
+{
+    tt_arg *a = p;
+    pthread_barrier_wait(a->bar);
+    for (unsigned round = 0; round < 4; round++) {
+        for (unsigned i = 0; i < 10000; i++) assert_int_equal(pmalloc_malloc_to(a->h, 64, &a->slots[i]), NM_OK);
+        for (unsigned i = 0; i < 10000; i++) assert_int_equal(pmalloc_free_from(a->h, &a->slots[i]), NM_OK);
+    }
+    return NULL;
+}
+
+static void test_ring_pool_threadtest(void **st)
+{
+    (void)st;
+    char dir[256];
+    pmt_tmpdir(dir, sizeof dir, "redo5");
+    pmalloc_options o = pmt_opts(64 * MiB, PMALLOC_LOG, PMALLOC_PERSIST_CPU);
+    o.narenas = 2;
+    pmalloc_heap *h;
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+    assert_int_equal(pmalloc_malloc_to(h, 2 * 10000 * 8, pmalloc_root_slot(h, 0)), NM_OK);
+    pmalloc_ptr *slots = pmalloc_direct(h, pmalloc_get_root(h, 0));
+    memset(slots, 0, 2 * 10000 * 8);
+    pmalloc_persist(h, slots, 2 * 10000 * 8);
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, 3);
+    tt_arg a[2] = {{h, slots, &bar}, {h, slots + 10000, &bar}};
+    pthread_t t[2];
+    for (unsigned k = 0; k < 2; k++) pthread_create(&t[k], NULL, tt_worker, &a[k]);
+    pmalloc_stats s0, s;
+    pmalloc_stats_get(h, &s0);
+    pmalloc_stats_reset_counters(h);
+    pthread_barrier_wait(&bar);
+    for (unsigned k = 0; k < 2; k++) pthread_join(t[k], NULL);
+    pthread_barrier_destroy(&bar);
+    pmalloc_stats_get(h, &s);
+    double ops = 2.0 * 2 * 10000 * 4;
+    unsigned long long ck = (unsigned long long)(s.checkpoints - s0.checkpoints);
+    print_message("%.0f operations: %.3f lines and %.3f fences per operation, %llu checkpoints\n", ops, s.flushes / ops, s.fences / ops, ck);
+    assert_true(ck * 8192 < ops);         /* was one per ~2,500 */
+    assert_true(s.flushes < 1.1 * ops);   /* was 1.14 */
+    assert_true(s.fences < 1.01 * ops);
+    assert_int_equal(pmalloc_check(h), NM_OK);
+    assert_int_equal(pmalloc_close(h), NM_OK);
+    pmt_rmdir(dir);
+}
+
+/* checkpoint_records bounds what a crash leaves to replay: at most that many
+ * records in full rings, plus two rings per thread. */
+static unsigned replayed_after(unsigned ckpt_records, unsigned ops)
+{
+    char dir[256], img[256];
+    pmt_tmpdir(dir, sizeof dir, "redo6");
+    pmt_tmpdir(img, sizeof img, "redo6img");
+    pmalloc_options o = pmt_opts(8 * MiB, PMALLOC_LOG, PMALLOC_PERSIST_SIM);
+    o.narenas = 1;
+    o.checkpoint_records = ckpt_records;
+    pmalloc_heap *h;
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+    pmalloc_ptr *slots = pmalloc_root_slot(h, 0);
+    for (unsigned i = 0; i < ops / 2; i++) {
+        assert_int_equal(pmalloc_malloc_to(h, 64 + (i % 5) * 16, &slots[i % 64]), NM_OK);
+        assert_int_equal(pmalloc_free_from(h, &slots[i % 64]), NM_OK);
+    }
+    assert_int_equal(pmalloc_sim_snapshot(h, img, 1, 0), NM_OK);
+    pmalloc_file_info fi;
+    assert_int_equal(pmalloc_inspect(dir, NULL, &fi), NM_OK);
+    assert_int_equal(fi.ring_records, 64); /* the default for 8 MiB */
+    pmalloc_heap *r = recover(img);
+    pmalloc_recovery_info ri;
+    pmalloc_recovery_info_get(r, &ri);
+    assert_int_equal(pmalloc_close(r), NM_OK);
+    pmalloc_abandon(h);
+    pmt_rmdir(img);
+    pmt_rmdir(dir);
+    return ri.wal_entries;
+}
+
+static void test_replay_bound(void **st)
+{
+    (void)st;
+    unsigned small = replayed_after(256, 3000), dflt = replayed_after(0, 3000);
+    print_message("records replayed after 3000 operations: %u (checkpoint_records 256), %u (default)\n", small, dflt);
+    assert_true(small <= 256 + 2 * 64);
+    assert_true(dflt > 256 + 2 * 64); /* 128 rings of 64: no checkpoint needed yet */
+    assert_true(dflt <= 128 * 64);
+}
+
+static uint64_t nslabs(pmalloc_heap *h)
+{
+    pmalloc_stats s;
+    pmalloc_stats_get(h, &s);
+    return s.slabs;
+}
+
+/* An empty slab waits for the checkpoint that settles its blocks' records,
+ * on its arena's partial list; that checkpoint releases it. */
+static void test_empty_slab_waits_for_checkpoint(void **st)
+{
+    (void)st;
+    char dir[256];
+    pmt_tmpdir(dir, sizeof dir, "redo7");
+    pmalloc_options o = pmt_opts(64 * MiB, PMALLOC_LOG, PMALLOC_PERSIST_CPU);
+    o.narenas = 1;
+    o.morph_su = PMALLOC_MORPH_OFF;
+    pmalloc_heap *h;
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+    enum { N = 5000 };
+    assert_int_equal(pmalloc_malloc_to(h, N * 8, pmalloc_root_slot(h, 0)), NM_OK);
+    pmalloc_ptr *slots = pmalloc_direct(h, pmalloc_get_root(h, 0));
+    memset(slots, 0, N * 8);
+    pmalloc_persist(h, slots, N * 8);
+    uint64_t s0 = nslabs(h);
+    for (unsigned i = 0; i < N; i++) assert_int_equal(pmalloc_malloc_to(h, 64, &slots[i]), NM_OK);
+    uint64_t s1 = nslabs(h);
+    assert_true(s1 >= s0 + 4); /* ~1000 blocks per slab */
+    assert_int_equal(pmalloc_sync(h), NM_OK);
+    for (unsigned i = 0; i < N; i++) assert_int_equal(pmalloc_free_from(h, &slots[i]), NM_OK);
+    /* the frees' records are not settled: the empty slabs wait (their blocks
+     * are still allocatable: no new slab for the same class) */
+    uint64_t s2 = nslabs(h);
+    assert_true(s2 > s0 + 1);
+    for (unsigned i = 0; i < 100; i++) assert_int_equal(pmalloc_malloc_to(h, 64, &slots[i]), NM_OK);
+    assert_true(nslabs(h) <= s2);
+    for (unsigned i = 0; i < 100; i++) assert_int_equal(pmalloc_free_from(h, &slots[i]), NM_OK);
+    /* the checkpoint settles them and releases all but the one kept per class
+     * and one whose blocks the thread cache holds */
+    assert_int_equal(pmalloc_sync(h), NM_OK);
+    uint64_t s3 = nslabs(h);
+    print_message("slabs: %llu before, %llu full, %llu empty and waiting, %llu after the checkpoint\n", (unsigned long long)s0,
+                  (unsigned long long)s1, (unsigned long long)s2, (unsigned long long)s3);
+    assert_true(s3 <= s0 + 2);
+    assert_int_equal(pmalloc_check(h), NM_OK);
+    assert_int_equal(pmalloc_close(h), NM_OK);
+    pmt_rmdir(dir);
+}
+
+/* Waiting empty slabs are free space: a heap filled with small objects, all
+ * freed (fewer records than a checkpoint waits for: every slab waits), has
+ * room for extents at once (the allocation that finds no pages checkpoints
+ * and releases them). */
+static void test_waiting_slabs_are_free_space(void **st)
+{
+    (void)st;
+    char dir[256];
+    pmt_tmpdir(dir, sizeof dir, "redo8");
+    pmalloc_options o = pmt_opts(8 * MiB, PMALLOC_LOG, PMALLOC_PERSIST_CPU);
+    o.narenas = 1;
+    o.morph_su = PMALLOC_MORPH_OFF;
+    o.redo_records = 256; /* 128 rings of 256: no checkpoint for ~28,000 records */
+    pmalloc_heap *h;
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+    enum { N = 1 << 15 };
+    assert_int_equal(pmalloc_malloc_to(h, N * 8, pmalloc_root_slot(h, 0)), NM_OK);
+    pmalloc_ptr *slots = pmalloc_direct(h, pmalloc_get_root(h, 0));
+    memset(slots, 0, N * 8);
+    pmalloc_persist(h, slots, N * 8);
+    unsigned n = 0;
+    for (; n < N; n++) {
+        nm_err e = pmalloc_malloc_to(h, 512, &slots[n]);
+        if (e == NM_ENOMEM) break;
+        assert_int_equal(e, NM_OK);
+    }
+    assert_true(n > 10000 && n < N);
+    assert_int_equal(pmalloc_sync(h), NM_OK);
+    uint64_t full = nslabs(h);
+    for (unsigned i = 0; i < n; i++) assert_int_equal(pmalloc_free_from(h, &slots[i]), NM_OK);
+    uint64_t waiting = nslabs(h);
+    assert_true(waiting + 2 >= full); /* none released yet */
+    pmalloc_ptr *big = pmalloc_root_slot(h, 1);
+    unsigned m = 0;
+    for (; m < 8; m++) {
+        nm_err e = pmalloc_malloc_to(h, 512 * 1024, &big[m]);
+        if (e == NM_ENOMEM) break;
+        assert_int_equal(e, NM_OK);
+    }
+    print_message("%u objects of 512 B filled the heap (%llu slabs); freed, %llu slabs waited; then %u extents of 512 KiB (%llu slabs)\n",
+                  n, (unsigned long long)full, (unsigned long long)waiting, m, (unsigned long long)nslabs(h));
+    assert_int_equal(m, 8);
+    assert_int_equal(pmalloc_check(h), NM_OK);
+    assert_int_equal(pmalloc_close(h), NM_OK);
+    pmt_rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -302,6 +504,10 @@ int main(void)
         cmocka_unit_test(test_freed_container_not_written),
         cmocka_unit_test(test_one_line),
         cmocka_unit_test(test_gc_stale_words_not_followed),
+        cmocka_unit_test(test_ring_pool_threadtest),
+        cmocka_unit_test(test_replay_bound),
+        cmocka_unit_test(test_empty_slab_waits_for_checkpoint),
+        cmocka_unit_test(test_waiting_slabs_are_free_space),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
