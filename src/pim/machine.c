@@ -266,6 +266,16 @@ __attribute__((format(printf, 6, 7))) static void set_fault(worker *w, nm_pim_fa
     va_end(ap);
 }
 
+/* Every live tasklet waits and nothing can wake one: both schedulers end here. */
+static void fault_deadlock(worker *w, uint32_t live)
+{
+    uint32_t first = 0;
+    while (first < w->n && w->t[first].st == T_DONE)
+        first++;
+    set_fault(w, NM_PIM_FAULT_DEADLOCK, first, 0, live,
+              "%u tasklet(s) wait on mutexes, barriers or semaphores that nothing can release", live);
+}
+
 static __attribute__((noreturn)) void outside_tasklet(const char *fn)
 {
     fprintf(stderr, "nearmem pim: %s() called outside a DPU tasklet (host code cannot use the DPU API)\n", fn);
@@ -624,11 +634,7 @@ static void scheduler_ref(worker *w)
             if (w->t[i].st == T_COMPUTE)
                 next = NM_MIN(next, w->T + w->t[i].rem * period);
         if (next == INFINITY) {
-            uint32_t first = 0;
-            while (first < w->n && w->t[first].st == T_DONE)
-                first++;
-            set_fault(w, NM_PIM_FAULT_DEADLOCK, first, 0, live,
-                      "%u tasklet(s) wait on mutexes, barriers or semaphores that nothing can release", live);
+            fault_deadlock(w, live);
             return;
         }
         double dt = next - w->T, step = dt / period;
@@ -713,11 +719,7 @@ static void scheduler(worker *w)
         if (min_rem != INFINITY)
             next = NM_MIN(next, w->T + min_rem * period);
         if (next == INFINITY) {
-            uint32_t first = 0;
-            while (first < w->n && w->t[first].st == T_DONE)
-                first++;
-            set_fault(w, NM_PIM_FAULT_DEADLOCK, first, 0, live,
-                      "%u tasklet(s) wait on mutexes, barriers or semaphores that nothing can release", live);
+            fault_deadlock(w, live);
             return;
         }
         double dt = next - w->T, step = dt / period;

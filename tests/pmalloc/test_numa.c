@@ -294,6 +294,17 @@ static void test_replay_crash(void **st)
     pmt_rmdir(dir);
 }
 
+/* The heap file, opened for update, and its NUMA header (checked). */
+static FILE *open_numa_hdr(const char *path, pm_numa_hdr *nh)
+{
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, PM_NUMA_HDR_LINE * PM_LINE, SEEK_SET), 0);
+    assert_int_equal(fread(nh, sizeof *nh, 1, f), 1);
+    assert_int_equal(nh->magic, PM_NUMA_MAGIC);
+    return f;
+}
+
 static void test_corrupt_log(void **st)
 {
     (void)st;
@@ -305,12 +316,8 @@ static void test_corrupt_log(void **st)
     assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
     assert_int_equal(pmalloc_close(h), NM_OK);
     o.create = false;
-    FILE *f = fopen(path, "r+b");
-    assert_non_null(f);
     pm_numa_hdr nh;
-    assert_int_equal(fseek(f, PM_NUMA_HDR_LINE * PM_LINE, SEEK_SET), 0);
-    assert_int_equal(fread(&nh, sizeof nh, 1, f), 1);
-    assert_int_equal(nh.magic, PM_NUMA_MAGIC);
+    FILE *f = open_numa_hdr(path, &nh);
     /* 1. a damaged segment header */
     pm_dlog_hdr d;
     long segoff = (long)nh.region_off + (long)PM_LINE; /* log 0, segment 1 */
@@ -398,12 +405,8 @@ static void torn_refree(bool ckpt)
     assert_int_equal(nstats(h).remote_frees + nstats(h).remote_extent_frees >= 2, 1);
     pmalloc_abandon(h); /* a process death: no checkpoint since the two frees */
     /* tear the newer of the two entries that name the extent */
-    FILE *f = fopen(path, "r+b");
-    assert_non_null(f);
     pm_numa_hdr nh;
-    assert_int_equal(fseek(f, PM_NUMA_HDR_LINE * PM_LINE, SEEK_SET), 0);
-    assert_int_equal(fread(&nh, sizeof nh, 1, f), 1);
-    assert_int_equal(nh.magic, PM_NUMA_MAGIC);
+    FILE *f = open_numa_hdr(path, &nh);
     size_t nent = (size_t)nh.nlogs * 2 * nh.seg_entries, found = 0, newest = 0;
     pm_dlog_ent *ents = calloc(nent, sizeof *ents);
     assert_non_null(ents);
