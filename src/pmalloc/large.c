@@ -44,7 +44,19 @@ pm_veh *pm_veh_new(pm_heap *h)
     }
     pm_veh *v = h->veh_pool;
     h->veh_pool = v->next;
-    memset(v, 0, sizeof *v); /* state 0 = PM_VEH_FREE */
+    /* zeroed field by field: the fields that a free reads without a lock
+     * (pmalloc_free_from's claim, on a VEH it found in the page map before
+     * this one was recycled) are stored atomically */
+    __atomic_store_n(&v->state, PM_VEH_FREE, __ATOMIC_RELAXED);
+    __atomic_store_n(&v->page, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&v->bkpos, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&v->freeing, false, __ATOMIC_RELAXED);
+    __atomic_store_n(&v->slab, NULL, __ATOMIC_RELAXED);
+    __atomic_store_n(&v->rec_pending, false, __ATOMIC_RELAXED);
+    v->npages = 0;
+    v->next = v->prev = NULL;
+    v->mark = v->retained = false;
+    v->freed_ns = 0;
     return v;
 }
 
@@ -154,22 +166,22 @@ static pm_veh *carve(pm_heap *h, pm_veh *f, uint64_t page, uint64_t npages, int 
         veh_put(h, f);
     }
     if (r) {
-        r->page = end;
+        __atomic_store_n(&r->page, end, __ATOMIC_RELAXED);
         r->npages = fend - end;
-        r->bkpos = -1;
+        __atomic_store_n(&r->bkpos, -1, __ATOMIC_RELAXED);
         r->freed_ns = freed;
         free_list_add(h, r);
         pmap_mark_free(h, r);
         if (was_retained) { r->retained = true; h->retained_pages += r->npages; }
     }
-    a->page = page;
+    __atomic_store_n(&a->page, page, __ATOMIC_RELAXED);
     a->npages = npages;
     if (end > h->used_top) h->used_top = end;
-    __atomic_store_n(&a->state, state, __ATOMIC_RELAXED);
-    a->bkpos = -1;
+    __atomic_store_n(&a->bkpos, -1, __ATOMIC_RELAXED);
+    __atomic_store_n(&a->state, state, __ATOMIC_RELEASE);
     pmap_mark_alloc(h, a);
     if (state == PM_VEH_SLAB) h->nslabs++;
-    else h->nextents++;
+    else __atomic_fetch_add(&h->nextents, 1, __ATOMIC_RELAXED);
     return a;
 }
 
@@ -221,14 +233,14 @@ nm_err pm_extent_claim(pm_heap *h, uint64_t page, uint64_t npages, int state, pm
 void pm_extent_release(pm_heap *h, pm_veh *v)
 {
     if (v->state == PM_VEH_SLAB) h->nslabs--;
-    else h->nextents--;
+    else __atomic_fetch_sub(&h->nextents, 1, __ATOMIC_RELAXED);
     pm_extent_free_pages(h, v);
 }
 
 void pm_extent_free_pages(pm_heap *h, pm_veh *v)
 {
     for (uint64_t p = 0; p < v->npages; p++) pm_pmap_set(h, v->page + p, NULL);
-    v->bkpos = -1;
+    __atomic_store_n(&v->bkpos, -1, __ATOMIC_RELAXED);
     __atomic_store_n(&v->slab, NULL, __ATOMIC_RELAXED);
     __atomic_store_n(&v->freeing, false, __ATOMIC_RELAXED);
     uint64_t start = v->page, end = v->page + v->npages;
@@ -253,7 +265,7 @@ void pm_extent_free_pages(pm_heap *h, pm_veh *v)
             veh_put(h, r);
         }
     }
-    v->page = start;
+    __atomic_store_n(&v->page, start, __ATOMIC_RELAXED);
     v->npages = end - start;
     v->freed_ns = nm_now_ns();
     free_list_add(h, v); /* a merge with a retained neighbour is not retained (some pages are back) */
@@ -273,17 +285,23 @@ void pm_extent_free_pages(pm_heap *h, pm_veh *v)
  * punches at most PM_DECAY_PASS_PAGES (beyond one extent) to bound the time
  * it holds the lock; the next pass, 50 ms on, goes on. */
 #define PM_DECAY_PASS_PAGES 16384u /* 64 MiB */
+bool pm_extent_decay_due(const pm_heap *h, uint64_t now) /* any lock (or none) */
+{
+    return __atomic_load_n(&h->decay_ns, __ATOMIC_RELAXED) != UINT64_MAX && h->lock_fd >= 0 &&
+           now - __atomic_load_n(&h->last_decay_ns, __ATOMIC_RELAXED) >= 50000000ull;
+}
+
 void pm_extent_decay(pm_heap *h, uint64_t now)
 {
-    if (h->decay_ns == UINT64_MAX || h->lock_fd < 0 || now - h->last_decay_ns < 50000000ull) return;
-    h->last_decay_ns = now;
+    if (!pm_extent_decay_due(h, now)) return;
+    __atomic_store_n(&h->last_decay_ns, now, __ATOMIC_RELAXED);
     uint64_t done = 0;
     for (pm_veh *v = pm_free_first(h); v && done < PM_DECAY_PASS_PAGES; v = pm_free_next(h, v)) {
         if (v->retained || v->npages < PM_SLAB_PAGES || now - v->freed_ns < h->decay_ns || v->page >= h->used_top) continue;
         uint64_t n = NM_MIN(v->npages, h->used_top - v->page); /* the rest was never used */
         if (done && done + n > PM_DECAY_PASS_PAGES) continue;
         if (!pm_data_punch(h, v->page, n)) { /* in the node file(s) holding the pages */
-            h->decay_ns = UINT64_MAX; /* not supported here: stop trying */
+            __atomic_store_n(&h->decay_ns, UINT64_MAX, __ATOMIC_RELAXED); /* not supported here: stop trying */
             return;
         }
         done += n;
@@ -555,35 +573,47 @@ static nm_err new_tail_chunk(pm_heap *h, unsigned lane)
 /* Before an operation commits: the log has room for its append (and, for a
  * normal entry, the live cap allows it), so the append made after the commit
  * cannot fail. When the log runs short, a checkpoint settles it and runs the
- * GCs first. */
-/* pm_bk_reserve's fast path, large_lock held: false when it would have to
- * make room (checkpoint, log GC) first. */
-bool pm_bk_try_reserve(pm_heap *h, bool normal)
+ * GCs first.
+ *
+ * A thread cache reserves PM_BK_CREDITS appends at a time and spends them
+ * without a lock (its credits count in bk_reserved until they are appended or
+ * given back, so the log's room and live cap stay exact bounds); the lock is
+ * then taken once per PM_BK_CREDITS large operations for the reservation,
+ * and once per operation for the append itself. */
+#define PM_BK_CREDITS 8u
+
+/* n more appends fit (bk_lock held); normal: they may all be normal entries */
+static bool bk_fits(const pm_heap *h, uint64_t n, bool normal)
 {
-    bool live_ok = !normal || h->bk_live_entries + h->bk_reserved + 1 <= bk_max_live(h);
-    bool room = h->bk_free_count >= bk_margin(h) + (uint32_t)(h->bk_reserved / PM_CHUNK_ENTRIES);
-    if (!live_ok || !room || pm_bk_gc_due(h)) return false;
-    h->bk_reserved++;
-    return true;
+    bool live_ok = !normal || h->bk_live_entries + h->bk_reserved + n <= bk_max_live(h);
+    bool room = h->bk_free_count >= bk_margin(h) + (uint32_t)((h->bk_reserved + n - 1) / PM_CHUNK_ENTRIES);
+    return live_ok && room;
 }
 
-nm_err pm_bk_reserve(pm_heap *h, bool normal)
+nm_err pm_bk_reserve(pm_heap *h, pm_tcache *tc, bool normal)
 {
+    if (tc && tc->bk_credit) {
+        tc->bk_credit--;
+        return NM_OK;
+    }
     for (int round = 0;; round++) {
-        pthread_mutex_lock(&h->large_lock);
+        pthread_mutex_lock(&h->bk_lock);
+        bool due = pm_bk_gc_due(h);
+        /* a batch (counted as normal entries: a credit may pay for either), else this one */
+        if (tc && !due && bk_fits(h, PM_BK_CREDITS, true)) {
+            h->bk_reserved += PM_BK_CREDITS;
+            tc->bk_credit = PM_BK_CREDITS - 1;
+            pthread_mutex_unlock(&h->bk_lock);
+            return NM_OK;
+        }
+        bool fits = bk_fits(h, 1, normal);
+        if (fits && (!due || round > 0)) { /* round > 0: GC due but nothing to gain now: go on */
+            h->bk_reserved++;
+            pthread_mutex_unlock(&h->bk_lock);
+            return NM_OK;
+        }
         bool live_ok = !normal || h->bk_live_entries + h->bk_reserved + 1 <= bk_max_live(h);
-        bool room = h->bk_free_count >= bk_margin(h) + (uint32_t)(h->bk_reserved / PM_CHUNK_ENTRIES);
-        if (live_ok && room && !pm_bk_gc_due(h)) {
-            h->bk_reserved++;
-            pthread_mutex_unlock(&h->large_lock);
-            return NM_OK;
-        }
-        if (round > 0 && live_ok && room) { /* GC due but nothing to gain now: go on */
-            h->bk_reserved++;
-            pthread_mutex_unlock(&h->large_lock);
-            return NM_OK;
-        }
-        pthread_mutex_unlock(&h->large_lock);
+        pthread_mutex_unlock(&h->bk_lock);
         if (round > 0)
             return live_ok ? nm_fail(NM_ENOMEM, "pmalloc: bookkeeping log full (%u chunks, %u free)", h->nchunks, h->bk_free_count)
                            : nm_fail(NM_ENOMEM, "pmalloc: bookkeeping log holds its maximum of %llu extents and slabs",
@@ -593,14 +623,35 @@ nm_err pm_bk_reserve(pm_heap *h, bool normal)
     }
 }
 
-/* The reserved append was made (or will not be): large_lock held. */
-void pm_bk_unreserve(pm_heap *h, bool normal)
+/* The operation will not append after all: its reservation goes back. */
+void pm_bk_unreserve(pm_heap *h, pm_tcache *tc)
 {
-    NM_UNUSED(normal);
+    if (tc) {
+        tc->bk_credit++;
+        return;
+    }
+    pthread_mutex_lock(&h->bk_lock);
+    if (h->bk_reserved) h->bk_reserved--;
+    pthread_mutex_unlock(&h->bk_lock);
+}
+
+/* The reserved append was made (bk_lock held). */
+void pm_bk_spent(pm_heap *h)
+{
     if (h->bk_reserved) h->bk_reserved--;
 }
 
-/* Store an entry in the calling thread's lane (large_lock held); not
+/* A thread cache goes: its unused credits go back (no lock held). */
+void pm_bk_credits_return(pm_heap *h, pm_tcache *tc)
+{
+    if (!tc->bk_credit) return;
+    pthread_mutex_lock(&h->bk_lock);
+    h->bk_reserved -= NM_MIN(h->bk_reserved, (uint64_t)tc->bk_credit);
+    pthread_mutex_unlock(&h->bk_lock);
+    tc->bk_credit = 0;
+}
+
+/* Store an entry in the calling thread's lane (bk_lock held); not
  * written back (pm_bk_settle, checkpoints). */
 static nm_err bk_append(pm_heap *h, uint64_t entry, int64_t *pos)
 {
@@ -618,7 +669,7 @@ static nm_err bk_append(pm_heap *h, uint64_t entry, int64_t *pos)
     __atomic_store_n(&ents[idx], entry, __ATOMIC_RELAXED);
     h->chunks[c].digest ^= ent_hash(a, entry);
     pm_ctr_add(h, PMC_BK, 1);
-    if (pos) *pos = (int64_t)c * 128 + idx;
+    if (pos) __atomic_store_n(pos, (int64_t)c * 128 + idx, __ATOMIC_RELEASE); /* read by a claim without the lock */
     return NM_OK;
 }
 
@@ -637,14 +688,14 @@ nm_err pm_bk_tombstone(pm_heap *h, pm_veh *v)
     if (err) return err;
     h->bk_live_entries--;
     h->bk_tombs++;
-    v->bkpos = -1;
+    __atomic_store_n(&v->bkpos, -1, __ATOMIC_RELAXED);
     return NM_OK;
 }
 
 /* Settling: the appends made since the last settle become durable, and only
  * then are they counted: recovery reads a chunk's first `count` appends, so
  * an append that was stored but never settled is not read, whatever the cache
- * wrote back. Counts are taken under large_lock, which every append holds, so
+ * wrote back. Counts are taken under bk_lock, which every append holds, so
  * a settle's counts are one moment of the log (a tombstone is never counted
  * before the entry it names). The counts of the chunks a settle advances must
  * reach the heap together: they are written first as one settle record (two
@@ -773,7 +824,7 @@ nm_err pm_bk_gc(pm_heap *h)
 /* Collect every allocated VEH (extents and slabs), in address order. */
 static pm_veh **collect_allocated(pm_heap *h, size_t *n)
 {
-    size_t cap = h->nextents + h->nslabs + 1, k = 0;
+    size_t cap = __atomic_load_n(&h->nextents, __ATOMIC_RELAXED) + h->nslabs + 1, k = 0;
     pm_veh **arr = malloc(cap * sizeof *arr);
     if (!arr) return NULL;
     for (uint64_t p = 0; p < h->data_pages;) {
@@ -830,7 +881,8 @@ nm_err pm_bk_compact(pm_heap *h)
         h->chunks[c].in_list = true;
         h->chunks[c].next = i + 1 < need ? newc[i + 1] : PM_CHUNK_NONE;
     }
-    for (size_t i = 0; i < n; i++) live[i]->bkpos = (int64_t)newc[i / PM_CHUNK_ENTRIES] * 128 + (int64_t)(i % PM_CHUNK_ENTRIES);
+    for (size_t i = 0; i < n; i++)
+        __atomic_store_n(&live[i]->bkpos, (int64_t)newc[i / PM_CHUNK_ENTRIES] * 128 + (int64_t)(i % PM_CHUNK_ENTRIES), __ATOMIC_RELAXED);
     h->bk_tail = newc[need - 1];
     bk_lanes_reset(h, newc[need - 1]);
     h->bk_list_len = need;

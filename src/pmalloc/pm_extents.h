@@ -25,24 +25,24 @@ static inline void pm_ts_put(pm_heap *h, uint64_t page, uint64_t ts)
 }
 
 /* ---- xcache.c: per-arena extent caches. Lock order: arena lock, then an xcache
- * lock, then large_lock. ---- */
+ * lock, then large_lock, then bk_lock. ---- */
 void pm_xc_init(pm_heap *h);
 void pm_xc_destroy(pm_heap *h);
 bool pm_xc_take(pm_heap *h, pm_arena *a, uint64_t npages, pm_veh **out); /* state ALLOC, no log entry yet */
 bool pm_xc_eligible(const pm_heap *h, const pm_veh *v);
-void pm_xc_put(pm_heap *h, pm_arena *a, pm_veh *v); /* tombstone durable; not under large_lock */
-void pm_xc_hold(pm_arena *a, bool lock);            /* the arena's cache lock (before large_lock) */
-void pm_xc_put_held(pm_heap *h, pm_arena *a, pm_veh *v); /* pm_xc_put with the cache lock and large_lock held */
+void pm_xc_put(pm_heap *h, pm_arena *a, pm_veh *v); /* tombstone stored; no lock held */
 bool pm_xc_flush_all(pm_heap *h);                 /* true if anything was cached; no locks held */
 void pm_xc_lock_all(pm_heap *h, bool lock);
 uint64_t pm_xc_pages(pm_heap *h);                 /* cached pages, all arenas */
 
-/* ---- large.c: extents and the bookkeeping log (caller holds large_lock unless noted) ---- */
+/* ---- large.c: extents (caller holds large_lock unless noted) and the
+ * bookkeeping log (caller holds bk_lock unless noted) ---- */
 nm_err pm_large_init(pm_heap *h, bool fresh); /* replays the log */
 void pm_large_free_all(pm_heap *h);
 nm_err pm_extent_alloc(pm_heap *h, uint64_t npages, int state, pm_veh **out);
 void pm_extent_release(pm_heap *h, pm_veh *v);  /* back to the free list, coalesced */
 void pm_extent_decay(pm_heap *h, uint64_t now_ns); /* punch long-free extents (every 50 ms) */
+bool pm_extent_decay_due(const pm_heap *h, uint64_t now_ns); /* a decay pass would run (no lock needed) */
 pm_veh *pm_free_first(pm_heap *h);             /* walk all free extents (no order) */
 pm_veh *pm_veh_new(pm_heap *h);                 /* from the VEH pool (zeroed) */
 /* Give an extent's pages back to the free lists (coalesced); no counters. */
@@ -51,21 +51,24 @@ pm_veh *pm_free_next(pm_heap *h, pm_veh *v);
 nm_err pm_extent_claim(pm_heap *h, uint64_t page, uint64_t npages, int state, pm_veh **out);
 /* Bookkeeping-log appends are stored, not written back: a checkpoint (redo.c)
  * or pm_bk_settle makes them durable in batches. Operations call
- * pm_bk_reserve (large_lock not held) before they commit, so that their
- * append cannot fail afterwards; pm_bk_unreserve if they do not append. */
-nm_err pm_bk_reserve(pm_heap *h, bool normal); /* normal: a normal entry (counts against the live cap) */
-void pm_bk_unreserve(pm_heap *h, bool normal);   /* large_lock held */
-bool pm_bk_try_reserve(pm_heap *h, bool normal); /* large_lock held: the fast path of pm_bk_reserve, or false */
-nm_err pm_bk_record(pm_heap *h, pm_veh *v);     /* normal entry for v (large_lock held) */
-nm_err pm_bk_tombstone(pm_heap *h, pm_veh *v);  /* tombstone for v's entry (large_lock held) */
-void pm_bk_settle(pm_heap *h);                  /* every append durable and counted (large_lock held) */
+ * pm_bk_reserve (no lock held) before they commit, so that their append
+ * cannot fail afterwards, then pm_bk_spent with the append, or
+ * pm_bk_unreserve if they do not append after all. tc: the caller's thread
+ * cache (its credits), or NULL. */
+nm_err pm_bk_reserve(pm_heap *h, pm_tcache *tc, bool normal); /* normal: a normal entry (counts against the live cap) */
+void pm_bk_unreserve(pm_heap *h, pm_tcache *tc); /* no lock held */
+void pm_bk_spent(pm_heap *h);                   /* the reserved append was made */
+void pm_bk_credits_return(pm_heap *h, pm_tcache *tc); /* a thread cache goes (no lock held) */
+nm_err pm_bk_record(pm_heap *h, pm_veh *v);     /* normal entry for v */
+nm_err pm_bk_tombstone(pm_heap *h, pm_veh *v);  /* tombstone for v's entry */
+void pm_bk_settle(pm_heap *h);                  /* every append durable and counted */
 void pm_bk_settle_replay(pm_heap *h);           /* open: the last settle record, again */
 void pm_bk_settle_flush(pm_heap *h, uint64_t *counts); /* checkpoint, phase 1: flush the unsettled appends, note counts */
 void pm_bk_settle_commit(pm_heap *h, const uint64_t *counts); /* ... phase 2 (after a drain): headers, flushed */
 bool pm_bk_gc_due(const pm_heap *h);
-nm_err pm_bk_gc(pm_heap *h);                    /* fast, then slow GC; the log settled (large_lock held) */
-nm_err pm_bk_compact(pm_heap *h);
-nm_err pm_large_check(pm_heap *h, uint64_t xc_pages);
+nm_err pm_bk_gc(pm_heap *h);                    /* fast, then slow GC; the log settled (large_lock and bk_lock held) */
+nm_err pm_bk_compact(pm_heap *h);               /* large_lock and bk_lock held */
+nm_err pm_large_check(pm_heap *h, uint64_t xc_pages); /* large_lock and bk_lock held */
 unsigned pm_bk_dump(pm_heap *h, FILE *out);
 unsigned pm_bk_listed(pm_heap *h);
 

@@ -249,7 +249,7 @@ typedef struct pm_veh {
     struct pm_veh *next, *prev; /* free list (state FREE) */
     pm_vslab *slab;
     bool mark;             /* GC mark for extents */
-    bool freeing;          /* ALLOC, a free_from in progress (set under large_lock; atomic) */
+    bool freeing;          /* ALLOC, a free_from in progress (claimed with a CAS; atomic) */
     bool rec_pending;      /* its log entry is flushed but maybe not drained yet (atomic) */
     bool retained;         /* free and decayed: its pages were returned (hole punched) */
     uint64_t freed_ns;     /* when it became free */
@@ -301,6 +301,7 @@ typedef struct pm_tcache {
     uint8_t seg[PM_NRINGS];
     uint64_t inflight;  /* seq of the logged operation in progress, 1 while taking one, 0 idle */
     uint64_t last_seq;  /* its last record's sequence number (0: none yet) */
+    unsigned bk_credit; /* bookkeeping-log appends reserved in advance (pm_bk_reserve) */
     pm_tcbin bins[PM_NCLS_MAX];
     /* Remote frees (blocks of another arena's slabs): their bits are already
      * cleared durably; they go back to their slabs in batches, one lock
@@ -342,8 +343,13 @@ struct pm_heap {
     unsigned ncls;
     uint32_t slab_nblocks[PM_NCLS_MAX], slab_bm_lines[PM_NCLS_MAX], slab_data_off[PM_NCLS_MAX];
 
-    /* large allocator + bookkeeping log, under large_lock */
+    /* Two locks, taken in this order: large_lock guards the extent allocator
+     * (free bins, carving and coalescing, the VEH pool, nslabs, used_top,
+     * decay); bk_lock guards the bookkeeping log (chunks, lanes, counts,
+     * reservations, settles, its GCs). A large malloc served by an arena's
+     * extent cache and its free take bk_lock only, for the log append. */
     pthread_mutex_t large_lock;
+    pthread_mutex_t bk_lock;
     pm_veh **pmap;     /* per data page (atomic access) */
     /* free extents, binned by size for best fit without a list walk: bin n
      * holds extents of exactly n pages (1..PM_FBIN_EXACT), the bins after it
@@ -358,7 +364,7 @@ struct pm_heap {
     pm_veh *veh_pool;  /* free VEHs, linked by next */
     struct pm_vslab *vslab_pool, *vslab_all; /* type-stable vslabs (small.c) */
     void *veh_blocks;  /* allocated pool blocks, linked by their first word */
-    uint64_t free_pages, nextents, nslabs;
+    uint64_t free_pages, nextents, nslabs; /* nextents: atomic (cached extents change it outside large_lock) */
     uint64_t decay_ns, last_decay_ns, retained_pages;
     /* pages from here on were never handed out since the heap was created
      * (data_pages for a heap that was opened: unknown, so all may be dirty);
@@ -372,9 +378,11 @@ struct pm_heap {
      * the other core keeps writing cost ~3x a private one). PM_CHUNK_NONE: none open. */
     uint32_t bk_lane_chunk[PM_BK_LANES];
     uint64_t bk_live_entries, bk_tombs;
-    uint64_t bk_reserved; /* appends promised to operations that have not made them yet (large_lock) */
-    uint64_t settle_seq;  /* last settle record written (large_lock) */
-    /* chunks that may hold appends not yet settled (large_lock): a settle
+    /* appends promised to operations that have not made them yet, and the
+     * thread caches' unused credits (bk_lock; pm_bk_reserve) */
+    uint64_t bk_reserved;
+    uint64_t settle_seq;  /* last settle record written (bk_lock) */
+    /* chunks that may hold appends not yet settled (bk_lock): a settle
      * visits these instead of the whole list; at most one per lane in use */
     uint32_t bk_dirty[PM_BK_LANES + 2], bk_ndirty;
     uint32_t bk_free_hint; /* where the search for a free chunk starts */

@@ -269,35 +269,24 @@ nm_err pmalloc_malloc_to_ex(pmalloc_heap *hd, size_t size, pmalloc_ptr *dst, uns
     }
 
     /* An extent comes from the arena's cache of freed extents (xcache.c, the
-     * arena lock) or from the extent allocator (large_lock: best fit, split).
-     * Its log entry is stored after the commit and written back at a
-     * checkpoint; room for it is reserved before (pm_bk_reserve), so the
-     * append cannot fail once the operation is committed. */
+     * cache lock) or from the extent allocator (large_lock: best fit, split).
+     * Its log entry is stored after the commit (bk_lock) and written back at
+     * a checkpoint; room for it is reserved before (pm_bk_reserve, mostly from
+     * the thread's credits), so the append cannot fail once the operation is
+     * committed. A cached extent's operation never takes large_lock. */
     uint64_t npages = (size + PM_PAGE - 1) / PM_PAGE;
     pm_redo_reserve(h, tc);
+    if ((err = pm_bk_reserve(h, tc, true))) return err;
     pm_veh *v;
     bool cached = pm_xc_take(h, tc->arena, npages, &v);
     pm_ctr_add(h, cached ? PMC_XC_HIT : PMC_XC_MISS, 1);
-    if (cached && (err = pm_bk_reserve(h, true))) {
-        pm_xc_put(h, tc->arena, v); /* never published: back to the cache */
-        return err;
-    }
     if (!cached) {
         /* empty slabs waiting for a checkpoint (LOG) may be what this node has
          * left: they go back before the extent goes to another node */
         bool waiting = pm_slab_sweep_due(h);
-        /* the log entry's room and the extent in one critical section when
-         * the log has room, else through pm_bk_reserve (which may checkpoint) */
         pthread_mutex_lock(&h->large_lock);
-        bool reserved = pm_bk_try_reserve(h, true);
-        if (reserved) err = pm_numa_extent_alloc(h, tc->node, npages, PM_VEH_ALLOC, !waiting, &v);
+        err = pm_numa_extent_alloc(h, tc->node, npages, PM_VEH_ALLOC, !waiting, &v);
         pthread_mutex_unlock(&h->large_lock);
-        if (!reserved) {
-            if ((err = pm_bk_reserve(h, true))) return err;
-            pthread_mutex_lock(&h->large_lock);
-            err = pm_numa_extent_alloc(h, tc->node, npages, PM_VEH_ALLOC, !waiting, &v);
-            pthread_mutex_unlock(&h->large_lock);
-        }
         if (err == NM_ENOMEM && waiting) {
             release_waiting(h);
             pthread_mutex_lock(&h->large_lock);
@@ -315,9 +304,7 @@ nm_err pmalloc_malloc_to_ex(pmalloc_heap *hd, size_t size, pmalloc_ptr *dst, uns
             pthread_mutex_unlock(&h->large_lock);
         }
         if (err) {
-            pthread_mutex_lock(&h->large_lock);
-            pm_bk_unreserve(h, true);
-            pthread_mutex_unlock(&h->large_lock);
+            pm_bk_unreserve(h, tc);
             return err;
         }
     }
@@ -329,16 +316,66 @@ nm_err pmalloc_malloc_to_ex(pmalloc_heap *hd, size_t size, pmalloc_ptr *dst, uns
      * order (the old three-step protocol): GC replays no pointer words, and
      * its recovery decides an interrupted extent operation from them (redo.c) */
     if (h->model == PMALLOC_GC) pm_persist(h, dst, sizeof *dst, PM_USER);
-    pthread_mutex_lock(&h->large_lock);
+    pthread_mutex_lock(&h->bk_lock);
     err = pm_bk_record(h, v); /* reserved: cannot fail */
-    pm_bk_unreserve(h, true);
+    pm_bk_spent(h);
     if (h->model == PMALLOC_GC) pm_bk_settle(h);
-    if (cached) h->nextents++;
-    pthread_mutex_unlock(&h->large_lock);
+    pthread_mutex_unlock(&h->bk_lock);
+    if (cached) __atomic_fetch_add(&h->nextents, 1, __ATOMIC_RELAXED);
     pm_redo_done(h, tc, seq, NULL, dst, NULL, 0);
     pm_ctr_add(h, PMC_LIVE_BYTES, npages * PM_PAGE);
     pm_ctr_add(h, PMC_LIVE_OBJS, 1);
     return err;
+}
+
+/* Claim the allocated extent at heap offset p (rel: from the data area) for
+ * its free, without a lock: an ALLOC VEH changes only after a free has
+ * claimed it (`freeing`, one CAS), and VEHs are never freed while the heap is
+ * open, so the page map's VEH is read, claimed, and then checked again (it may
+ * have been freed and recycled in between, by a racing double free). What
+ * fails the quick way is decided under the extent lock; a claim held by
+ * another free is waited for a little (it is either a free that completes,
+ * making ours a double free, or the transient claim of a stale lookup). */
+static nm_err large_claim(pm_heap *h, uint64_t p, uint64_t rel, pm_veh **out)
+{
+    uint64_t page = rel / PM_PAGE;
+    pm_veh *v = pm_pmap_get(h, page);
+    if (v && rel % PM_PAGE == 0 && __atomic_load_n(&v->state, __ATOMIC_ACQUIRE) == PM_VEH_ALLOC &&
+        __atomic_load_n(&v->page, __ATOMIC_RELAXED) == page && __atomic_load_n(&v->bkpos, __ATOMIC_ACQUIRE) >= 0) {
+        bool no = false;
+        if (__atomic_compare_exchange_n(&v->freeing, &no, true, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+            if (pm_pmap_get(h, page) == v && __atomic_load_n(&v->state, __ATOMIC_ACQUIRE) == PM_VEH_ALLOC &&
+                __atomic_load_n(&v->page, __ATOMIC_RELAXED) == page && __atomic_load_n(&v->bkpos, __ATOMIC_ACQUIRE) >= 0) {
+                *out = v;
+                return NM_OK;
+            }
+            __atomic_store_n(&v->freeing, false, __ATOMIC_RELEASE); /* recycled meanwhile: not ours */
+        }
+    }
+    for (int tries = 0;; tries++) {
+        pthread_mutex_lock(&h->large_lock);
+        v = pm_pmap_get(h, page);
+        int st = v ? __atomic_load_n(&v->state, __ATOMIC_ACQUIRE) : PM_VEH_FREE;
+        bool freeing = v && __atomic_load_n(&v->freeing, __ATOMIC_ACQUIRE);
+        bool at = st == PM_VEH_ALLOC && __atomic_load_n(&v->page, __ATOMIC_RELAXED) == page && rel % PM_PAGE == 0;
+        bool no = false;
+        if (at && !freeing && __atomic_load_n(&v->bkpos, __ATOMIC_ACQUIRE) >= 0 &&
+            __atomic_compare_exchange_n(&v->freeing, &no, true, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+            pthread_mutex_unlock(&h->large_lock);
+            *out = v;
+            return NM_OK;
+        }
+        pthread_mutex_unlock(&h->large_lock);
+        if (at && freeing && tries < 64) { /* claimed by another free: see how it ends */
+            sched_yield();
+            continue;
+        }
+        /* an aligned address in free space is most likely a stale pointer to an
+         * object freed before (a slab released when its last block went) */
+        bool dbl = (at && freeing) || ((st == PM_VEH_FREE || st == PM_VEH_CACHED) && p % 16 == 0);
+        if (dbl) return nm_fail(NM_EDOUBLEFREE, "pmalloc_free_from: %#llx is not allocated (already free?)", (unsigned long long)p);
+        return nm_fail(NM_EBADFREE, "pmalloc_free_from: %#llx is not the start of an allocated extent", (unsigned long long)p);
+    }
 }
 
 nm_err pmalloc_free_from(pmalloc_heap *hd, pmalloc_ptr *src)
@@ -433,34 +470,14 @@ nm_err pmalloc_free_from(pmalloc_heap *hd, pmalloc_ptr *src)
         else pm_small_put(h, tc, (pm_tcblk){s, idx});
         return NM_OK;
     }
-    uint64_t rel = p - h->sb->data_off, page = rel / PM_PAGE;
-    /* the tombstone's room, before the commit: in the same critical section as
-     * the lookup when the log has room (one extent-lock round trip less per
-     * free), else through pm_bk_reserve, which may checkpoint */
-    pthread_mutex_lock(&h->large_lock);
-    if (!pm_bk_try_reserve(h, false)) {
-        pthread_mutex_unlock(&h->large_lock);
-        if ((err = pm_bk_reserve(h, false))) return err;
-        pthread_mutex_lock(&h->large_lock);
+    uint64_t rel = p - h->sb->data_off;
+    /* the tombstone's room, before the commit (mostly from the thread's credits) */
+    if ((err = pm_bk_reserve(h, tc, false))) return err;
+    pm_veh *v = NULL;
+    if ((err = large_claim(h, p, rel, &v))) {
+        pm_bk_unreserve(h, tc);
+        return err;
     }
-    pm_veh *v = pm_pmap_get(h, page);
-    /* state and freeing first (atomics: a cached VEH changes under its arena's
-     * cache lock); an ALLOC VEH that is not being freed is stable under ours */
-    int st = v ? __atomic_load_n(&v->state, __ATOMIC_ACQUIRE) : PM_VEH_FREE;
-    bool freeing = v && __atomic_load_n(&v->freeing, __ATOMIC_RELAXED);
-    if (st != PM_VEH_ALLOC || freeing || v->page != page || rel % PM_PAGE || v->bkpos < 0) {
-        /* an aligned address in free space is most likely a stale pointer to an
-         * object freed before (a slab released when its last block went) */
-        bool dbl = freeing || ((st == PM_VEH_FREE || st == PM_VEH_CACHED) && p % 16 == 0);
-        pm_bk_unreserve(h, false);
-        pthread_mutex_unlock(&h->large_lock);
-        if (dbl) return nm_fail(NM_EDOUBLEFREE, "pmalloc_free_from: %#llx is not allocated (already free?)", (unsigned long long)p);
-        return nm_fail(NM_EBADFREE, "pmalloc_free_from: %#llx is not the start of an allocated extent", (unsigned long long)p);
-    }
-    /* as in malloc_to, the lock is not held across the commit; `freeing`
-     * makes a concurrent second free fail meanwhile */
-    __atomic_store_n(&v->freeing, true, __ATOMIC_RELAXED);
-    pthread_mutex_unlock(&h->large_lock);
     bool remote = pm_numa_extent_is_remote(h, tc, v);
     if (remote) pm_numa_remote_reserve(h, tc);
     uint64_t bytes = v->npages * PM_PAGE;
@@ -469,26 +486,25 @@ nm_err pmalloc_free_from(pmalloc_heap *hd, pmalloc_ptr *src)
     store_ptr(src, 0);
     if (h->model == PMALLOC_GC) pm_persist(h, src, sizeof *src, PM_USER); /* GC replays no pointer words */
     if (remote) { /* two-phase (Sec. 6.3): the owner side appends the tombstone */
-        pthread_mutex_lock(&h->large_lock);
-        pm_bk_unreserve(h, false);
-        pthread_mutex_unlock(&h->large_lock);
+        pm_bk_unreserve(h, tc);
         pm_numa_remote_free_extent(h, tc, v);
     } else {
         /* the tombstone is stored (written back at a checkpoint); the pages are
          * free at once: a crash replays this free before any later allocation
          * of them (records are replayed in their order) */
-        bool to_cache = pm_xc_eligible(h, v);
-        if (to_cache) pm_xc_hold(tc->arena, true); /* lock order: the cache, then large_lock */
-        pthread_mutex_lock(&h->large_lock);
+        pthread_mutex_lock(&h->bk_lock);
         err = pm_bk_tombstone(h, v); /* reserved: cannot fail */
-        pm_bk_unreserve(h, false);
+        pm_bk_spent(h);
         if (h->model == PMALLOC_GC) pm_bk_settle(h); /* see malloc_to */
-        if (to_cache) {
-            h->nextents--;
-            pm_xc_put_held(h, tc->arena, v); /* what it pushes out is freed here, under the same lock */
-        } else pm_extent_release(h, v);
-        pthread_mutex_unlock(&h->large_lock);
-        if (to_cache) pm_xc_hold(tc->arena, false);
+        pthread_mutex_unlock(&h->bk_lock);
+        if (pm_xc_eligible(h, v)) {
+            __atomic_fetch_sub(&h->nextents, 1, __ATOMIC_RELAXED);
+            pm_xc_put(h, tc->arena, v); /* the arena's cache lock; large_lock only for what it pushes out */
+        } else {
+            pthread_mutex_lock(&h->large_lock);
+            pm_extent_release(h, v);
+            pthread_mutex_unlock(&h->large_lock);
+        }
     }
     pm_redo_done(h, tc, seq, NULL, src, NULL, 0);
     pm_ctr_add(h, PMC_LIVE_BYTES, -bytes);
@@ -628,7 +644,7 @@ nm_err pmalloc_stats_get(pmalloc_heap *hd, pmalloc_stats *st)
     st->objects_live = pm_ctr_sum(h, PMC_LIVE_OBJS);
     pthread_mutex_lock(&h->large_lock);
     st->slabs = h->nslabs;
-    st->extents = h->nextents;
+    st->extents = __atomic_load_n(&h->nextents, __ATOMIC_RELAXED);
     st->cached_bytes = pm_xc_pages(h) * PM_PAGE;
     st->free_bytes = h->free_pages * PM_PAGE + st->cached_bytes;
     st->retained_bytes = h->retained_pages * PM_PAGE;
@@ -684,7 +700,7 @@ nm_err pmalloc_walk(pmalloc_heap *hd, pmalloc_walk_fn fn, void *arg)
             pm_vslab *s = v->slab;
             for (uint32_t i = 0; i < s->nblocks && !stop; i++)
                 if (pm_pbit(s, i) && !pm_numa_shadowed(s, i)) stop = fn(arg, pm_ptr(h, block_off(h, s, i)), s->block_size);
-        } else if (v->state == PM_VEH_ALLOC && !v->freeing) { /* freeing: a remote free pending (Sec. 6.3) */
+        } else if (v->state == PM_VEH_ALLOC && !__atomic_load_n(&v->freeing, __ATOMIC_RELAXED)) { /* freeing: a remote free pending (Sec. 6.3) */
             stop = fn(arg, pm_ptr(h, h->sb->data_off + v->page * PM_PAGE), v->npages * PM_PAGE);
         }
         p += v->npages;
@@ -700,7 +716,9 @@ nm_err pmalloc_check(pmalloc_heap *hd)
     pm_numa_lock_arenas(h, true); /* synchronisation threads pause */
     pm_xc_lock_all(h, true);
     pthread_mutex_lock(&h->large_lock);
+    pthread_mutex_lock(&h->bk_lock);
     nm_err err = pm_large_check(h, pm_xc_pages(h));
+    pthread_mutex_unlock(&h->bk_lock);
     uint64_t live = 0, objs = 0;
     for (uint64_t p = 0; p < h->data_pages && !err;) {
         pm_veh *v = h->pmap[p];
@@ -721,7 +739,7 @@ nm_err pmalloc_check(pmalloc_heap *hd)
             }
             if (!err && taken + s->nfree_v != s->nblocks)
                 err = nm_fail(NM_ECORRUPT, "pmalloc check: vslab free count %u, bitmap says %u", s->nfree_v, s->nblocks - taken);
-        } else if (v->state == PM_VEH_ALLOC && !v->freeing) {
+        } else if (v->state == PM_VEH_ALLOC && !__atomic_load_n(&v->freeing, __ATOMIC_RELAXED)) {
             live += v->npages * PM_PAGE;
             objs++;
         }
@@ -872,6 +890,7 @@ static void heap_free(pm_heap *h)
     else if (h->base) pmem_unmap(h->base, h->size);
     if (h->lock_fd >= 0) close(h->lock_fd);
     pthread_mutex_destroy(&h->large_lock);
+    pthread_mutex_destroy(&h->bk_lock);
     pthread_mutex_destroy(&h->tc_lock);
     pthread_mutex_destroy(&h->sim_lock);
     pm_ctr_free(h);
@@ -973,6 +992,7 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
     pthread_mutexattr_init(&ma);
     pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
     pthread_mutex_init(&h->large_lock, &ma);
+    pthread_mutex_init(&h->bk_lock, &ma); /* held for one append: spinning wins too */
     pthread_mutexattr_destroy(&ma);
     pthread_mutex_init(&h->tc_lock, NULL);
     pthread_mutex_init(&h->sim_lock, NULL);

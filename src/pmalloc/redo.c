@@ -444,13 +444,15 @@ nm_err pm_checkpoint(pm_heap *h, unsigned flags)
     /* the bookkeeping log: every append so far (those of operations <= B
      * included: appends are made inside an operation) durable, then counted */
     uint64_t *counts = malloc((size_t)h->nchunks * sizeof *counts);
-    pthread_mutex_lock(&h->large_lock);
+    pthread_mutex_lock(&h->large_lock); /* the log GC's compaction reads the extents */
+    pthread_mutex_lock(&h->bk_lock);
     if (counts) pm_bk_settle_flush(h, counts);
     pm_drain(h);
     if (counts) pm_bk_settle_commit(h, counts);
     else pm_bk_settle(h);
     pm_drain(h);
     if ((flags & PM_CKPT_GC) || pm_bk_gc_due(h)) err = pm_bk_gc(h);
+    pthread_mutex_unlock(&h->bk_lock);
     pthread_mutex_unlock(&h->large_lock);
     free(counts);
     if (!err) {
@@ -885,7 +887,10 @@ nm_err pm_redo_recover(pm_heap *h)
     }
     pm_sort(sm, nsm, sizeof *sm, cmp_ival);
     uint64_t redone = 0;
-    if ((err = replay_large(h, large, nl, &redone))) goto out;
+    pthread_mutex_lock(&h->bk_lock); /* recovery runs alone; the log's functions expect it held */
+    err = replay_large(h, large, nl, &redone);
+    pthread_mutex_unlock(&h->bk_lock);
+    if (err) goto out;
     /* each block's last record decides its bit */
     pm_sort(small, ns, sizeof *small, cmp_block);
     for (size_t i = 0; i < ns; i++) {
@@ -928,7 +933,9 @@ nm_err pm_redo_recover(pm_heap *h)
     h->ri.wal_redone = (unsigned)redone;
     for (size_t i = 0; i < ntouched; i++) pm_flush(h, touched[i], 8, PM_META);
     pm_drain(h);
+    pthread_mutex_lock(&h->bk_lock);
     pm_bk_settle(h);
+    pthread_mutex_unlock(&h->bk_lock);
     pm_slab_digest_write_all(h); /* the bits are written back: now their checksums */
 out:
     free(sm);

@@ -521,17 +521,20 @@ unsigned pm_numa_xsync(pm_heap *h, unsigned node, int why)
         list = v->next;
         v->next = NULL;
         uint64_t ts = __atomic_fetch_add(&n->dts, 1, __ATOMIC_SEQ_CST);
-        if (pm_bk_tombstone(h, v) != NM_OK) { /* log full (cannot happen: see large.c): keep it pending */
+        pthread_mutex_lock(&h->bk_lock);
+        nm_err te = pm_bk_tombstone(h, v);
+        /* the tombstone is durable: entries recorded before ts are obsolete */
+        if (te == NM_OK) pm_bk_settle(h);
+        pthread_mutex_unlock(&h->bk_lock);
+        if (te != NM_OK) { /* log full (cannot happen: see large.c): keep it pending */
             pthread_mutex_lock(&n->xlock);
             v->next = n->xpend[node];
             __atomic_store_n(&n->xpend[node], v, __ATOMIC_RELAXED);
             pthread_mutex_unlock(&n->xlock);
             continue;
         }
-        /* the tombstone is durable: entries recorded before ts are obsolete */
-        pm_bk_settle(h);
         pm_ts_put(h, v->page, ts);
-        v->freeing = false;
+        __atomic_store_n(&v->freeing, false, __ATOMIC_RELAXED);
         pm_extent_release(h, v);
         cnt++;
     }
@@ -677,7 +680,10 @@ nm_err pm_numa_open(pm_heap *h)
                     uint64_t page = (blk - h->sb->data_off) / PM_PAGE;
                     pm_veh *v = h->pmap[page];
                     if (!v || v->state != PM_VEH_ALLOC || v->page != page || e.ts <= pm_ts_get(n, page)) continue;
-                    if ((err = pm_bk_tombstone(h, v))) return err;
+                    pthread_mutex_lock(&h->bk_lock);
+                    err = pm_bk_tombstone(h, v);
+                    pthread_mutex_unlock(&h->bk_lock);
+                    if (err) return err;
                     pm_extent_release(h, v);
                     replayed++;
                     continue;
@@ -706,7 +712,9 @@ nm_err pm_numa_open(pm_heap *h)
             }
         }
     pm_drain(h);
+    pthread_mutex_lock(&h->bk_lock);
     pm_bk_settle(h); /* the tombstones of replayed extent frees, before the entries that name them die */
+    pthread_mutex_unlock(&h->bk_lock);
     /* every entry is applied: retire all segments (a crash before this point replays again) */
     for (unsigned li = 0; li < n->nlogs; li++)
         for (unsigned seg = 0; seg < 2; seg++) bump_gen(h, li, seg);

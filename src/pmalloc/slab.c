@@ -140,8 +140,11 @@ static bool slab_release(pm_heap *h, pm_vslab *s)
     pm_slab_partial_del(s->arena, s);
     pthread_mutex_lock(&h->large_lock);
     pm_veh *v = s->veh;
-    if (pm_bk_tombstone(h, v) == NM_OK) {
-        pm_bk_settle(h); /* before the pages are reused */
+    pthread_mutex_lock(&h->bk_lock);
+    nm_err te = pm_bk_tombstone(h, v);
+    if (te == NM_OK) pm_bk_settle(h); /* before the pages are reused */
+    pthread_mutex_unlock(&h->bk_lock);
+    if (te == NM_OK) {
         pm_morph_lru_del(s->arena, s);
         __atomic_store_n(&v->slab, NULL, __ATOMIC_RELEASE);
         pm_extent_release(h, v);

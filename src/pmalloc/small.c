@@ -96,7 +96,9 @@ static pm_vslab *slab_new(pm_heap *h, pm_arena *a, unsigned cls)
     pm_persist(h, hd, hbytes, PM_META);
     pm_numa_slab_created(h, v->page);
     pm_vslab *s = pm_slab_vol_new(h, v, hd);
+    pthread_mutex_lock(&h->bk_lock);
     if (!s || pm_bk_record(h, v)) {
+        pthread_mutex_unlock(&h->bk_lock);
         if (s) { v->slab = NULL; pm_slab_free_vol(h, s); }
         pm_extent_release(h, v);
         pthread_mutex_unlock(&h->large_lock);
@@ -105,6 +107,7 @@ static pm_vslab *slab_new(pm_heap *h, pm_arena *a, unsigned cls)
     /* the slab exists once its entry is settled, before any of its blocks
      * can be allocated (recovery replays records only onto known slabs) */
     pm_bk_settle(h);
+    pthread_mutex_unlock(&h->bk_lock);
     pthread_mutex_unlock(&h->large_lock);
     s->nfree_v = s->nblocks;
     s->arena = a;

@@ -24,6 +24,7 @@ static void tc_destroy(void *p)
     pm_heap *h = tc->h;
     if (tl_tc.tc == tc) tl_tc.uid = 0; /* this thread's (at its exit): a later call makes a new one */
     pm_small_drain(h, tc);
+    pm_bk_credits_return(h, tc);
     /* its records settled before its ring and side array go (and its ring
      * may hold records of other threads' heaps' pasts no more) */
     while (__atomic_load_n(&tc->settled, __ATOMIC_ACQUIRE) < tc->head)

@@ -111,13 +111,13 @@ bool pm_xc_take(pm_heap *h, pm_arena *a, uint64_t npages, pm_veh **out)
             c->pool = r->next;
             c->npool--;
             r->next = NULL;
-            r->page = f->page;
+            __atomic_store_n(&r->page, f->page, __ATOMIC_RELAXED);
             r->npages = npages;
-            f->page += npages;
+            __atomic_store_n(&f->page, f->page + npages, __ATOMIC_RELAXED);
             f->npages -= npages;
             __atomic_store_n(&c->pages, c->pages - npages, __ATOMIC_RELAXED);
         }
-        r->bkpos = -1;
+        __atomic_store_n(&r->bkpos, -1, __ATOMIC_RELAXED);
         __atomic_store_n(&r->freeing, false, __ATOMIC_RELAXED);
         __atomic_store_n(&r->state, PM_VEH_ALLOC, __ATOMIC_RELEASE);
         for (uint64_t p = 0; p < npages; p++) pm_pmap_set(h, r->page + p, r);
@@ -158,28 +158,15 @@ void pm_xc_put(pm_heap *h, pm_arena *a, pm_veh *v)
     pthread_mutex_lock(&c->lock);
     unsigned nout = xc_insert(h, c, v, out);
     pthread_mutex_unlock(&c->lock);
-    release_list(h, out, nout);
-}
-
-/* The free path's variant: the caller holds the arena's cache lock (taken
- * before large_lock: the lock order of pmalloc_walk and pmalloc_check) and
- * large_lock, so the entries pushed out go back to the extent allocator in
- * the caller's critical section (one extent-lock round trip less per free
- * once the cache is full). */
-void pm_xc_hold(pm_arena *a, bool lock)
-{
-    if (lock) pthread_mutex_lock(&a->xc.lock);
-    else pthread_mutex_unlock(&a->xc.lock);
-}
-
-void pm_xc_put_held(pm_heap *h, pm_arena *a, pm_veh *v)
-{
-    pm_veh *out[PM_XC_N];
-    unsigned nout = xc_insert(h, &a->xc, v, out);
-    for (unsigned i = 0; i < nout; i++) pm_extent_free_pages(h, out[i]);
-    /* the decay pass (every 50 ms at most) also runs when nothing went back
-     * to the extent allocator: free extents age while the caches absorb frees */
-    if (!nout) pm_extent_decay(h, nm_now_ns());
+    if (nout) {
+        release_list(h, out, nout); /* runs a decay pass when one is due */
+    } else if (pm_extent_decay_due(h, nm_now_ns())) {
+        /* free extents age while the caches absorb frees: the pass (every
+         * 50 ms at most) runs here too, the extent lock taken only then */
+        pthread_mutex_lock(&h->large_lock);
+        pm_extent_decay(h, nm_now_ns());
+        pthread_mutex_unlock(&h->large_lock);
+    }
 }
 
 bool pm_xc_flush_all(pm_heap *h)
