@@ -328,10 +328,17 @@ static uint32_t take_free_chunk(pm_heap *h)
 }
 
 /* Chunk c has (or is about to have) appends not yet settled. */
+static void bk_dirty_prune(pm_heap *h);
+static void bk_settle_locked(pm_heap *h);
+
+/* Chunk c, a lane's open chunk from now on, is in the dirty set (bk_lock
+ * and the lane locks held). Open chunks stay in the set (bk_dirty_prune), so
+ * an append, which holds only its lane's lock, never has to mark one. */
 static void bk_mark_dirty(pm_heap *h, uint32_t c)
 {
     if (h->chunks[c].dirty) return;
-    if (h->bk_ndirty == NM_ARRAY_LEN(h->bk_dirty)) pm_bk_settle(h); /* never expected (one per lane): make room */
+    if (h->bk_ndirty == NM_ARRAY_LEN(h->bk_dirty)) bk_dirty_prune(h);
+    if (h->bk_ndirty == NM_ARRAY_LEN(h->bk_dirty)) bk_settle_locked(h); /* never expected: the open chunks and one more */
     h->chunks[c].dirty = true;
     h->bk_dirty[h->bk_ndirty++] = c;
 }
@@ -440,10 +447,14 @@ static bool bk_open(const pm_heap *h, uint32_t c)
     return false;
 }
 
+/* Every append settled: lane 0 goes on in c0, the others open chunks when they need them. */
 static void bk_lanes_reset(pm_heap *h, uint32_t c0)
 {
+    for (uint32_t d = 0; d < h->bk_ndirty; d++) h->chunks[h->bk_dirty[d]].dirty = false;
+    h->bk_ndirty = 0;
     for (unsigned l = 0; l < PM_BK_LANES; l++) h->bk_lane_chunk[l] = PM_CHUNK_NONE;
     h->bk_lane_chunk[0] = c0;
+    bk_mark_dirty(h, c0);
 }
 
 /* Lanes in use: one per 32 chunks of log, at most PM_BK_LANES, so that the
@@ -531,7 +542,7 @@ static void bk_fast_gc(pm_heap *h)
                 if (e && PM_BK_TYPE(e) == PM_BK_TOMB && tomb_valid(h, e)) tombs++;
             }
         }
-        h->bk_tombs = tombs;
+        __atomic_store_n(&h->bk_tombs, tombs, __ATOMIC_RELAXED);
         pm_count(&h->c_bkfast, 1);
     }
 out:
@@ -550,7 +561,25 @@ static uint64_t bk_max_live(const pm_heap *h) { return (uint64_t)(h->nchunks / 2
  * per lane (each may open a chunk) and one to spare. */
 static uint32_t bk_margin(const pm_heap *h) { return bk_nlanes(h) + 1; }
 
-bool pm_bk_gc_due(const pm_heap *h) { return h->bk_free_count <= h->nchunks / 2 && h->bk_tombs > 0; }
+bool pm_bk_gc_due(const pm_heap *h)
+{
+    return h->bk_free_count <= h->nchunks / 2 && __atomic_load_n(&h->bk_tombs, __ATOMIC_RELAXED) > 0;
+}
+
+/* ---- locking of the log: bk_lock for everything but the common append,
+ * which takes only its lane's lock; whoever reads or changes the lanes'
+ * chunks (settles, GCs, opening a chunk, checks) holds bk_lock and every
+ * lane lock (lanes in index order, after bk_lock). ---- */
+void pm_bk_lanes_lock(pm_heap *h, bool lock)
+{
+    for (unsigned l = 0; l < PM_BK_LANES; l++) {
+        if (lock) pthread_mutex_lock(&h->bk_lane_lock[l]);
+        else pthread_mutex_unlock(&h->bk_lane_lock[PM_BK_LANES - 1 - l]);
+    }
+}
+
+static uint64_t bk_live(const pm_heap *h) { return __atomic_load_n(&h->bk_live_entries, __ATOMIC_RELAXED); }
+static uint64_t bk_resv(const pm_heap *h) { return __atomic_load_n(&h->bk_reserved, __ATOMIC_RELAXED); }
 
 /* Open a new chunk for `lane` and link it at the end of the list (both
  * persisted: a crash before the link leaves a free chunk). */
@@ -567,6 +596,8 @@ static nm_err new_tail_chunk(pm_heap *h, unsigned lane)
     h->bk_list_len++;
     h->bk_tail = c;
     h->bk_lane_chunk[lane] = c;
+    bk_mark_dirty(h, c);
+    bk_dirty_prune(h); /* the lane's previous chunk, settled and no longer open */
     return NM_OK;
 }
 
@@ -585,8 +616,8 @@ static nm_err new_tail_chunk(pm_heap *h, unsigned lane)
 /* n more appends fit (bk_lock held); normal: they may all be normal entries */
 static bool bk_fits(const pm_heap *h, uint64_t n, bool normal)
 {
-    bool live_ok = !normal || h->bk_live_entries + h->bk_reserved + n <= bk_max_live(h);
-    bool room = h->bk_free_count >= bk_margin(h) + (uint32_t)((h->bk_reserved + n - 1) / PM_CHUNK_ENTRIES);
+    bool live_ok = !normal || bk_live(h) + bk_resv(h) + n <= bk_max_live(h);
+    bool room = h->bk_free_count >= bk_margin(h) + (uint32_t)((bk_resv(h) + n - 1) / PM_CHUNK_ENTRIES);
     return live_ok && room;
 }
 
@@ -601,18 +632,18 @@ nm_err pm_bk_reserve(pm_heap *h, pm_tcache *tc, bool normal)
         bool due = pm_bk_gc_due(h);
         /* a batch (counted as normal entries: a credit may pay for either), else this one */
         if (tc && !due && bk_fits(h, PM_BK_CREDITS, true)) {
-            h->bk_reserved += PM_BK_CREDITS;
+            __atomic_fetch_add(&h->bk_reserved, PM_BK_CREDITS, __ATOMIC_RELAXED);
             tc->bk_credit = PM_BK_CREDITS - 1;
             pthread_mutex_unlock(&h->bk_lock);
             return NM_OK;
         }
         bool fits = bk_fits(h, 1, normal);
         if (fits && (!due || round > 0)) { /* round > 0: GC due but nothing to gain now: go on */
-            h->bk_reserved++;
+            __atomic_fetch_add(&h->bk_reserved, 1, __ATOMIC_RELAXED);
             pthread_mutex_unlock(&h->bk_lock);
             return NM_OK;
         }
-        bool live_ok = !normal || h->bk_live_entries + h->bk_reserved + 1 <= bk_max_live(h);
+        bool live_ok = !normal || bk_live(h) + bk_resv(h) + 1 <= bk_max_live(h);
         pthread_mutex_unlock(&h->bk_lock);
         if (round > 0)
             return live_ok ? nm_fail(NM_ENOMEM, "pmalloc: bookkeeping log full (%u chunks, %u free)", h->nchunks, h->bk_free_count)
@@ -630,66 +661,94 @@ void pm_bk_unreserve(pm_heap *h, pm_tcache *tc)
         tc->bk_credit++;
         return;
     }
-    pthread_mutex_lock(&h->bk_lock);
-    if (h->bk_reserved) h->bk_reserved--;
-    pthread_mutex_unlock(&h->bk_lock);
+    __atomic_fetch_sub(&h->bk_reserved, 1, __ATOMIC_RELAXED);
 }
 
-/* The reserved append was made (bk_lock held). */
-void pm_bk_spent(pm_heap *h)
-{
-    if (h->bk_reserved) h->bk_reserved--;
-}
+/* The reserved append was made. */
+void pm_bk_spent(pm_heap *h) { __atomic_fetch_sub(&h->bk_reserved, 1, __ATOMIC_RELAXED); }
 
 /* A thread cache goes: its unused credits go back (no lock held). */
 void pm_bk_credits_return(pm_heap *h, pm_tcache *tc)
 {
     if (!tc->bk_credit) return;
-    pthread_mutex_lock(&h->bk_lock);
-    h->bk_reserved -= NM_MIN(h->bk_reserved, (uint64_t)tc->bk_credit);
-    pthread_mutex_unlock(&h->bk_lock);
+    __atomic_fetch_sub(&h->bk_reserved, (uint64_t)tc->bk_credit, __ATOMIC_RELAXED);
     tc->bk_credit = 0;
 }
 
-/* Store an entry in the calling thread's lane (bk_lock held); not
- * written back (pm_bk_settle, checkpoints). */
-static nm_err bk_append(pm_heap *h, uint64_t entry, int64_t *pos)
+static void bk_settle_locked(pm_heap *h);
+
+/* Store an entry in the calling thread's lane; not written back (pm_bk_settle,
+ * checkpoints). held: the caller holds bk_lock; if not, a lane's lock is all
+ * an append takes unless its chunk is full (then bk_lock is taken to settle
+ * and open the next chunk). */
+static nm_err bk_append(pm_heap *h, uint64_t entry, int64_t *pos, bool held)
 {
     unsigned lane = bk_lane(h);
+    pthread_mutex_t *ll = &h->bk_lane_lock[lane];
+    pthread_mutex_lock(ll);
     uint32_t c = h->bk_lane_chunk[lane];
     if (c == PM_CHUNK_NONE || h->chunks[c].appended >= PM_CHUNK_ENTRIES) {
-        if (c != PM_CHUNK_NONE) pm_bk_settle(h); /* at most one chunk per lane unsettled (see pm_bk_settle_commit) */
-        nm_err e = new_tail_chunk(h, lane);
-        if (e) return e;
+        pthread_mutex_unlock(ll);
+        if (!held) pthread_mutex_lock(&h->bk_lock);
+        /* (only a holder of bk_lock opens a chunk: no other can meanwhile) */
+        pm_bk_lanes_lock(h, true);
         c = h->bk_lane_chunk[lane];
+        nm_err e = NM_OK;
+        if (c == PM_CHUNK_NONE || h->chunks[c].appended >= PM_CHUNK_ENTRIES) {
+            if (c != PM_CHUNK_NONE) bk_settle_locked(h); /* at most one chunk per lane unsettled (see pm_bk_settle_commit) */
+            e = new_tail_chunk(h, lane);
+            c = h->bk_lane_chunk[lane];
+        }
+        pm_bk_lanes_lock(h, false);
+        if (!held) pthread_mutex_unlock(&h->bk_lock);
+        if (e) return e;
+        pthread_mutex_lock(ll); /* a settle may come in between: the chunk stays open, and dirty */
     }
-    bk_mark_dirty(h, c);
     uint64_t *ents = chunk_ent(h, c);
     uint32_t a = h->chunks[c].appended++, idx = bk_slot(h, c, a);
     __atomic_store_n(&ents[idx], entry, __ATOMIC_RELAXED);
     h->chunks[c].digest ^= ent_hash(a, entry);
-    pm_ctr_add(h, PMC_BK, 1);
     if (pos) __atomic_store_n(pos, (int64_t)c * 128 + idx, __ATOMIC_RELEASE); /* read by a claim without the lock */
+    pthread_mutex_unlock(ll);
+    pm_ctr_add(h, PMC_BK, 1);
     return NM_OK;
 }
 
-nm_err pm_bk_record(pm_heap *h, pm_veh *v)
+static nm_err bk_record(pm_heap *h, pm_veh *v, bool held)
 {
     uint64_t type = v->state == PM_VEH_SLAB ? PM_BK_SLAB : PM_BK_EXTENT;
-    nm_err err = bk_append(h, type << 62 | v->npages << 36 | v->page, &v->bkpos);
-    if (!err) h->bk_live_entries++;
+    nm_err err = bk_append(h, type << 62 | v->npages << 36 | v->page, &v->bkpos, held);
+    if (!err) __atomic_fetch_add(&h->bk_live_entries, 1, __ATOMIC_RELAXED);
     return err;
 }
 
-nm_err pm_bk_tombstone(pm_heap *h, pm_veh *v)
+/* (the entry v->bkpos names, and its chunk's generation, are stable: a GC
+ * that would move them holds every lane lock, and the free owns v) */
+static nm_err bk_tombstone(pm_heap *h, pm_veh *v, bool held)
 {
-    uint32_t tc = (uint32_t)(v->bkpos / 128), slot = (uint32_t)(v->bkpos % 128);
-    nm_err err = bk_append(h, PM_BK_TOMB << 62 | (uint64_t)h->chunks[tc].gen << 31 | (uint64_t)tc << 7 | slot, NULL);
+    int64_t pos = __atomic_load_n(&v->bkpos, __ATOMIC_ACQUIRE);
+    uint32_t tc = (uint32_t)(pos / 128), slot = (uint32_t)(pos % 128);
+    nm_err err = bk_append(h, PM_BK_TOMB << 62 | (uint64_t)h->chunks[tc].gen << 31 | (uint64_t)tc << 7 | slot, NULL, held);
     if (err) return err;
-    h->bk_live_entries--;
-    h->bk_tombs++;
+    __atomic_fetch_sub(&h->bk_live_entries, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&h->bk_tombs, 1, __ATOMIC_RELAXED);
     __atomic_store_n(&v->bkpos, -1, __ATOMIC_RELAXED);
     return NM_OK;
+}
+
+nm_err pm_bk_record(pm_heap *h, pm_veh *v) { return bk_record(h, v, true); }
+nm_err pm_bk_tombstone(pm_heap *h, pm_veh *v) { return bk_tombstone(h, v, true); }
+
+nm_err pm_bk_op_append(pm_heap *h, pm_veh *v, bool tomb)
+{
+    nm_err err = tomb ? bk_tombstone(h, v, false) : bk_record(h, v, false);
+    pm_bk_spent(h);
+    if (h->model == PMALLOC_GC) { /* GC settles an extent operation before it returns (redo.c) */
+        pthread_mutex_lock(&h->bk_lock);
+        pm_bk_settle(h);
+        pthread_mutex_unlock(&h->bk_lock);
+    }
+    return err;
 }
 
 /* Settling: the appends made since the last settle become durable, and only
@@ -703,13 +762,15 @@ nm_err pm_bk_tombstone(pm_heap *h, pm_veh *v)
  * chunk headers; recovery applies the last record again (pm_bk_settle_replay).
  * At most one chunk per lane has unsettled appends (a lane's full chunk is
  * settled before the next one opens), so a record holds every pair. */
-/* Drop the chunks with nothing left to settle (or no longer listed) from the dirty set. */
+/* Drop the chunks with nothing left to settle (or no longer listed) from
+ * the dirty set, but the lanes' open chunks (bk_lock held; an open chunk's
+ * counts are not read: its lane may be appending). */
 static void bk_dirty_prune(pm_heap *h)
 {
     uint32_t m = 0;
     for (uint32_t d = 0; d < h->bk_ndirty; d++) {
         uint32_t c = h->bk_dirty[d];
-        if (h->chunks[c].in_list && h->chunks[c].appended != h->chunks[c].settled) h->bk_dirty[m++] = c;
+        if (h->chunks[c].in_list && (bk_open(h, c) || h->chunks[c].appended != h->chunks[c].settled)) h->bk_dirty[m++] = c;
         else h->chunks[c].dirty = false;
     }
     h->bk_ndirty = m;
@@ -793,7 +854,19 @@ void pm_bk_settle_replay(pm_heap *h)
 
 void pm_bk_settle(pm_heap *h)
 {
-    if (h->bk_ndirty == 0) { /* nothing to settle; still a drain, as callers had it */
+    pm_bk_lanes_lock(h, true);
+    bk_settle_locked(h);
+    pm_bk_lanes_lock(h, false);
+}
+
+static void bk_settle_locked(pm_heap *h)
+{
+    bool any = false;
+    for (uint32_t d = 0; d < h->bk_ndirty && !any; d++) {
+        const pm_bkchunk *k = &h->chunks[h->bk_dirty[d]];
+        any = k->in_list && k->appended != k->settled;
+    }
+    if (!any) { /* nothing to settle; still a drain, as callers had it */
         pm_drain(h);
         return;
     }

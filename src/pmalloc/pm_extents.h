@@ -61,14 +61,20 @@ void pm_bk_spent(pm_heap *h);                   /* the reserved append was made 
 void pm_bk_credits_return(pm_heap *h, pm_tcache *tc); /* a thread cache goes (no lock held) */
 nm_err pm_bk_record(pm_heap *h, pm_veh *v);     /* normal entry for v */
 nm_err pm_bk_tombstone(pm_heap *h, pm_veh *v);  /* tombstone for v's entry */
-void pm_bk_settle(pm_heap *h);                  /* every append durable and counted */
+/* An operation's reserved append (record, or tomb: tombstone), spending its
+ * reservation; no lock held (takes its lane's). GC: settled before it returns. */
+nm_err pm_bk_op_append(pm_heap *h, pm_veh *v, bool tomb);
+void pm_bk_lanes_lock(pm_heap *h, bool lock);   /* every lane's append lock (after bk_lock) */
+void pm_bk_settle(pm_heap *h);                  /* every append durable and counted (takes the lane locks) */
 void pm_bk_settle_replay(pm_heap *h);           /* open: the last settle record, again */
-void pm_bk_settle_flush(pm_heap *h, uint64_t *counts); /* checkpoint, phase 1: flush the unsettled appends, note counts */
+/* a checkpoint's settle in two phases, bk_lock and the lane locks held throughout */
+void pm_bk_settle_flush(pm_heap *h, uint64_t *counts); /* phase 1: flush the unsettled appends, note counts */
 void pm_bk_settle_commit(pm_heap *h, const uint64_t *counts); /* ... phase 2 (after a drain): headers, flushed */
 bool pm_bk_gc_due(const pm_heap *h);
-nm_err pm_bk_gc(pm_heap *h);                    /* fast, then slow GC; the log settled (large_lock and bk_lock held) */
-nm_err pm_bk_compact(pm_heap *h);               /* large_lock and bk_lock held */
-nm_err pm_large_check(pm_heap *h, uint64_t xc_pages); /* large_lock and bk_lock held */
+/* with large_lock, bk_lock and the lane locks held: */
+nm_err pm_bk_gc(pm_heap *h);                    /* fast, then slow GC; the log settled */
+nm_err pm_bk_compact(pm_heap *h);
+nm_err pm_large_check(pm_heap *h, uint64_t xc_pages);
 unsigned pm_bk_dump(pm_heap *h, FILE *out);
 unsigned pm_bk_listed(pm_heap *h);
 

@@ -377,6 +377,8 @@ struct pm_heap {
      * own, so two threads' entries never share a cache line (a flush of a line
      * the other core keeps writing cost ~3x a private one). PM_CHUNK_NONE: none open. */
     uint32_t bk_lane_chunk[PM_BK_LANES];
+    /* a lane's lock: its appends (large.c, "locking of the log") */
+    pthread_mutex_t bk_lane_lock[PM_BK_LANES];
     uint64_t bk_live_entries, bk_tombs;
     /* appends promised to operations that have not made them yet, and the
      * thread caches' unused credits (bk_lock; pm_bk_reserve) */
@@ -384,7 +386,7 @@ struct pm_heap {
     uint64_t settle_seq;  /* last settle record written (bk_lock) */
     /* chunks that may hold appends not yet settled (bk_lock): a settle
      * visits these instead of the whole list; at most one per lane in use */
-    uint32_t bk_dirty[PM_BK_LANES + 2], bk_ndirty;
+    uint32_t bk_dirty[2 * PM_BK_LANES + 2], bk_ndirty;
     uint32_t bk_free_hint; /* where the search for a free chunk starts */
     uint64_t *bk_counts;   /* pm_bk_settle's count words, by chunk (allocated at the first settle) */
 

@@ -316,11 +316,7 @@ nm_err pmalloc_malloc_to_ex(pmalloc_heap *hd, size_t size, pmalloc_ptr *dst, uns
      * order (the old three-step protocol): GC replays no pointer words, and
      * its recovery decides an interrupted extent operation from them (redo.c) */
     if (h->model == PMALLOC_GC) pm_persist(h, dst, sizeof *dst, PM_USER);
-    pthread_mutex_lock(&h->bk_lock);
-    err = pm_bk_record(h, v); /* reserved: cannot fail */
-    pm_bk_spent(h);
-    if (h->model == PMALLOC_GC) pm_bk_settle(h);
-    pthread_mutex_unlock(&h->bk_lock);
+    err = pm_bk_op_append(h, v, false); /* reserved: cannot fail; its lane's lock */
     if (cached) __atomic_fetch_add(&h->nextents, 1, __ATOMIC_RELAXED);
     pm_redo_done(h, tc, seq, NULL, dst, NULL, 0);
     pm_ctr_add(h, PMC_LIVE_BYTES, npages * PM_PAGE);
@@ -355,8 +351,11 @@ static nm_err large_claim(pm_heap *h, uint64_t p, uint64_t rel, pm_veh **out)
     for (int tries = 0;; tries++) {
         pthread_mutex_lock(&h->large_lock);
         v = pm_pmap_get(h, page);
-        int st = v ? __atomic_load_n(&v->state, __ATOMIC_ACQUIRE) : PM_VEH_FREE;
+        /* freeing before state: a free that completes into an extent cache
+         * (under the cache's lock, not ours) stores the state, then clears
+         * freeing (xc_insert), so a clear claim read here comes with its state */
         bool freeing = v && __atomic_load_n(&v->freeing, __ATOMIC_ACQUIRE);
+        int st = v ? __atomic_load_n(&v->state, __ATOMIC_ACQUIRE) : PM_VEH_FREE;
         bool at = st == PM_VEH_ALLOC && __atomic_load_n(&v->page, __ATOMIC_RELAXED) == page && rel % PM_PAGE == 0;
         bool no = false;
         if (at && !freeing && __atomic_load_n(&v->bkpos, __ATOMIC_ACQUIRE) >= 0 &&
@@ -492,11 +491,7 @@ nm_err pmalloc_free_from(pmalloc_heap *hd, pmalloc_ptr *src)
         /* the tombstone is stored (written back at a checkpoint); the pages are
          * free at once: a crash replays this free before any later allocation
          * of them (records are replayed in their order) */
-        pthread_mutex_lock(&h->bk_lock);
-        err = pm_bk_tombstone(h, v); /* reserved: cannot fail */
-        pm_bk_spent(h);
-        if (h->model == PMALLOC_GC) pm_bk_settle(h); /* see malloc_to */
-        pthread_mutex_unlock(&h->bk_lock);
+        err = pm_bk_op_append(h, v, true); /* reserved: cannot fail; its lane's lock */
         if (pm_xc_eligible(h, v)) {
             __atomic_fetch_sub(&h->nextents, 1, __ATOMIC_RELAXED);
             pm_xc_put(h, tc->arena, v); /* the arena's cache lock; large_lock only for what it pushes out */
@@ -717,7 +712,9 @@ nm_err pmalloc_check(pmalloc_heap *hd)
     pm_xc_lock_all(h, true);
     pthread_mutex_lock(&h->large_lock);
     pthread_mutex_lock(&h->bk_lock);
+    pm_bk_lanes_lock(h, true);
     nm_err err = pm_large_check(h, pm_xc_pages(h));
+    pm_bk_lanes_lock(h, false);
     pthread_mutex_unlock(&h->bk_lock);
     uint64_t live = 0, objs = 0;
     for (uint64_t p = 0; p < h->data_pages && !err;) {
@@ -891,6 +888,7 @@ static void heap_free(pm_heap *h)
     if (h->lock_fd >= 0) close(h->lock_fd);
     pthread_mutex_destroy(&h->large_lock);
     pthread_mutex_destroy(&h->bk_lock);
+    for (unsigned l = 0; l < PM_BK_LANES; l++) pthread_mutex_destroy(&h->bk_lane_lock[l]);
     pthread_mutex_destroy(&h->tc_lock);
     pthread_mutex_destroy(&h->sim_lock);
     pm_ctr_free(h);
@@ -992,7 +990,8 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
     pthread_mutexattr_init(&ma);
     pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
     pthread_mutex_init(&h->large_lock, &ma);
-    pthread_mutex_init(&h->bk_lock, &ma); /* held for one append: spinning wins too */
+    pthread_mutex_init(&h->bk_lock, &ma);
+    for (unsigned l = 0; l < PM_BK_LANES; l++) pthread_mutex_init(&h->bk_lane_lock[l], &ma);
     pthread_mutexattr_destroy(&ma);
     pthread_mutex_init(&h->tc_lock, NULL);
     pthread_mutex_init(&h->sim_lock, NULL);
@@ -1194,7 +1193,13 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
         if (state != PM_STATE_CLEAN) set_state(h, PM_STATE_RECOVERING);
         if (state != PM_STATE_CLEAN) err = pm_redo_recover(h); /* a clean close settled every record */
         if (!err && state != PM_STATE_CLEAN && h->model == PMALLOC_GC) err = gc_recover(h);
-        if (!err && h->bk_tombs > 0) err = pm_bk_compact(h);
+        if (!err && h->bk_tombs > 0) { /* (alone here; the locks as the function expects) */
+            pthread_mutex_lock(&h->bk_lock);
+            pm_bk_lanes_lock(h, true);
+            err = pm_bk_compact(h);
+            pm_bk_lanes_lock(h, false);
+            pthread_mutex_unlock(&h->bk_lock);
+        }
         if (err) { heap_free(h); return err; }
         set_state(h, PM_STATE_RUNNING);
     }

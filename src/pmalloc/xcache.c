@@ -141,7 +141,7 @@ static unsigned xc_insert(pm_heap *h, pm_xcache *c, pm_veh *v, pm_veh **out)
 {
     unsigned nout = 0;
     __atomic_store_n(&v->state, PM_VEH_CACHED, __ATOMIC_RELEASE);
-    __atomic_store_n(&v->freeing, false, __ATOMIC_RELAXED);
+    __atomic_store_n(&v->freeing, false, __ATOMIC_RELEASE); /* after the state (large_claim reads them the other way) */
     while (c->n && (c->n == PM_XC_N || c->pages + v->npages > h->xc_max_pages)) { /* oldest out */
         out[nout++] = c->v[0];
         drop_at(c, 0);

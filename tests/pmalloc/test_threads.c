@@ -191,6 +191,8 @@ static void test_concurrent_double_free(void **st)
         pthread_create(&t, NULL, df_free, &a);
         df_free(&b);
         pthread_join(t, NULL);
+        if (!((a.err == NM_OK && b.err == NM_EDOUBLEFREE) || (a.err == NM_EDOUBLEFREE && b.err == NM_OK)))
+            print_message("round %u (%zu bytes): the frees returned %d and %d\n", round, size, (int)a.err, (int)b.err);
         assert_true((a.err == NM_OK && b.err == NM_EDOUBLEFREE) || (a.err == NM_EDOUBLEFREE && b.err == NM_OK));
         assert_int_equal(pmalloc_set_root(h, 0, 0), NM_OK);
         assert_int_equal(pmalloc_set_root(h, 1, 0), NM_OK);
