@@ -330,6 +330,7 @@ static uint32_t take_free_chunk(pm_heap *h)
 /* Chunk c has (or is about to have) appends not yet settled. */
 static void bk_dirty_prune(pm_heap *h);
 static void bk_settle_locked(pm_heap *h);
+static void bk_set_tombs(pm_heap *h, uint64_t n);
 
 /* Chunk c, a lane's open chunk from now on, is in the dirty set (bk_lock
  * and the lane locks held). Open chunks stay in the set (bk_dirty_prune), so
@@ -542,7 +543,7 @@ static void bk_fast_gc(pm_heap *h)
                 if (e && PM_BK_TYPE(e) == PM_BK_TOMB && tomb_valid(h, e)) tombs++;
             }
         }
-        __atomic_store_n(&h->bk_tombs, tombs, __ATOMIC_RELAXED);
+        bk_set_tombs(h, tombs);
         pm_count(&h->c_bkfast, 1);
     }
 out:
@@ -561,10 +562,7 @@ static uint64_t bk_max_live(const pm_heap *h) { return (uint64_t)(h->nchunks / 2
  * per lane (each may open a chunk) and one to spare. */
 static uint32_t bk_margin(const pm_heap *h) { return bk_nlanes(h) + 1; }
 
-bool pm_bk_gc_due(const pm_heap *h)
-{
-    return h->bk_free_count <= h->nchunks / 2 && __atomic_load_n(&h->bk_tombs, __ATOMIC_RELAXED) > 0;
-}
+bool pm_bk_gc_due(const pm_heap *h) { return h->bk_free_count <= h->nchunks / 2 && pm_bk_tombs(h) > 0; }
 
 /* ---- locking of the log: bk_lock for everything but the common append,
  * which takes only its lane's lock; whoever reads or changes the lanes'
@@ -573,13 +571,53 @@ bool pm_bk_gc_due(const pm_heap *h)
 void pm_bk_lanes_lock(pm_heap *h, bool lock)
 {
     for (unsigned l = 0; l < PM_BK_LANES; l++) {
-        if (lock) pthread_mutex_lock(&h->bk_lane_lock[l]);
-        else pthread_mutex_unlock(&h->bk_lane_lock[PM_BK_LANES - 1 - l]);
+        if (lock) pthread_mutex_lock(&h->bk_ln[l].lock);
+        else pthread_mutex_unlock(&h->bk_ln[PM_BK_LANES - 1 - l].lock);
     }
 }
 
-static uint64_t bk_live(const pm_heap *h) { return __atomic_load_n(&h->bk_live_entries, __ATOMIC_RELAXED); }
-static uint64_t bk_resv(const pm_heap *h) { return __atomic_load_n(&h->bk_reserved, __ATOMIC_RELAXED); }
+/* The log's counts: the heap's, plus what each lane changed since (a lane
+ * changes its own under its lock; a sum read under bk_lock alone may be a
+ * few appends old, which only makes a reservation more careful: an append
+ * adds to the live count before it gives its reservation back). */
+static uint64_t bk_live(const pm_heap *h)
+{
+    uint64_t s = h->bk_live_entries;
+    for (unsigned l = 0; l < PM_BK_LANES; l++) s += (uint64_t)__atomic_load_n(&h->bk_ln[l].live, __ATOMIC_RELAXED);
+    return s;
+}
+
+uint64_t pm_bk_tombs(const pm_heap *h)
+{
+    uint64_t s = h->bk_tombs;
+    for (unsigned l = 0; l < PM_BK_LANES; l++) s += (uint64_t)__atomic_load_n(&h->bk_ln[l].tombs, __ATOMIC_RELAXED);
+    return s;
+}
+
+static uint64_t bk_resv(const pm_heap *h)
+{
+    uint64_t s = __atomic_load_n(&h->bk_reserved, __ATOMIC_RELAXED);
+    for (unsigned l = 0; l < PM_BK_LANES; l++) s -= __atomic_load_n(&h->bk_ln[l].spent, __ATOMIC_RELAXED);
+    return s;
+}
+
+/* Set the counts from a recount (bk_lock and every lane lock held). */
+static void bk_set_tombs(pm_heap *h, uint64_t n)
+{
+    h->bk_tombs = n;
+    for (unsigned l = 0; l < PM_BK_LANES; l++) __atomic_store_n(&h->bk_ln[l].tombs, 0, __ATOMIC_RELAXED);
+}
+
+static void bk_set_live(pm_heap *h, uint64_t n)
+{
+    h->bk_live_entries = n;
+    for (unsigned l = 0; l < PM_BK_LANES; l++) __atomic_store_n(&h->bk_ln[l].live, 0, __ATOMIC_RELAXED);
+}
+
+static inline void lane_add(int64_t *x, int64_t d) /* the lane's lock held */
+{
+    if (d) __atomic_store_n(x, __atomic_load_n(x, __ATOMIC_RELAXED) + d, __ATOMIC_RELAXED);
+}
 
 /* Open a new chunk for `lane` and link it at the end of the list (both
  * persisted: a crash before the link leaves a free chunk). */
@@ -664,8 +702,6 @@ void pm_bk_unreserve(pm_heap *h, pm_tcache *tc)
     __atomic_fetch_sub(&h->bk_reserved, 1, __ATOMIC_RELAXED);
 }
 
-/* The reserved append was made. */
-void pm_bk_spent(pm_heap *h) { __atomic_fetch_sub(&h->bk_reserved, 1, __ATOMIC_RELAXED); }
 
 /* A thread cache goes: its unused credits go back (no lock held). */
 void pm_bk_credits_return(pm_heap *h, pm_tcache *tc)
@@ -681,14 +717,14 @@ static void bk_settle_locked(pm_heap *h);
  * checkpoints). held: the caller holds bk_lock; if not, a lane's lock is all
  * an append takes unless its chunk is full (then bk_lock is taken to settle
  * and open the next chunk). */
-static nm_err bk_append(pm_heap *h, uint64_t entry, int64_t *pos, bool held)
+static nm_err bk_append(pm_heap *h, pm_veh *v, bool tomb, bool held, bool spend)
 {
     unsigned lane = bk_lane(h);
-    pthread_mutex_t *ll = &h->bk_lane_lock[lane];
-    pthread_mutex_lock(ll);
-    uint32_t c = h->bk_lane_chunk[lane];
-    if (c == PM_CHUNK_NONE || h->chunks[c].appended >= PM_CHUNK_ENTRIES) {
-        pthread_mutex_unlock(ll);
+    pm_bklane *ln = &h->bk_ln[lane];
+    pthread_mutex_lock(&ln->lock);
+    uint32_t c;
+    while ((c = h->bk_lane_chunk[lane]) == PM_CHUNK_NONE || h->chunks[c].appended >= PM_CHUNK_ENTRIES) {
+        pthread_mutex_unlock(&ln->lock);
         if (!held) pthread_mutex_lock(&h->bk_lock);
         /* (only a holder of bk_lock opens a chunk: no other can meanwhile) */
         pm_bk_lanes_lock(h, true);
@@ -697,52 +733,56 @@ static nm_err bk_append(pm_heap *h, uint64_t entry, int64_t *pos, bool held)
         if (c == PM_CHUNK_NONE || h->chunks[c].appended >= PM_CHUNK_ENTRIES) {
             if (c != PM_CHUNK_NONE) bk_settle_locked(h); /* at most one chunk per lane unsettled (see pm_bk_settle_commit) */
             e = new_tail_chunk(h, lane);
-            c = h->bk_lane_chunk[lane];
         }
         pm_bk_lanes_lock(h, false);
         if (!held) pthread_mutex_unlock(&h->bk_lock);
         if (e) return e;
-        pthread_mutex_lock(ll); /* a settle may come in between: the chunk stays open, and dirty */
+        /* a settle may come in between (the chunk stays open, and dirty), and
+         * without bk_lock a compaction too (the lanes start over): look again */
+        pthread_mutex_lock(&ln->lock);
+    }
+    /* The entry is made under the lane lock: a compaction, which moves
+     * entries and resets the lanes, holds every lane lock, so the position a
+     * tombstone names (v->bkpos) and its chunk's generation are current. */
+    uint64_t entry;
+    if (tomb) {
+        int64_t pos = __atomic_load_n(&v->bkpos, __ATOMIC_ACQUIRE);
+        uint32_t tc = (uint32_t)(pos / 128), slot = (uint32_t)(pos % 128);
+        entry = PM_BK_TOMB << 62 | (uint64_t)h->chunks[tc].gen << 31 | (uint64_t)tc << 7 | slot;
+    } else {
+        uint64_t type = v->state == PM_VEH_SLAB ? PM_BK_SLAB : PM_BK_EXTENT;
+        entry = type << 62 | v->npages << 36 | v->page;
     }
     uint64_t *ents = chunk_ent(h, c);
     uint32_t a = h->chunks[c].appended++, idx = bk_slot(h, c, a);
     __atomic_store_n(&ents[idx], entry, __ATOMIC_RELAXED);
     h->chunks[c].digest ^= ent_hash(a, entry);
-    if (pos) __atomic_store_n(pos, (int64_t)c * 128 + idx, __ATOMIC_RELEASE); /* read by a claim without the lock */
-    pthread_mutex_unlock(ll);
+    /* the counts: a normal entry is live, a tombstone kills one */
+    lane_add(&ln->live, tomb ? -1 : 1);
+    lane_add(&ln->tombs, tomb);
+    if (spend) __atomic_store_n(&ln->spent, __atomic_load_n(&ln->spent, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+    /* the VEH's entry position (a record's; -1 once tombstoned), under the
+     * lane lock: a compaction copies what has an entry, so it must never see
+     * a tombstoned extent that still names its entry */
+    __atomic_store_n(&v->bkpos, tomb ? -1 : (int64_t)c * 128 + idx, __ATOMIC_RELEASE); /* read by a claim without the lock */
+    pthread_mutex_unlock(&ln->lock);
     pm_ctr_add(h, PMC_BK, 1);
     return NM_OK;
 }
 
-static nm_err bk_record(pm_heap *h, pm_veh *v, bool held)
-{
-    uint64_t type = v->state == PM_VEH_SLAB ? PM_BK_SLAB : PM_BK_EXTENT;
-    nm_err err = bk_append(h, type << 62 | v->npages << 36 | v->page, &v->bkpos, held);
-    if (!err) __atomic_fetch_add(&h->bk_live_entries, 1, __ATOMIC_RELAXED);
-    return err;
-}
-
-/* (the entry v->bkpos names, and its chunk's generation, are stable: a GC
- * that would move them holds every lane lock, and the free owns v) */
-static nm_err bk_tombstone(pm_heap *h, pm_veh *v, bool held)
-{
-    int64_t pos = __atomic_load_n(&v->bkpos, __ATOMIC_ACQUIRE);
-    uint32_t tc = (uint32_t)(pos / 128), slot = (uint32_t)(pos % 128);
-    nm_err err = bk_append(h, PM_BK_TOMB << 62 | (uint64_t)h->chunks[tc].gen << 31 | (uint64_t)tc << 7 | slot, NULL, held);
-    if (err) return err;
-    __atomic_fetch_sub(&h->bk_live_entries, 1, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&h->bk_tombs, 1, __ATOMIC_RELAXED);
-    __atomic_store_n(&v->bkpos, -1, __ATOMIC_RELAXED);
-    return NM_OK;
-}
-
-nm_err pm_bk_record(pm_heap *h, pm_veh *v) { return bk_record(h, v, true); }
-nm_err pm_bk_tombstone(pm_heap *h, pm_veh *v) { return bk_tombstone(h, v, true); }
+nm_err pm_bk_record(pm_heap *h, pm_veh *v) { return bk_append(h, v, false, true, false); }
+nm_err pm_bk_tombstone(pm_heap *h, pm_veh *v) { return bk_append(h, v, true, true, false); }
 
 nm_err pm_bk_op_append(pm_heap *h, pm_veh *v, bool tomb)
 {
-    nm_err err = tomb ? bk_tombstone(h, v, false) : bk_record(h, v, false);
-    pm_bk_spent(h);
+    /* (the reservation is spent even if the append failed, which it cannot) */
+    nm_err err = bk_append(h, v, tomb, false, true);
+    if (err) {
+        pm_bklane *ln = &h->bk_ln[bk_lane(h)];
+        pthread_mutex_lock(&ln->lock);
+        __atomic_store_n(&ln->spent, __atomic_load_n(&ln->spent, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+        pthread_mutex_unlock(&ln->lock);
+    }
     if (h->model == PMALLOC_GC) { /* GC settles an extent operation before it returns (redo.c) */
         pthread_mutex_lock(&h->bk_lock);
         pm_bk_settle(h);
@@ -897,14 +937,25 @@ nm_err pm_bk_gc(pm_heap *h)
 /* Collect every allocated VEH (extents and slabs), in address order. */
 static pm_veh **collect_allocated(pm_heap *h, size_t *n)
 {
-    size_t cap = __atomic_load_n(&h->nextents, __ATOMIC_RELAXED) + h->nslabs + 1, k = 0;
+    /* a first guess, grown as needed (extents taken from and put into the
+     * arenas' caches are counted per thread, not in nextents, which can then
+     * run below zero on its own: an extent from a cache freed another way) */
+    size_t cap = h->nslabs + 256, k = 0;
     pm_veh **arr = malloc(cap * sizeof *arr);
     if (!arr) return NULL;
     for (uint64_t p = 0; p < h->data_pages;) {
         pm_veh *v = pm_pmap_get(h, p);
         if (v && v->state != PM_VEH_FREE && v->page == p) {
             /* an extent being allocated has no entry yet: its own append follows */
-            if (k < cap && v->bkpos >= 0) arr[k++] = v;
+            if (v->bkpos >= 0) {
+                if (k == cap) {
+                    pm_veh **t = realloc(arr, 2 * cap * sizeof *arr);
+                    if (!t) { free(arr); return NULL; }
+                    arr = t;
+                    cap *= 2;
+                }
+                arr[k++] = v;
+            }
             p += v->npages;
         } else if (v && v->state == PM_VEH_FREE && v->page == p) {
             p += v->npages;
@@ -960,8 +1011,8 @@ nm_err pm_bk_compact(pm_heap *h)
     bk_lanes_reset(h, newc[need - 1]);
     h->bk_list_len = need;
     h->bk_free_count = h->nchunks - need;
-    h->bk_live_entries = n;
-    h->bk_tombs = 0;
+    bk_set_live(h, n);
+    bk_set_tombs(h, 0);
     pm_count(&h->c_bkgc, 1);
     free(newc);
     free(live);

@@ -52,17 +52,17 @@ nm_err pm_extent_claim(pm_heap *h, uint64_t page, uint64_t npages, int state, pm
 /* Bookkeeping-log appends are stored, not written back: a checkpoint (redo.c)
  * or pm_bk_settle makes them durable in batches. Operations call
  * pm_bk_reserve (no lock held) before they commit, so that their append
- * cannot fail afterwards, then pm_bk_spent with the append, or
+ * cannot fail afterwards, then pm_bk_op_append, or
  * pm_bk_unreserve if they do not append after all. tc: the caller's thread
  * cache (its credits), or NULL. */
 nm_err pm_bk_reserve(pm_heap *h, pm_tcache *tc, bool normal); /* normal: a normal entry (counts against the live cap) */
 void pm_bk_unreserve(pm_heap *h, pm_tcache *tc); /* no lock held */
-void pm_bk_spent(pm_heap *h);                   /* the reserved append was made */
 void pm_bk_credits_return(pm_heap *h, pm_tcache *tc); /* a thread cache goes (no lock held) */
 nm_err pm_bk_record(pm_heap *h, pm_veh *v);     /* normal entry for v */
 nm_err pm_bk_tombstone(pm_heap *h, pm_veh *v);  /* tombstone for v's entry */
 /* An operation's reserved append (record, or tomb: tombstone), spending its
- * reservation; no lock held (takes its lane's). GC: settled before it returns. */
+ * reservation (pm_bk_reserve); no lock held (takes its lane's). GC: settled
+ * before it returns. */
 nm_err pm_bk_op_append(pm_heap *h, pm_veh *v, bool tomb);
 void pm_bk_lanes_lock(pm_heap *h, bool lock);   /* every lane's append lock (after bk_lock) */
 void pm_bk_settle(pm_heap *h);                  /* every append durable and counted (takes the lane locks) */
@@ -71,6 +71,7 @@ void pm_bk_settle_replay(pm_heap *h);           /* open: the last settle record,
 void pm_bk_settle_flush(pm_heap *h, uint64_t *counts); /* phase 1: flush the unsettled appends, note counts */
 void pm_bk_settle_commit(pm_heap *h, const uint64_t *counts); /* ... phase 2 (after a drain): headers, flushed */
 bool pm_bk_gc_due(const pm_heap *h);
+uint64_t pm_bk_tombs(const pm_heap *h);         /* valid tombstones in the log */
 /* with large_lock, bk_lock and the lane locks held: */
 nm_err pm_bk_gc(pm_heap *h);                    /* fast, then slow GC; the log settled */
 nm_err pm_bk_compact(pm_heap *h);

@@ -315,6 +315,16 @@ typedef struct pm_tcache {
     struct { unsigned log, seg; uint32_t slot; uint64_t gen; bool held; } dl; /* NUMA: a reserved deallocation-log slot (remote.c) */
 } pm_tcache;
 
+/* A lane of the bookkeeping log (large.c): the lock its appends take and its
+ * share of the log's counts, changed under that lock (relaxed atomics: they
+ * are summed under bk_lock), on a cache line of its own so that two threads'
+ * appends share none. */
+typedef struct pm_bklane {
+    pthread_mutex_t lock;
+    int64_t live, tombs; /* changes to bk_live_entries and bk_tombs since they were last set */
+    uint64_t spent;      /* reserved appends made (taken from bk_reserved) */
+} __attribute__((aligned(64))) pm_bklane;
+
 typedef struct pm_bkchunk { /* vchunk */
     uint32_t next;
     uint32_t gen;
@@ -364,7 +374,9 @@ struct pm_heap {
     pm_veh *veh_pool;  /* free VEHs, linked by next */
     struct pm_vslab *vslab_pool, *vslab_all; /* type-stable vslabs (small.c) */
     void *veh_blocks;  /* allocated pool blocks, linked by their first word */
-    uint64_t free_pages, nextents, nslabs; /* nextents: atomic (cached extents change it outside large_lock) */
+    /* nextents: the extent count but those taken from or put into the
+     * arenas' caches (PMC_XC_EXT): only their sum is the count (atomic) */
+    uint64_t free_pages, nextents, nslabs;
     uint64_t decay_ns, last_decay_ns, retained_pages;
     /* pages from here on were never handed out since the heap was created
      * (data_pages for a heap that was opened: unknown, so all may be dirty);
@@ -377,11 +389,12 @@ struct pm_heap {
      * own, so two threads' entries never share a cache line (a flush of a line
      * the other core keeps writing cost ~3x a private one). PM_CHUNK_NONE: none open. */
     uint32_t bk_lane_chunk[PM_BK_LANES];
-    /* a lane's lock: its appends (large.c, "locking of the log") */
-    pthread_mutex_t bk_lane_lock[PM_BK_LANES];
+    pm_bklane bk_ln[PM_BK_LANES];
+    /* live normal entries and valid tombstones: these plus the lanes' changes (pm_bk_live, pm_bk_tombs) */
     uint64_t bk_live_entries, bk_tombs;
     /* appends promised to operations that have not made them yet, and the
-     * thread caches' unused credits (bk_lock; pm_bk_reserve) */
+     * thread caches' unused credits (atomic; pm_bk_reserve): this less the
+     * lanes' spent counts */
     uint64_t bk_reserved;
     uint64_t settle_seq;  /* last settle record written (bk_lock) */
     /* chunks that may hold appends not yet settled (bk_lock): a settle
@@ -581,7 +594,9 @@ static inline void pm_slab_leave(pm_heap *h, pm_vslab *s)
 
 /* persist.c: counters. Each thread adds to its own block (plain loads and
  * stores, no shared cache line between threads); readers sum the blocks. */
-enum { PMC_FLUSH, PMC_META, PMC_REFLUSH, PMC_FENCE, PMC_WAL, PMC_BK, PMC_LIVE_BYTES, PMC_LIVE_OBJS, PMC_XC_HIT, PMC_XC_MISS, PMC_N };
+/* PMC_XC_EXT: extents allocated from or freed into the extent caches (a
+ * change of nextents made outside large_lock) */
+enum { PMC_FLUSH, PMC_META, PMC_REFLUSH, PMC_FENCE, PMC_WAL, PMC_BK, PMC_LIVE_BYTES, PMC_LIVE_OBJS, PMC_XC_HIT, PMC_XC_MISS, PMC_XC_EXT, PMC_N };
 NM_STATIC_ASSERT(PMC_N <= 16, "ctr_base holds every counter");
 typedef struct pm_ctrblk {
     uint64_t v[PMC_N];

@@ -317,7 +317,7 @@ nm_err pmalloc_malloc_to_ex(pmalloc_heap *hd, size_t size, pmalloc_ptr *dst, uns
      * its recovery decides an interrupted extent operation from them (redo.c) */
     if (h->model == PMALLOC_GC) pm_persist(h, dst, sizeof *dst, PM_USER);
     err = pm_bk_op_append(h, v, false); /* reserved: cannot fail; its lane's lock */
-    if (cached) __atomic_fetch_add(&h->nextents, 1, __ATOMIC_RELAXED);
+    if (cached) pm_ctr_add(h, PMC_XC_EXT, 1);
     pm_redo_done(h, tc, seq, NULL, dst, NULL, 0);
     pm_ctr_add(h, PMC_LIVE_BYTES, npages * PM_PAGE);
     pm_ctr_add(h, PMC_LIVE_OBJS, 1);
@@ -493,7 +493,7 @@ nm_err pmalloc_free_from(pmalloc_heap *hd, pmalloc_ptr *src)
          * of them (records are replayed in their order) */
         err = pm_bk_op_append(h, v, true); /* reserved: cannot fail; its lane's lock */
         if (pm_xc_eligible(h, v)) {
-            __atomic_fetch_sub(&h->nextents, 1, __ATOMIC_RELAXED);
+            pm_ctr_add(h, PMC_XC_EXT, -(uint64_t)1);
             pm_xc_put(h, tc->arena, v); /* the arena's cache lock; large_lock only for what it pushes out */
         } else {
             pthread_mutex_lock(&h->large_lock);
@@ -639,7 +639,7 @@ nm_err pmalloc_stats_get(pmalloc_heap *hd, pmalloc_stats *st)
     st->objects_live = pm_ctr_sum(h, PMC_LIVE_OBJS);
     pthread_mutex_lock(&h->large_lock);
     st->slabs = h->nslabs;
-    st->extents = __atomic_load_n(&h->nextents, __ATOMIC_RELAXED);
+    st->extents = __atomic_load_n(&h->nextents, __ATOMIC_RELAXED) + pm_ctr_sum(h, PMC_XC_EXT);
     st->cached_bytes = pm_xc_pages(h) * PM_PAGE;
     st->free_bytes = h->free_pages * PM_PAGE + st->cached_bytes;
     st->retained_bytes = h->retained_pages * PM_PAGE;
@@ -888,7 +888,7 @@ static void heap_free(pm_heap *h)
     if (h->lock_fd >= 0) close(h->lock_fd);
     pthread_mutex_destroy(&h->large_lock);
     pthread_mutex_destroy(&h->bk_lock);
-    for (unsigned l = 0; l < PM_BK_LANES; l++) pthread_mutex_destroy(&h->bk_lane_lock[l]);
+    for (unsigned l = 0; l < PM_BK_LANES; l++) pthread_mutex_destroy(&h->bk_ln[l].lock);
     pthread_mutex_destroy(&h->tc_lock);
     pthread_mutex_destroy(&h->sim_lock);
     pm_ctr_free(h);
@@ -991,7 +991,7 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
     pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
     pthread_mutex_init(&h->large_lock, &ma);
     pthread_mutex_init(&h->bk_lock, &ma);
-    for (unsigned l = 0; l < PM_BK_LANES; l++) pthread_mutex_init(&h->bk_lane_lock[l], &ma);
+    for (unsigned l = 0; l < PM_BK_LANES; l++) pthread_mutex_init(&h->bk_ln[l].lock, &ma);
     pthread_mutexattr_destroy(&ma);
     pthread_mutex_init(&h->tc_lock, NULL);
     pthread_mutex_init(&h->sim_lock, NULL);
@@ -1193,7 +1193,7 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
         if (state != PM_STATE_CLEAN) set_state(h, PM_STATE_RECOVERING);
         if (state != PM_STATE_CLEAN) err = pm_redo_recover(h); /* a clean close settled every record */
         if (!err && state != PM_STATE_CLEAN && h->model == PMALLOC_GC) err = gc_recover(h);
-        if (!err && h->bk_tombs > 0) { /* (alone here; the locks as the function expects) */
+        if (!err && pm_bk_tombs(h) > 0) { /* (alone here; the locks as the function expects) */
             pthread_mutex_lock(&h->bk_lock);
             pm_bk_lanes_lock(h, true);
             err = pm_bk_compact(h);

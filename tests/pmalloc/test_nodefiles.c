@@ -326,7 +326,9 @@ static void test_process_crash(void **st)
         int ws;
         assert_int_equal(waitpid(pid, &ws, 0), pid);
         assert_true(WIFSIGNALED(ws) || (WIFEXITED(ws) && WEXITSTATUS(ws) == 0));
-        assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+        nm_err oe = pmalloc_open(dir, &o, &h);
+        if (oe) print_message("round %u: open after the kill: %s\n", round, nm_last_errmsg());
+        assert_int_equal(oe, NM_OK);
         pmalloc_recovery_info ri;
         pmalloc_recovery_info_get(h, &ri);
         assert_false(ri.was_clean);
