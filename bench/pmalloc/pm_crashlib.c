@@ -454,7 +454,10 @@ static void live_hook(void *arg, pmalloc_heap *h, uint64_t no)
         if (phase == PH_CREATE) take = k == c->create_point;
         else if (phase == PH_CLOSE) take = c->close_mod && nm_rng_below(&c->rng, c->close_mod) == 0;
         else if (g_user_persist) { /* the workload's own data: rarely, at most once per persist call */
-            take = g_user_persist == 1 && nm_rng_below(&c->rng, 2 * (uint64_t)r->gap) == 0;
+            /* (and surely one, if half the run went by without: a campaign
+             * whose threads persisted little could end with none) */
+            take = g_user_persist == 1 && (nm_rng_below(&c->rng, 2 * (uint64_t)r->gap) == 0 ||
+                                           (r->user_flush_points == 0 && r->tried >= r->points / 2));
             g_user_persist = 2; /* one draw per persist call, at its first line */
         } else {
             unsigned ms = pmalloc_morph_step(h); /* a flush inside a slab morph may be taken out of turn */

@@ -55,7 +55,7 @@ pm_veh *pm_veh_new(pm_heap *h)
     __atomic_store_n(&v->rec_pending, false, __ATOMIC_RELAXED);
     v->npages = 0;
     v->next = v->prev = NULL;
-    v->mark = v->retained = false;
+    v->mark = v->retained = v->mapped = false;
     v->freed_ns = 0;
     return v;
 }
@@ -131,7 +131,12 @@ pm_veh *pm_free_next(pm_heap *h, pm_veh *v)
     return b ? h->fbin[b] : NULL;
 }
 
-/* Free extents map only their first and last page; allocated ones every page. */
+/* Free extents map only their first and last page (all coalescing needs);
+ * allocated ones every page, for lookups of addresses inside them. The
+ * extent lock covers the ends only: the inner pages of an extent are mapped
+ * by its owner after the lock is released (pm_extent_map) and unmapped
+ * before it is taken (pm_extent_unmap), a loop over up to 128 pages of a
+ * 512 KiB extent that used to run inside the lock. */
 static void pmap_mark_free(pm_heap *h, pm_veh *v)
 {
     pm_pmap_set(h, v->page, v);
@@ -141,6 +146,21 @@ static void pmap_mark_free(pm_heap *h, pm_veh *v)
 static void pmap_mark_alloc(pm_heap *h, pm_veh *v)
 {
     for (uint64_t p = 0; p < v->npages; p++) pm_pmap_set(h, v->page + p, v);
+    v->mapped = true;
+}
+
+void pm_extent_map(pm_heap *h, pm_veh *v)
+{
+    if (v->mapped) return;
+    for (uint64_t p = 1; p + 1 < v->npages; p++) pm_pmap_set(h, v->page + p, v);
+    v->mapped = true;
+}
+
+void pm_extent_unmap(pm_heap *h, pm_veh *v)
+{
+    if (!v->mapped) return;
+    for (uint64_t p = 1; p + 1 < v->npages; p++) pm_pmap_set(h, v->page + p, NULL);
+    v->mapped = false;
 }
 
 /* Carve [page, page+npages) out of free extent f; the part becomes `state`. */
@@ -179,7 +199,7 @@ static pm_veh *carve(pm_heap *h, pm_veh *f, uint64_t page, uint64_t npages, int 
     if (end > h->used_top) h->used_top = end;
     __atomic_store_n(&a->bkpos, -1, __ATOMIC_RELAXED);
     __atomic_store_n(&a->state, state, __ATOMIC_RELEASE);
-    pmap_mark_alloc(h, a);
+    pmap_mark_free(h, a); /* its ends; the caller maps the rest (pm_extent_map) */
     if (state == PM_VEH_SLAB) h->nslabs++;
     else __atomic_fetch_add(&h->nextents, 1, __ATOMIC_RELAXED);
     return a;
@@ -239,7 +259,9 @@ void pm_extent_release(pm_heap *h, pm_veh *v)
 
 void pm_extent_free_pages(pm_heap *h, pm_veh *v)
 {
-    for (uint64_t p = 0; p < v->npages; p++) pm_pmap_set(h, v->page + p, NULL);
+    pm_extent_unmap(h, v); /* (its owner may have done this before taking the lock) */
+    pm_pmap_set(h, v->page, NULL);
+    pm_pmap_set(h, v->page + v->npages - 1, NULL);
     __atomic_store_n(&v->bkpos, -1, __ATOMIC_RELAXED);
     __atomic_store_n(&v->slab, NULL, __ATOMIC_RELAXED);
     __atomic_store_n(&v->freeing, false, __ATOMIC_RELAXED);

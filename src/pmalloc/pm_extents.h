@@ -39,7 +39,13 @@ uint64_t pm_xc_pages(pm_heap *h);                 /* cached pages, all arenas */
  * bookkeeping log (caller holds bk_lock unless noted) ---- */
 nm_err pm_large_init(pm_heap *h, bool fresh); /* replays the log */
 void pm_large_free_all(pm_heap *h);
+/* pm_extent_alloc, pm_extent_claim (and pm_numa_extent_alloc) map the new
+ * extent's first and last page; its owner maps the others with
+ * pm_extent_map (no lock needed) before anyone else can see it, and may
+ * unmap them (pm_extent_unmap) before it gives the extent back. */
 nm_err pm_extent_alloc(pm_heap *h, uint64_t npages, int state, pm_veh **out);
+void pm_extent_map(pm_heap *h, pm_veh *v);
+void pm_extent_unmap(pm_heap *h, pm_veh *v);
 void pm_extent_release(pm_heap *h, pm_veh *v);  /* back to the free list, coalesced */
 void pm_extent_decay(pm_heap *h, uint64_t now_ns); /* punch long-free extents (every 50 ms) */
 bool pm_extent_decay_due(const pm_heap *h, uint64_t now_ns); /* a decay pass would run (no lock needed) */

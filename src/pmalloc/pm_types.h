@@ -252,6 +252,7 @@ typedef struct pm_veh {
     bool freeing;          /* ALLOC, a free_from in progress (claimed with a CAS; atomic) */
     bool rec_pending;      /* its log entry is flushed but maybe not drained yet (atomic) */
     bool retained;         /* free and decayed: its pages were returned (hole punched) */
+    bool mapped;           /* its inner pages are in the page map too (pm_extent_map; owner) */
     uint64_t freed_ns;     /* when it became free */
 } pm_veh;
 

@@ -307,6 +307,7 @@ nm_err pmalloc_malloc_to_ex(pmalloc_heap *hd, size_t size, pmalloc_ptr *dst, uns
             pm_bk_unreserve(h, tc);
             return err;
         }
+        pm_extent_map(h, v); /* its inner pages, outside the extent lock */
     }
     uint64_t e = h->sb->data_off + v->page * PM_PAGE;
     uint64_t seq = pm_redo_begin(h, tc);
@@ -496,6 +497,7 @@ nm_err pmalloc_free_from(pmalloc_heap *hd, pmalloc_ptr *src)
             pm_ctr_add(h, PMC_XC_EXT, -(uint64_t)1);
             pm_xc_put(h, tc->arena, v); /* the arena's cache lock; large_lock only for what it pushes out */
         } else {
+            pm_extent_unmap(h, v); /* its inner pages, outside the extent lock */
             pthread_mutex_lock(&h->large_lock);
             pm_extent_release(h, v);
             pthread_mutex_unlock(&h->large_lock);

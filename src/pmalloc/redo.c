@@ -594,6 +594,7 @@ static nm_err replay_large(pm_heap *h, rrec *r, size_t n, uint64_t *done)
             }
             pm_veh *nv;
             nm_err e = pm_extent_claim(h, page, np, PM_VEH_ALLOC, &nv);
+            if (!e) pm_extent_map(h, nv);
             if (!e) e = pm_bk_record(h, nv);
             if (e) return e;
             (*done)++;

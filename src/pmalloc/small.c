@@ -79,6 +79,7 @@ static pm_vslab *slab_new(pm_heap *h, pm_arena *a, unsigned cls)
             return NULL;
         }
     }
+    pm_extent_map(h, v);
     pm_slab_hdr *hd = (pm_slab_hdr *)(h->data + v->page * PM_PAGE);
     size_t hbytes = h->slab_data_off[cls];
     memset(hd, 0, hbytes);

@@ -121,6 +121,7 @@ bool pm_xc_take(pm_heap *h, pm_arena *a, uint64_t npages, pm_veh **out)
         __atomic_store_n(&r->freeing, false, __ATOMIC_RELAXED);
         __atomic_store_n(&r->state, PM_VEH_ALLOC, __ATOMIC_RELEASE);
         for (uint64_t p = 0; p < npages; p++) pm_pmap_set(h, r->page + p, r);
+        r->mapped = true;
         pthread_mutex_unlock(&c->lock);
         *out = r;
         return true;
@@ -131,6 +132,7 @@ bool pm_xc_take(pm_heap *h, pm_arena *a, uint64_t npages, pm_veh **out)
 static void release_list(pm_heap *h, pm_veh **v, unsigned n)
 {
     if (!n) return;
+    for (unsigned i = 0; i < n; i++) pm_extent_unmap(h, v[i]); /* out of every cache: ours; outside the lock */
     pthread_mutex_lock(&h->large_lock);
     for (unsigned i = 0; i < n; i++) pm_extent_free_pages(h, v[i]);
     pthread_mutex_unlock(&h->large_lock);
