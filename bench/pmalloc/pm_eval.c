@@ -202,7 +202,7 @@ static size_t dbms_size(nm_rng *r)
 
 static bool pe_two_phase(const pe_params *p)
 {
-    return p->work == PE_LARSON_SMALL || p->work == PE_LARSON_LARGE || p->work == PE_KV;
+    return p->work == PE_LARSON_SMALL || p->work == PE_LARSON_LARGE || p->work == PE_KV || p->work == PE_DBMSTEST;
 }
 
 /* The barrier that starts the timed phase. */
@@ -309,8 +309,11 @@ static void *pe_worker(void *arg)
                            random; the survivors go two iterations later */
         uint64_t base = tid * 2 * n;
         uint64_t *idx = malloc(n * sizeof *idx);
-        if (!idx) { err = 1; break; }
-        for (uint64_t it = 0; it < p->iters && !err; it++) {
+        if (!idx) err = 1;
+        /* warm-up iterations first (Sec. 8.2: 50 warm-up, 50 timed), uncounted */
+        for (uint64_t it = 0; it < p->warm + p->iters; it++) {
+            if (it == p->warm) { pe_timed_start(s); ops = 0; }
+            if (err) continue; /* (still at the barrier with the others) */
             uint64_t h = base + (it % 2) * n;
             for (uint64_t i = 0; i < n && !err; i++)
                 if (pe_used(e, h + i)) { err = pe_free(e, h + i); ops++; }
@@ -318,6 +321,7 @@ static void *pe_worker(void *arg)
             nm_rng_shuffle(&rng, idx, n, sizeof *idx);
             for (uint64_t i = 0; i < n * 9 / 10 && !err; i++) { err = pe_free(e, idx[i]); ops++; }
         }
+        if (p->iters == 0) pe_timed_start(s);
         free(idx);
         break;
     }
@@ -678,9 +682,10 @@ const char *pe_helper_path(void)
 
 int pe_params_format(const pe_params *p, char *buf, size_t cap)
 {
-    int n = snprintf(buf, cap, "work=%d kind=%d threads=%u n=%llu iters=%llu ops=%llu seed=%llu pool=%zu prefault=%d eadr=%d "
+    int n = snprintf(buf, cap, "work=%d kind=%d threads=%u n=%llu iters=%llu warm=%llu ops=%llu seed=%llu pool=%zu prefault=%d eadr=%d "
                                "no_morph=%d mark=%d",
                      (int)p->work, (int)p->kind, p->threads, (unsigned long long)p->n, (unsigned long long)p->iters,
+                     (unsigned long long)p->warm,
                      (unsigned long long)p->ops, (unsigned long long)p->seed, p->pool_size, p->prefault, p->eadr,
                      p->no_morph, p->mark);
     return n > 0 && (size_t)n < cap ? 0 : -1;
@@ -701,6 +706,7 @@ int pe_params_parse(int argc, char **argv, pe_params *p)
         else if (PE_KEY("threads")) p->threads = (unsigned)u;
         else if (PE_KEY("n")) p->n = u;
         else if (PE_KEY("iters")) p->iters = u;
+        else if (PE_KEY("warm")) p->warm = u;
         else if (PE_KEY("ops")) p->ops = u;
         else if (PE_KEY("seed")) p->seed = u;
         else if (PE_KEY("pool")) p->pool_size = (size_t)u;

@@ -32,7 +32,8 @@ typedef struct pe_params {
     pe_kind kind;
     unsigned threads;
     uint64_t n;      /* objects per thread (threadtest, larson slots, dbms per iteration), total (prodcon, recovery) */
-    uint64_t iters;  /* iterations / rounds */
+    uint64_t iters;  /* iterations / rounds (timed) */
+    uint64_t warm;   /* dbmstest: iterations before the timed ones (the paper's warm-up) */
     uint64_t ops;    /* operations per thread (larson, kv) */
     uint64_t seed;
     size_t pool_size;

@@ -3,22 +3,46 @@
  * runner (nm_bench_*), which the helper nearmem-pmalloc-evalrun does not link. */
 #include <math.h>
 #include <stdio.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+#include <linux/magic.h>
 
 #include "nearmem/bench.h"
 #include "nearmem/common.h"
 #include "pm_eval.h"
+
+/* Where the pools go. Persistent memory has no page-cache writeback; a pool
+ * file on a disk file system does (the kernel writes dirty pages back while
+ * the timed phase runs), which made the DBMStest ratio swing between 1.6x and
+ * 3.8x from one run to the next on ext4. So pools go to tmpfs (DRAM, as
+ * emulated or CXL-attached persistent memory) when /dev/shm has room for two
+ * of them; `--set pool_dir=DIR` puts them elsewhere (the suite's temporary
+ * directory without /dev/shm). Recorded in the config. */
+static const char *pe_pool_parent(nm_bench *b, size_t pool)
+{
+    const char *dir = nm_bench_param(b, "pool_dir", NULL);
+    struct statfs sf;
+    if (!dir && statfs("/dev/shm", &sf) == 0 && sf.f_type == TMPFS_MAGIC &&
+        (double)sf.f_bavail * (double)sf.f_bsize >= 2.0 * (double)pool + (64 << 20))
+        dir = "/dev/shm";
+    if (!dir) dir = nm_bench_tmpdir(b);
+    if (dir && statfs(dir, &sf) == 0)
+        nm_bench_config_str(b, "pool_fs", sf.f_type == TMPFS_MAGIC ? "tmpfs (DRAM, no writeback)" : "a disk file system (page cache, writeback)");
+    nm_bench_config_str(b, "pool_dir", dir ? dir : "?");
+    return dir;
+}
 
 double pe_measure(nm_bench *b, const char *bench_name, pe_params *p, unsigned reps, double *peak_mib)
 {
     double mops[16], cpu[16], flt[16], peak = 0, pmem = 0, morphs = 0;
     const char *label = p->pmdk_noflush ? "PMDK-noflush" : p->eadr ? (p->kind == PE_GC ? "PMAlloc-GC-eADR" : "PMAlloc-LOG-eADR") : p->no_morph ? (p->kind == PE_GC ? "PMAlloc-GC-noSM" : "PMAlloc-LOG-noSM") : pe_kind_name(p->kind);
     if (reps > 16) reps = 16;
-    const char *tmp = nm_bench_tmpdir(b);
+    const char *tmp = pe_pool_parent(b, p->pool_size);
     /* run 0 is not prefaulted and gives the peak memory (pages touched + DRAM);
      * runs 1..reps are prefaulted and give the throughput */
     for (unsigned k = 0; k <= reps; k++) {
-        snprintf(p->dir, sizeof p->dir, "%s/eval-%s-%d%s%s%s-%u", tmp, bench_name, (int)p->kind, p->eadr ? "e" : "",
-                 p->no_morph ? "n" : "", p->pmdk_noflush ? "f" : "", p->threads);
+        snprintf(p->dir, sizeof p->dir, "%s/nearmem-eval-%d-%s-%d%s%s%s-%u", tmp, (int)getpid(), bench_name, (int)p->kind,
+                 p->eadr ? "e" : "", p->no_morph ? "n" : "", p->pmdk_noflush ? "f" : "", p->threads);
         pe_cleanup(p->dir);
         pe_result r;
         p->seed = nm_bench_seed(b) * 1000003u + k;
