@@ -598,6 +598,17 @@ void pm_bk_lanes_lock(pm_heap *h, bool lock)
     }
 }
 
+void pm_bk_lock_all(pm_heap *h, bool lock)
+{
+    if (lock) {
+        pthread_mutex_lock(&h->bk_lock);
+        pm_bk_lanes_lock(h, true);
+    } else {
+        pm_bk_lanes_lock(h, false);
+        pthread_mutex_unlock(&h->bk_lock);
+    }
+}
+
 /* The log's counts: the heap's, plus what each lane changed since (a lane
  * changes its own under its lock; a sum read under bk_lock alone may be a
  * few appends old, which only makes a reservation more careful: an append
@@ -619,7 +630,7 @@ uint64_t pm_bk_tombs(const pm_heap *h)
 static uint64_t bk_resv(const pm_heap *h)
 {
     uint64_t s = __atomic_load_n(&h->bk_reserved, __ATOMIC_RELAXED);
-    for (unsigned l = 0; l < PM_BK_LANES; l++) s -= __atomic_load_n(&h->bk_ln[l].spent, __ATOMIC_RELAXED);
+    for (unsigned l = 0; l < PM_BK_LANES; l++) s -= (uint64_t)__atomic_load_n(&h->bk_ln[l].spent, __ATOMIC_RELAXED);
     return s;
 }
 
@@ -782,7 +793,7 @@ static nm_err bk_append(pm_heap *h, pm_veh *v, bool tomb, bool held, bool spend)
     /* the counts: a normal entry is live, a tombstone kills one */
     lane_add(&ln->live, tomb ? -1 : 1);
     lane_add(&ln->tombs, tomb);
-    if (spend) __atomic_store_n(&ln->spent, __atomic_load_n(&ln->spent, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+    lane_add(&ln->spent, spend);
     /* the VEH's entry position (a record's; -1 once tombstoned), under the
      * lane lock: a compaction copies what has an entry, so it must never see
      * a tombstoned extent that still names its entry */
@@ -802,7 +813,7 @@ nm_err pm_bk_op_append(pm_heap *h, pm_veh *v, bool tomb)
     if (err) {
         pm_bklane *ln = &h->bk_ln[bk_lane(h)];
         pthread_mutex_lock(&ln->lock);
-        __atomic_store_n(&ln->spent, __atomic_load_n(&ln->spent, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+        lane_add(&ln->spent, 1);
         pthread_mutex_unlock(&ln->lock);
     }
     if (h->model == PMALLOC_GC) { /* GC settles an extent operation before it returns (redo.c) */
@@ -920,6 +931,8 @@ void pm_bk_settle(pm_heap *h)
     bk_settle_locked(h);
     pm_bk_lanes_lock(h, false);
 }
+
+void pm_bk_settle_held(pm_heap *h) { bk_settle_locked(h); }
 
 static void bk_settle_locked(pm_heap *h)
 {

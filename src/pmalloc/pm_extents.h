@@ -71,6 +71,8 @@ nm_err pm_bk_tombstone(pm_heap *h, pm_veh *v);  /* tombstone for v's entry */
  * before it returns. */
 nm_err pm_bk_op_append(pm_heap *h, pm_veh *v, bool tomb);
 void pm_bk_lanes_lock(pm_heap *h, bool lock);   /* every lane's append lock (after bk_lock) */
+void pm_bk_lock_all(pm_heap *h, bool lock);     /* bk_lock and every lane lock */
+void pm_bk_settle_held(pm_heap *h);             /* pm_bk_settle with the lane locks already held */
 void pm_bk_settle(pm_heap *h);                  /* every append durable and counted (takes the lane locks) */
 void pm_bk_settle_replay(pm_heap *h);           /* open: the last settle record, again */
 /* a checkpoint's settle in two phases, bk_lock and the lane locks held throughout */

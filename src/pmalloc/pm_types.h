@@ -323,7 +323,7 @@ typedef struct pm_tcache {
 typedef struct pm_bklane {
     pthread_mutex_t lock;
     int64_t live, tombs; /* changes to bk_live_entries and bk_tombs since they were last set */
-    uint64_t spent;      /* reserved appends made (taken from bk_reserved) */
+    int64_t spent;       /* reserved appends made (taken from bk_reserved) */
 } __attribute__((aligned(64))) pm_bklane;
 
 typedef struct pm_bkchunk { /* vchunk */

@@ -333,16 +333,21 @@ nm_err pmalloc_malloc_to_ex(pmalloc_heap *hd, size_t size, pmalloc_ptr *dst, uns
  * fails the quick way is decided under the extent lock; a claim held by
  * another free is waited for a little (it is either a free that completes,
  * making ours a double free, or the transient claim of a stale lookup). */
+/* v is the page map's VEH of `page`, an allocated extent starting there with its log entry */
+static bool large_at(pm_heap *h, const pm_veh *v, uint64_t page)
+{
+    return v && pm_pmap_get(h, page) == v && __atomic_load_n(&v->state, __ATOMIC_ACQUIRE) == PM_VEH_ALLOC &&
+           __atomic_load_n(&v->page, __ATOMIC_RELAXED) == page && __atomic_load_n(&v->bkpos, __ATOMIC_ACQUIRE) >= 0;
+}
+
 static nm_err large_claim(pm_heap *h, uint64_t p, uint64_t rel, pm_veh **out)
 {
     uint64_t page = rel / PM_PAGE;
     pm_veh *v = pm_pmap_get(h, page);
-    if (v && rel % PM_PAGE == 0 && __atomic_load_n(&v->state, __ATOMIC_ACQUIRE) == PM_VEH_ALLOC &&
-        __atomic_load_n(&v->page, __ATOMIC_RELAXED) == page && __atomic_load_n(&v->bkpos, __ATOMIC_ACQUIRE) >= 0) {
+    if (rel % PM_PAGE == 0 && large_at(h, v, page)) {
         bool no = false;
         if (__atomic_compare_exchange_n(&v->freeing, &no, true, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
-            if (pm_pmap_get(h, page) == v && __atomic_load_n(&v->state, __ATOMIC_ACQUIRE) == PM_VEH_ALLOC &&
-                __atomic_load_n(&v->page, __ATOMIC_RELAXED) == page && __atomic_load_n(&v->bkpos, __ATOMIC_ACQUIRE) >= 0) {
+            if (large_at(h, v, page)) {
                 *out = v;
                 return NM_OK;
             }
@@ -713,11 +718,9 @@ nm_err pmalloc_check(pmalloc_heap *hd)
     pm_numa_lock_arenas(h, true); /* synchronisation threads pause */
     pm_xc_lock_all(h, true);
     pthread_mutex_lock(&h->large_lock);
-    pthread_mutex_lock(&h->bk_lock);
-    pm_bk_lanes_lock(h, true);
+    pm_bk_lock_all(h, true);
     nm_err err = pm_large_check(h, pm_xc_pages(h));
-    pm_bk_lanes_lock(h, false);
-    pthread_mutex_unlock(&h->bk_lock);
+    pm_bk_lock_all(h, false);
     uint64_t live = 0, objs = 0;
     for (uint64_t p = 0; p < h->data_pages && !err;) {
         pm_veh *v = h->pmap[p];
@@ -1196,11 +1199,9 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
         if (state != PM_STATE_CLEAN) err = pm_redo_recover(h); /* a clean close settled every record */
         if (!err && state != PM_STATE_CLEAN && h->model == PMALLOC_GC) err = gc_recover(h);
         if (!err && pm_bk_tombs(h) > 0) { /* (alone here; the locks as the function expects) */
-            pthread_mutex_lock(&h->bk_lock);
-            pm_bk_lanes_lock(h, true);
+            pm_bk_lock_all(h, true);
             err = pm_bk_compact(h);
-            pm_bk_lanes_lock(h, false);
-            pthread_mutex_unlock(&h->bk_lock);
+            pm_bk_lock_all(h, false);
         }
         if (err) { heap_free(h); return err; }
         set_state(h, PM_STATE_RUNNING);

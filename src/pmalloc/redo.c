@@ -445,16 +445,14 @@ nm_err pm_checkpoint(pm_heap *h, unsigned flags)
      * included: appends are made inside an operation) durable, then counted */
     uint64_t *counts = malloc((size_t)h->nchunks * sizeof *counts);
     pthread_mutex_lock(&h->large_lock); /* the log GC's compaction reads the extents */
-    pthread_mutex_lock(&h->bk_lock);
-    if (!counts) pm_bk_settle(h); /* (no host memory for the counts: one settle does both phases) */
-    pm_bk_lanes_lock(h, true);
+    pm_bk_lock_all(h, true);
     if (counts) pm_bk_settle_flush(h, counts);
     pm_drain(h);
     if (counts) pm_bk_settle_commit(h, counts);
+    else pm_bk_settle_held(h); /* (no host memory for the counts: one settle does both phases) */
     pm_drain(h);
     if ((flags & PM_CKPT_GC) || pm_bk_gc_due(h)) err = pm_bk_gc(h);
-    pm_bk_lanes_lock(h, false);
-    pthread_mutex_unlock(&h->bk_lock);
+    pm_bk_lock_all(h, false);
     pthread_mutex_unlock(&h->large_lock);
     free(counts);
     if (!err) {
