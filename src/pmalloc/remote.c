@@ -692,18 +692,7 @@ nm_err pm_numa_open(pm_heap *h)
                 pm_vslab *s;
                 uint32_t idx;
                 small_at(h, e.block, &s, &idx);
-                if (!s || e.ts <= pm_ts_get(n, s->veh->page)) continue; /* applied before */
-                if (!pm_pbit(s, idx)) {
-                    /* Unapplied, yet the bit is clear: a synchronisation (rs_sync)
-                     * was cut short after clearing its bits, before or after it
-                     * toggled the checksum, which cannot be told. Open's check
-                     * allowed either (the entry is live); once the entries retire
-                     * below nothing would: the slab's checksum is made that of its
-                     * bits first (a crash before the retirement checks as before). */
-                    s->digest = pm_slab_digest_bits(h, s);
-                    pm_slab_digest_write(h, s);
-                    continue;
-                }
+                if (!s || e.ts <= pm_ts_get(n, s->veh->page) || !pm_pbit(s, idx)) continue; /* applied before */
                 uint64_t m, *w = pm_pbm_word(s, idx, &m);
                 __atomic_fetch_and(w, ~m, __ATOMIC_RELAXED);
                 uint64_t x = pm_blk_hash(pm_blk_off(h, s, idx));
