@@ -16,7 +16,8 @@ uint64_t pm_numa_new_region(pm_heap *h, uint64_t heap_size, const pmalloc_option
 void pm_numa_start(pm_heap *h);                             /* synchronisation threads */
 void pm_numa_lock_arenas(pm_heap *h, bool lock);            /* all arena locks, in order */
 nm_err pm_numa_create(pm_heap *h, uint64_t region_off);     /* new heap: write the region */
-nm_err pm_numa_open(pm_heap *h);                            /* validate, replay the logs (LOG), retire them */
+nm_err pm_numa_open(pm_heap *h);                            /* validate, replay the logs (LOG) */
+void pm_numa_retire(pm_heap *h);                            /* end of open, after the recovery: the logs' entries die */
 void pm_numa_close(pm_heap *h);                             /* stop threads, sync everything, retire logs */
 void pm_numa_free(pm_heap *h);                              /* volatile state (threads stopped, no sync) */
 nm_err pm_numa_check(pm_heap *h);                           /* large_lock held */

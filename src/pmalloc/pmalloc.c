@@ -1204,6 +1204,7 @@ nm_err pmalloc_open(const char *dir, const pmalloc_options *opt, pmalloc_heap **
             pm_bk_lock_all(h, false);
         }
         if (err) { heap_free(h); return err; }
+        pm_numa_retire(h); /* the recovery wrote back what the deallocation logs name */
         set_state(h, PM_STATE_RUNNING);
     }
     recount(h);

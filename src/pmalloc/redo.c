@@ -869,7 +869,10 @@ nm_err pm_redo_recover(pm_heap *h)
     if (cerr) return cerr;
     nm_err err = NM_OK;
     h->ri.wal_entries = (unsigned)n;
-    if (n == 0) goto done;
+    if (n == 0) { /* no record to replay; a NUMA synchronisation cut short may still have left a checksum behind its bits */
+        pm_slab_digest_write_all(h);
+        goto done;
+    }
     /* frees, as intervals: a pointer word inside an object freed after the
      * record that wrote it is not replayed (the memory may be another object now) */
     size_t nsm = 0, nlg = 0, nl = 0;

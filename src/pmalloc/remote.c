@@ -715,9 +715,11 @@ nm_err pm_numa_open(pm_heap *h)
     pthread_mutex_lock(&h->bk_lock);
     pm_bk_settle(h); /* the tombstones of replayed extent frees, before the entries that name them die */
     pthread_mutex_unlock(&h->bk_lock);
-    /* every entry is applied: retire all segments (a crash before this point replays again) */
-    for (unsigned li = 0; li < n->nlogs; li++)
-        for (unsigned seg = 0; seg < 2; seg++) bump_gen(h, li, seg);
+    /* every entry is applied; the segments retire only at the end of the
+     * open (pm_numa_retire): a synchronisation cut short left bits durably
+     * clear whose checksum toggle may be lost, and until the recovery has
+     * written every slab's checksum again the live entries are what tells
+     * open's verification (pm_numa_live_blocks) that those bits are unknown */
     zero_damaged(h); /* drained with the next write-back (dead entries either way) */
     n->c_replayed = replayed;
     n->dts = maxts + 1;
@@ -730,6 +732,17 @@ nm_err pm_numa_open(pm_heap *h)
     if (!n->logs || !n->pend || !n->done || !n->kick || !n->xpend) return nm_fail(NM_ENOMEM, "pmalloc_open: no host memory for NUMA state");
     for (unsigned li = 0; li < n->nlogs; li++) pthread_mutex_init(&n->logs[li].lock, NULL);
     return NM_OK;
+}
+
+/* The end of an open, after the recovery wrote back the bits and checksums
+ * the logs' entries name: every entry is dead from here (a crash before this
+ * point replays them again: idempotent). */
+void pm_numa_retire(pm_heap *h)
+{
+    pm_numa *n = h->numa;
+    if (!n || !n->hdr || !n->pend) return;
+    for (unsigned li = 0; li < n->nlogs; li++)
+        for (unsigned seg = 0; seg < 2; seg++) bump_gen(h, li, seg);
 }
 
 void pm_numa_close(pm_heap *h)

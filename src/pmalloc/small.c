@@ -365,12 +365,14 @@ void pm_slab_digest_toggle(pm_heap *h, pm_vslab *s, uint64_t d)
     pm_flush(h, w, sizeof *w, PM_META);
 }
 
-/* Every slab's digest written (close of a GC heap, end of a recovery); drained. */
+/* Every slab's digest written where the stored one differs (close of a GC
+ * heap, end of a recovery: one read per slab, a flush only where needed); drained. */
 void pm_slab_digest_write_all(pm_heap *h)
 {
     for (uint64_t p = 0; p < h->data_pages;) {
         pm_veh *v = h->pmap[p];
-        if (v->state == PM_VEH_SLAB && v->slab) pm_slab_digest_write(h, v->slab);
+        if (v->state == PM_VEH_SLAB && v->slab && *PM_SLAB_DIGEST(v->slab->hdr) != __atomic_load_n(&v->slab->digest, __ATOMIC_RELAXED))
+            pm_slab_digest_write(h, v->slab);
         p += v->npages;
     }
     pm_drain(h);
