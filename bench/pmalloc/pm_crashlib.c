@@ -452,7 +452,8 @@ static void live_hook(void *arg, pmalloc_heap *h, uint64_t no)
     if (r->tried < r->points || phase == PH_CREATE || phase == PH_CLOSE) { /* those two come on top */
         bool take = false;
         if (phase == PH_CREATE) take = k == c->create_point;
-        else if (phase == PH_CLOSE) take = c->close_mod && nm_rng_below(&c->rng, c->close_mod) == 0;
+        else if (phase == PH_CLOSE) /* one in close_mod flushes; surely one if no close was crashed yet (a close has few flushes) */
+            take = c->close_mod && (nm_rng_below(&c->rng, c->close_mod) == 0 || r->close_points == 0);
         else if (g_user_persist) { /* the workload's own data: rarely, at most once per persist call */
             /* (and surely one, if half the run went by without: a campaign
              * whose threads persisted little could end with none) */
