@@ -56,6 +56,7 @@ pm_veh *pm_veh_new(pm_heap *h)
     v->npages = 0;
     v->next = v->prev = NULL;
     v->mark = v->retained = v->mapped = false;
+    __atomic_store_n(&v->owner, PM_XC_NOBODY, __ATOMIC_RELAXED);
     v->freed_ns = 0;
     return v;
 }
@@ -69,23 +70,11 @@ static void veh_put(pm_heap *h, pm_veh *v)
     h->veh_pool = v;
 }
 
-/* Bin of an extent of npages: exact up to PM_FBIN_EXACT pages, then
- * PM_FBIN_SUB bins per power of two (a bin's extents are within 25% of each
- * other in size). One list of every larger extent, walked for the best fit
- * under large_lock, was a third of a large allocation with a few dozen free
- * holes over 1 MiB. */
-static inline unsigned fbin_of(uint64_t npages)
-{
-    if (npages <= PM_FBIN_EXACT) return (unsigned)npages;
-    unsigned k = 63u - (unsigned)__builtin_clzll(npages); /* >= 8 */
-    return PM_FBIN_EXACT + 1u + (k - 8u) * PM_FBIN_SUB + (unsigned)((npages >> (k - 2u)) & (PM_FBIN_SUB - 1u));
-}
-
 static void free_list_add(pm_heap *h, pm_veh *v)
 {
     __atomic_store_n(&v->state, PM_VEH_FREE, __ATOMIC_RELAXED); /* read unlocked by small_lookup */
     if (!v->freed_ns) v->freed_ns = nm_now_ns();
-    unsigned b = fbin_of(v->npages);
+    unsigned b = pm_fbin_of(v->npages);
     v->prev = NULL;
     v->next = h->fbin[b];
     if (h->fbin[b]) h->fbin[b]->prev = v;
@@ -98,7 +87,7 @@ static void free_list_del(pm_heap *h, pm_veh *v)
 {
     if (v->retained) h->retained_pages -= v->npages;
     v->retained = false;
-    unsigned b = fbin_of(v->npages);
+    unsigned b = pm_fbin_of(v->npages);
     if (v->prev) v->prev->next = v->next;
     else h->fbin[b] = v->next;
     if (v->next) v->next->prev = v->prev;
@@ -107,28 +96,27 @@ static void free_list_del(pm_heap *h, pm_veh *v)
     h->free_pages -= v->npages;
 }
 
-/* First non-empty bin >= b, or 0 if none. */
-static unsigned fbin_next(const pm_heap *h, unsigned b)
-{
-    for (unsigned w = b / 64; w < NM_ARRAY_LEN(h->fbin_map); w++) {
-        uint64_t m = h->fbin_map[w];
-        if (w == b / 64) m &= ~0ull << (b % 64);
-        if (m) return w * 64 + (unsigned)__builtin_ctzll(m);
-    }
-    return 0;
-}
-
 pm_veh *pm_free_first(pm_heap *h)
 {
-    unsigned b = fbin_next(h, 1);
+    unsigned b = pm_fbin_next(h->fbin_map, 1);
     return b ? h->fbin[b] : NULL;
 }
 
 pm_veh *pm_free_next(pm_heap *h, pm_veh *v)
 {
     if (v->next) return v->next;
-    unsigned b = fbin_next(h, fbin_of(v->npages) + 1);
+    unsigned b = pm_fbin_next(h->fbin_map, pm_fbin_of(v->npages) + 1);
     return b ? h->fbin[b] : NULL;
+}
+
+/* VEHs an arena's extent store no longer needs, back to the pool. */
+void pm_veh_put_list(pm_heap *h, pm_veh *list)
+{
+    while (list) {
+        pm_veh *v = list;
+        list = v->next;
+        veh_put(h, v);
+    }
 }
 
 /* Free extents map only their first and last page (all coalescing needs);
@@ -215,9 +203,9 @@ nm_err pm_extent_alloc(pm_heap *h, uint64_t npages, int state, pm_veh **out)
      * its first 16 extents that fit, ties to the lowest address; the request's
      * own geometric bin may hold smaller extents only, then the next one. */
     pm_veh *best = NULL;
-    unsigned b = fbin_next(h, fbin_of(npages));
+    unsigned b = pm_fbin_next(h->fbin_map, pm_fbin_of(npages));
     if (b && b <= PM_FBIN_EXACT) best = h->fbin[b];
-    for (; b && !best; b = fbin_next(h, b + 1)) {
+    for (; b && !best; b = pm_fbin_next(h->fbin_map, b + 1)) {
         unsigned k = 0;
         for (pm_veh *v = h->fbin[b]; v && !(best && k >= 16); v = v->next)
             if (v->npages >= npages) {
@@ -1238,9 +1226,9 @@ nm_err pm_large_check(pm_heap *h, uint64_t xc_pages)
             freep += v->npages;
             if (h->pmap[p + v->npages - 1] != v)
                 return nm_fail(NM_ECORRUPT, "pmalloc check: free extent at %llu lacks its end mark", (unsigned long long)p);
-        } else if (v->state == PM_VEH_CACHED) {
-            for (uint64_t q = 0; q < v->npages; q++)
-                if (h->pmap[p + q] != v) return nm_fail(NM_ECORRUPT, "pmalloc check: page map hole in cached extent %llu", (unsigned long long)p);
+        } else if (v->state == PM_VEH_CACHED) { /* ends only, as free extents (its store checks the rest: pm_xc_check) */
+            if (h->pmap[p + v->npages - 1] != v)
+                return nm_fail(NM_ECORRUPT, "pmalloc check: cached extent at %llu lacks its end mark", (unsigned long long)p);
             if (v->bkpos >= 0) return nm_fail(NM_ECORRUPT, "pmalloc check: cached extent %llu has a live log entry", (unsigned long long)p);
             cachedp += v->npages;
         } else {

@@ -24,16 +24,17 @@ static inline void pm_ts_put(pm_heap *h, uint64_t page, uint64_t ts)
     pm_persist(h, &h->numa->ts_table[page], 8, PM_META);
 }
 
-/* ---- xcache.c: per-arena extent caches. Lock order: arena lock, then an xcache
- * lock, then large_lock, then bk_lock. ---- */
+/* ---- xcache.c: per-arena extent stores. Lock order: arena lock, then a store
+ * lock, then large_lock, then bk_lock. No lock held when called. ---- */
 void pm_xc_init(pm_heap *h);
 void pm_xc_destroy(pm_heap *h);
-bool pm_xc_take(pm_heap *h, pm_arena *a, uint64_t npages, pm_veh **out); /* state ALLOC, no log entry yet */
+bool pm_xc_take(pm_heap *h, pm_arena *a, uint64_t npages, pm_veh **out); /* state ALLOC, mapped, no log entry yet */
 bool pm_xc_eligible(const pm_heap *h, const pm_veh *v);
-void pm_xc_put(pm_heap *h, pm_arena *a, pm_veh *v); /* tombstone stored; no lock held */
-bool pm_xc_flush_all(pm_heap *h);                 /* true if anything was cached; no locks held */
+void pm_xc_put(pm_heap *h, pm_arena *a, pm_veh *v); /* an extent freed (tombstone stored) */
+bool pm_xc_flush_all(pm_heap *h);                 /* true if anything was held */
 void pm_xc_lock_all(pm_heap *h, bool lock);
-uint64_t pm_xc_pages(pm_heap *h);                 /* cached pages, all arenas */
+uint64_t pm_xc_pages(pm_heap *h);                 /* pages held, all arenas */
+nm_err pm_xc_check(pm_heap *h);                   /* every store lock held */
 
 /* ---- large.c: extents (caller holds large_lock unless noted) and the
  * bookkeeping log (caller holds bk_lock unless noted) ---- */
@@ -51,6 +52,7 @@ void pm_extent_decay(pm_heap *h, uint64_t now_ns); /* punch long-free extents (e
 bool pm_extent_decay_due(const pm_heap *h, uint64_t now_ns); /* a decay pass would run (no lock needed) */
 pm_veh *pm_free_first(pm_heap *h);             /* walk all free extents (no order) */
 pm_veh *pm_veh_new(pm_heap *h);                 /* from the VEH pool (zeroed) */
+void pm_veh_put_list(pm_heap *h, pm_veh *list);  /* back to the VEH pool (linked by next) */
 /* Give an extent's pages back to the free lists (coalesced); no counters. */
 void pm_extent_free_pages(pm_heap *h, pm_veh *v);
 pm_veh *pm_free_next(pm_heap *h, pm_veh *v);

@@ -241,6 +241,27 @@ typedef struct pm_vslab {
 #define PM_FBIN_EXACT 256u /* exact-size bins up to 1 MiB */
 #define PM_FBIN_SUB 4u     /* larger extents: 4 geometric bins per doubling */
 #define PM_FBINS (PM_FBIN_EXACT + 1u + 56u * PM_FBIN_SUB) /* bin 0 unused; up to 2^64 pages */
+/* Bin of an extent of npages: exact up to PM_FBIN_EXACT pages, then
+ * PM_FBIN_SUB bins per power of two (a bin's extents are within 25% of each
+ * other in size). One list of every larger extent, walked for the best fit
+ * under large_lock, was a third of a large allocation with a few dozen free
+ * holes over 1 MiB. Shared by the extent allocator and the arenas' stores. */
+static inline unsigned pm_fbin_of(uint64_t npages)
+{
+    if (npages <= PM_FBIN_EXACT) return (unsigned)npages;
+    unsigned k = 63u - (unsigned)__builtin_clzll(npages); /* >= 8 */
+    return PM_FBIN_EXACT + 1u + (k - 8u) * PM_FBIN_SUB + (unsigned)((npages >> (k - 2u)) & (PM_FBIN_SUB - 1u));
+}
+/* First non-empty bin >= b in a bin bitmap of PM_FBINS bits, or 0 if none. */
+static inline unsigned pm_fbin_next(const uint64_t *map, unsigned b)
+{
+    for (unsigned w = b / 64; w < (PM_FBINS + 63) / 64; w++) {
+        uint64_t m = map[w];
+        if (w == b / 64) m &= ~0ull << (b % 64);
+        if (m) return w * 64 + (unsigned)__builtin_ctzll(m);
+    }
+    return 0;
+}
 
 typedef struct pm_veh {
     uint64_t page, npages; /* page index within the data area */
@@ -253,21 +274,28 @@ typedef struct pm_veh {
     bool rec_pending;      /* its log entry is flushed but maybe not drained yet (atomic) */
     bool retained;         /* free and decayed: its pages were returned (hole punched) */
     bool mapped;           /* its inner pages are in the page map too (pm_extent_map; owner) */
+    unsigned owner;        /* CACHED: the arena whose extent store holds it, else PM_XC_NOBODY (atomic) */
     uint64_t freed_ns;     /* when it became free */
 } pm_veh;
 
-/* A per-arena cache of freed extents (xcache.c): large allocations and frees
- * of the arena's threads are served here under the arena's own lock instead
- * of the heap-wide extent lock. Entries are free in persistent terms (their
- * tombstone is durable), VEHs in state PM_VEH_CACHED. */
-#define PM_XC_N 16u
+/* A per-arena extent store (xcache.c): the free extents an arena keeps for
+ * its own large allocations, served under the arena's own lock instead of the
+ * heap-wide extent lock: frees of the arena's threads go in (coalesced with
+ * the store's own neighbours), its large mallocs take the best fit out (size
+ * bins with the extent allocator's classes, pm_fbin_of). Entries are free in
+ * persistent terms (no live log entry), VEHs in state PM_VEH_CACHED with
+ * `owner` = the arena; like free extents they map only their first and last
+ * page. */
+#define PM_XC_NOBODY (~0u)
 typedef struct pm_xcache {
     pthread_mutex_t lock;
-    pm_veh *v[PM_XC_N]; /* oldest first */
-    unsigned n;
-    uint64_t pages;     /* cached pages (atomic: read by stats) */
-    pm_veh *pool;       /* spare VEHs for splits, linked by next */
+    pm_veh *bin[PM_FBINS]; /* by size class, linked by next/prev */
+    uint64_t bin_map[(PM_FBINS + 63) / 64];
+    unsigned n;            /* extents held */
+    uint64_t pages;        /* pages held (atomic: read by stats) */
+    pm_veh *pool;          /* spare VEHs for splits (state CACHED, owner nobody), linked by next */
     unsigned npool;
+    uint64_t idle_check_ns; /* last look for extents idle past the decay time */
 } pm_xcache;
 
 typedef struct pm_arena {
@@ -368,8 +396,8 @@ struct pm_heap {
      * has a bit per non-empty bin (large.c) */
     pm_veh *fbin[PM_FBINS];
     uint64_t fbin_map[(PM_FBINS + 63) / 64];
-    uint64_t xc_max_pages;    /* per-arena extent cache bound (pages) */
-    uint64_t xc_max_extent;   /* larger extents bypass the caches (pages) */
+    uint64_t xc_max_pages;    /* per-arena extent store bound (pages) */
+    uint64_t xc_max_extent;   /* larger extents bypass the stores (pages) */
     /* VEHs come from a per-heap pool and are only freed at close: a VEH read
      * without the lock (small_lookup, slab_at) is always a VEH, never freed memory */
     pm_veh *veh_pool;  /* free VEHs, linked by next */

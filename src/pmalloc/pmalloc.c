@@ -268,8 +268,8 @@ nm_err pmalloc_malloc_to_ex(pmalloc_heap *hd, size_t size, pmalloc_ptr *dst, uns
         return NM_OK;
     }
 
-    /* An extent comes from the arena's cache of freed extents (xcache.c, the
-     * cache lock) or from the extent allocator (large_lock: best fit, split).
+    /* An extent comes from the arena's store of freed extents (xcache.c, the
+     * store's lock) or from the extent allocator (large_lock: best fit, split).
      * Its log entry is stored after the commit (bk_lock) and written back at
      * a checkpoint; room for it is reserved before (pm_bk_reserve, mostly from
      * the thread's credits), so the append cannot fail once the operation is
@@ -720,6 +720,7 @@ nm_err pmalloc_check(pmalloc_heap *hd)
     pthread_mutex_lock(&h->large_lock);
     pm_bk_lock_all(h, true);
     nm_err err = pm_large_check(h, pm_xc_pages(h));
+    if (!err) err = pm_xc_check(h);
     pm_bk_lock_all(h, false);
     uint64_t live = 0, objs = 0;
     for (uint64_t p = 0; p < h->data_pages && !err;) {

@@ -1,24 +1,37 @@
-/* Per-arena extent caches: the large-object side of the paper's per-arena
+/* Per-arena extent stores: the large-object side of the paper's per-arena
  * design (Sec. 4.2, 6.3: every arena has its own extents and bookkeeping
  * log). nearmem keeps one extent allocator and one log for the heap (one
- * file, docs/pmalloc.md); without more, every large malloc and free took the
- * heap-wide extent lock twice, for a best-fit search, a carve or a coalesce,
- * and two threads serialised on it. A freed extent now goes, once its
- * tombstone is durable, to a small cache of its arena's, and an allocation of
- * the arena takes the best fit from there (splitting it) under the arena's
- * own lock; the extent lock is left for the log appends, which are short.
+ * file, docs/pmalloc.md); each arena keeps a store of the extents its threads
+ * freed, which their large mallocs take from (best fit, split), under the
+ * arena's own lock. A free goes in coalesced with the store's own neighbours,
+ * so a burst of frees leaves holes as large as the runs of neighbours freed
+ * (DBMStest frees 90% of a 2,000-extent burst at random) and the next burst of
+ * allocations is served from them, on recently used pages, without the
+ * heap-wide extent lock. A 16-entry cache of the last frees, which this was
+ * before, sent nearly every one of those allocations to the extent lock (a
+ * cross-core cache line per operation at 2 threads, and a queue).
  *
- * Persistence is unchanged: a cached extent is free in the bookkeeping log
- * (its tombstone is durable before it is cached), so a crash forgets the
- * caches and replay sees free space. In DRAM it stays mapped in the page map
- * to its VEH (state PM_VEH_CACHED), so the extent allocator never coalesces
- * with it or hands it out, and a free of its address fails as a double free.
+ * Persistence is unchanged: an extent in a store is free in the bookkeeping
+ * log (its tombstone is stored before it enters), so a crash forgets the
+ * stores and replay sees free space. In DRAM a stored extent is a VEH in
+ * state PM_VEH_CACHED whose `owner` is the arena; like a free extent it maps
+ * its first and last page only. The extent allocator coalesces only with
+ * FREE extents, so it never touches a stored one, and a free of a stored
+ * extent's address fails (double free at its start, bad free inside).
  *
- * Bounds: PM_XC_N extents and xc_max_pages pages per arena; extents above
- * xc_max_extent pages bypass the cache. Past a bound the oldest entries go
- * back to the extent allocator (coalesced there). An allocation that finds no
- * space anywhere flushes every cache and retries, so caching never turns a
- * satisfiable request into NM_ENOMEM. */
+ * A store trusts a neighbour found in the page map only if it is CACHED with
+ * the store's own arena as owner: those fields change only under the store's
+ * lock (an extent leaving a store for the extent allocator gets owner nobody
+ * before the lock is dropped; spare VEHs are CACHED with owner nobody), so a
+ * stale page-map entry cannot fool it.
+ *
+ * Bounds: xc_max_pages per arena (a quarter of the data area over all
+ * arenas); past it the largest extents go back to the extent allocator, a
+ * quarter of the bound per extent-lock round trip. Extents above
+ * xc_max_extent pages bypass the stores. Extents idle in a store for the
+ * decay time go back too (the extent allocator then decays them, Sec. 2.2).
+ * An allocation that finds no space anywhere flushes every store and retries,
+ * so holding space never turns a satisfiable request into NM_ENOMEM. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,12 +39,20 @@
 
 #include "pm_extents.h"
 
+#define PM_XC_MAX_PAGES (1u << 20) /* 4 GiB per arena at most */
+#define PM_XC_MAX_EXTENT 4096u     /* 16 MiB: larger extents bypass the stores */
+#define PM_XC_POOL_MAX 128u    /* spare VEHs a store keeps; more go back to the heap's pool */
+#define PM_XC_BATCH 64u        /* extents given back per extent-lock round trip at most */
+
 void pm_xc_init(pm_heap *h)
 {
-    /* an eighth of the data area shared by the arenas, 64 KiB .. 16 MiB each */
-    uint64_t per = h->data_pages / (8u * (h->narenas ? h->narenas : 1u));
-    h->xc_max_pages = NM_MIN(NM_MAX(per, (uint64_t)PM_SLAB_PAGES), (uint64_t)4096);
-    h->xc_max_extent = h->xc_max_pages / 2;
+    /* a quarter of the data area shared by the arenas, 64 KiB .. 4 GiB each
+     * (DBMStest's 2,000-extent bursts of 272 KiB per thread want ~550 MiB
+     * each; an eighth of the data area capped at 16 MiB, the old cache's
+     * bound, served none of them) */
+    uint64_t per = h->data_pages / (4u * (h->narenas ? h->narenas : 1u));
+    h->xc_max_pages = NM_MIN(NM_MAX(per, (uint64_t)PM_SLAB_PAGES), (uint64_t)PM_XC_MAX_PAGES);
+    h->xc_max_extent = NM_MAX(NM_MIN(h->xc_max_pages / 4, (uint64_t)PM_XC_MAX_EXTENT), (uint64_t)1);
     for (unsigned i = 0; i < h->narenas; i++) {
         pm_xcache *c = &h->arenas[i].xc;
         memset(c, 0, sizeof *c);
@@ -47,36 +68,153 @@ void pm_xc_destroy(pm_heap *h)
 
 bool pm_xc_eligible(const pm_heap *h, const pm_veh *v) { return v->npages <= h->xc_max_extent; }
 
+/* ---- bins (store lock held) ---- */
+
+static void bin_add(pm_xcache *c, pm_veh *v)
+{
+    unsigned b = pm_fbin_of(v->npages);
+    v->prev = NULL;
+    v->next = c->bin[b];
+    if (c->bin[b]) c->bin[b]->prev = v;
+    c->bin[b] = v;
+    c->bin_map[b / 64] |= 1ull << (b % 64);
+    c->n++;
+    __atomic_store_n(&c->pages, c->pages + v->npages, __ATOMIC_RELAXED);
+}
+
+static void bin_del(pm_xcache *c, pm_veh *v)
+{
+    unsigned b = pm_fbin_of(v->npages);
+    if (v->prev) v->prev->next = v->next;
+    else c->bin[b] = v->next;
+    if (v->next) v->next->prev = v->prev;
+    if (!c->bin[b]) c->bin_map[b / 64] &= ~(1ull << (b % 64));
+    v->next = v->prev = NULL;
+    c->n--;
+    __atomic_store_n(&c->pages, c->pages - v->npages, __ATOMIC_RELAXED);
+}
+
+/* Last non-empty bin, or 0. */
+static unsigned bin_last(const pm_xcache *c)
+{
+    for (unsigned w = (PM_FBINS + 63) / 64; w-- > 0;)
+        if (c->bin_map[w]) return w * 64 + 63u - (unsigned)__builtin_clzll(c->bin_map[w]);
+    return 0;
+}
+
+/* Best fit as the extent allocator's (large.c): an exact bin gives its most
+ * recently stored extent; a geometric bin the best of its first 16 that fit. */
+static pm_veh *best_fit(pm_xcache *c, uint64_t npages)
+{
+    pm_veh *best = NULL;
+    unsigned b = pm_fbin_next(c->bin_map, pm_fbin_of(npages));
+    if (b && b <= PM_FBIN_EXACT) return c->bin[b];
+    for (; b && !best; b = pm_fbin_next(c->bin_map, b + 1)) {
+        unsigned k = 0;
+        for (pm_veh *v = c->bin[b]; v && !(best && k >= 16); v = v->next)
+            if (v->npages >= npages) {
+                k++;
+                if (!best || v->npages < best->npages || (v->npages == best->npages && v->page < best->page)) best = v;
+            }
+    }
+    return best;
+}
+
+static inline bool mine(const pm_veh *v, unsigned id)
+{
+    return v && __atomic_load_n(&v->state, __ATOMIC_ACQUIRE) == PM_VEH_CACHED && __atomic_load_n(&v->owner, __ATOMIC_RELAXED) == id;
+}
+
+static void pool_put(pm_xcache *c, pm_veh *v)
+{
+    __atomic_store_n(&v->owner, PM_XC_NOBODY, __ATOMIC_RELAXED);
+    __atomic_store_n(&v->state, PM_VEH_CACHED, __ATOMIC_RELEASE); /* never FREE: the extent allocator must not take it for a neighbour */
+    v->npages = 0;
+    v->prev = NULL;
+    v->next = c->pool;
+    c->pool = v;
+    c->npool++;
+}
+
 /* Spare VEHs for splits come from the heap pool under large_lock, a few at a
- * time, taken before the cache lock (lock order). */
+ * time, taken before the store lock (lock order). */
 static void refill_pool(pm_heap *h, pm_xcache *c)
 {
-    pm_veh *got = NULL;
+    pm_veh *got[32];
     unsigned n = 0;
     pthread_mutex_lock(&h->large_lock);
-    for (; n < 8; n++) {
-        pm_veh *v = pm_veh_new(h);
-        if (!v) break;
-        v->next = got;
-        got = v;
-    }
+    for (; n < NM_ARRAY_LEN(got); n++)
+        if (!(got[n] = pm_veh_new(h))) break;
     pthread_mutex_unlock(&h->large_lock);
     pthread_mutex_lock(&c->lock);
-    while (got) {
-        pm_veh *v = got;
-        got = v->next;
-        v->next = c->pool;
-        c->pool = v;
-        c->npool++;
-    }
+    for (unsigned i = 0; i < n; i++) pool_put(c, got[i]);
     pthread_mutex_unlock(&c->lock);
 }
 
-static void drop_at(pm_xcache *c, unsigned i)
+/* v (ends mapped to it, inner pages unmapped) joins the store, merged with
+ * the store's extents right before and after it. */
+static void insert(pm_heap *h, pm_xcache *c, unsigned id, pm_veh *v)
 {
-    __atomic_store_n(&c->pages, c->pages - c->v[i]->npages, __ATOMIC_RELAXED);
-    memmove(&c->v[i], &c->v[i + 1], (c->n - i - 1) * sizeof c->v[0]);
-    c->n--;
+    uint64_t start = v->page, end = v->page + v->npages;
+    __atomic_store_n(&v->bkpos, -1, __ATOMIC_RELAXED);
+    __atomic_store_n(&v->owner, id, __ATOMIC_RELAXED);
+    __atomic_store_n(&v->state, PM_VEH_CACHED, __ATOMIC_RELEASE);
+    __atomic_store_n(&v->freeing, false, __ATOMIC_RELEASE); /* after the state (large_claim reads them the other way) */
+    pm_veh *l = start > 0 ? pm_pmap_get(h, start - 1) : NULL;
+    if (mine(l, id) && l != v && l->page + l->npages == start) {
+        bin_del(c, l);
+        pm_pmap_set(h, start - 1, NULL); /* both become inner pages (the new ends are set below) */
+        pm_pmap_set(h, start, NULL);
+        start = l->page;
+        pool_put(c, l);
+    }
+    pm_veh *r = end < h->data_pages ? pm_pmap_get(h, end) : NULL;
+    if (mine(r, id) && r != v && r->page == end) {
+        bin_del(c, r);
+        pm_pmap_set(h, end - 1, NULL);
+        pm_pmap_set(h, end, NULL);
+        end = r->page + r->npages;
+        pool_put(c, r);
+    }
+    __atomic_store_n(&v->page, start, __ATOMIC_RELAXED);
+    v->npages = end - start;
+    v->mapped = false;
+    v->freed_ns = nm_now_ns(); /* (a merge counts as recent: its pages are) */
+    pm_pmap_set(h, start, v);
+    pm_pmap_set(h, end - 1, v);
+    bin_add(c, v);
+}
+
+/* Take v out of the store for the extent allocator (store lock held). */
+static void leave(pm_xcache *c, pm_veh *v)
+{
+    bin_del(c, v);
+    __atomic_store_n(&v->owner, PM_XC_NOBODY, __ATOMIC_RELAXED); /* no longer a neighbour for insert() */
+}
+
+/* Extents that left their stores, to the extent allocator (coalesced there),
+ * and spare VEHs to the heap's pool: one extent-lock round trip. No lock held. */
+static void give_back(pm_heap *h, pm_veh **v, unsigned n, pm_veh *spare)
+{
+    if (!n && !spare) return;
+    pthread_mutex_lock(&h->large_lock);
+    for (unsigned i = 0; i < n; i++) pm_extent_free_pages(h, v[i]);
+    pm_veh_put_list(h, spare);
+    pthread_mutex_unlock(&h->large_lock);
+}
+
+/* Spare VEHs beyond the store's need (store lock held). */
+static pm_veh *spare_vehs(pm_xcache *c)
+{
+    pm_veh *list = NULL;
+    while (c->npool > PM_XC_POOL_MAX / 2) {
+        pm_veh *v = c->pool;
+        c->pool = v->next;
+        c->npool--;
+        v->next = list;
+        list = v;
+    }
+    return list;
 }
 
 bool pm_xc_take(pm_heap *h, pm_arena *a, uint64_t npages, pm_veh **out)
@@ -85,28 +223,20 @@ bool pm_xc_take(pm_heap *h, pm_arena *a, uint64_t npages, pm_veh **out)
     if (npages > h->xc_max_extent) return false;
     for (int attempt = 0; attempt < 2; attempt++) {
         pthread_mutex_lock(&c->lock);
-        int best = -1;
-        for (unsigned i = 0; i < c->n; i++) { /* best fit, ties to the lowest address */
-            const pm_veh *v = c->v[i];
-            if (v->npages >= npages && (best < 0 || v->npages < c->v[best]->npages ||
-                                        (v->npages == c->v[best]->npages && v->page < c->v[best]->page)))
-                best = (int)i;
-        }
-        if (best < 0) {
+        pm_veh *f = best_fit(c, npages), *r;
+        if (!f) {
             pthread_mutex_unlock(&c->lock);
             return false;
         }
-        pm_veh *f = c->v[best], *r;
+        if (f->npages > npages && !c->pool) { /* a split needs a VEH */
+            pthread_mutex_unlock(&c->lock);
+            if (attempt == 0) refill_pool(h, c);
+            continue;
+        }
+        bin_del(c, f);
         if (f->npages == npages) {
-            drop_at(c, (unsigned)best);
             r = f;
-        } else {
-            if (!c->pool) { /* a split needs a VEH */
-                pthread_mutex_unlock(&c->lock);
-                if (attempt == 0) refill_pool(h, c);
-                continue;
-            }
-            /* the front part is allocated: its pages are remapped; the rest stays cached */
+        } else { /* the front part is allocated; the rest stays */
             r = c->pool;
             c->pool = r->next;
             c->npool--;
@@ -115,60 +245,75 @@ bool pm_xc_take(pm_heap *h, pm_arena *a, uint64_t npages, pm_veh **out)
             r->npages = npages;
             __atomic_store_n(&f->page, f->page + npages, __ATOMIC_RELAXED);
             f->npages -= npages;
-            __atomic_store_n(&c->pages, c->pages - npages, __ATOMIC_RELAXED);
+            pm_pmap_set(h, f->page, f);
+            bin_add(c, f);
+            pm_pmap_set(h, r->page, r);
+            pm_pmap_set(h, r->page + npages - 1, r);
         }
+        __atomic_store_n(&r->owner, PM_XC_NOBODY, __ATOMIC_RELAXED);
         __atomic_store_n(&r->bkpos, -1, __ATOMIC_RELAXED);
         __atomic_store_n(&r->freeing, false, __ATOMIC_RELAXED);
+        r->mapped = false;
         __atomic_store_n(&r->state, PM_VEH_ALLOC, __ATOMIC_RELEASE);
-        for (uint64_t p = 0; p < npages; p++) pm_pmap_set(h, r->page + p, r);
-        r->mapped = true;
         pthread_mutex_unlock(&c->lock);
+        pm_extent_map(h, r); /* its inner pages, by its owner, outside the lock */
         *out = r;
         return true;
     }
     return false;
 }
 
-static void release_list(pm_heap *h, pm_veh **v, unsigned n)
+/* Every extent stored before `before` goes back (no lock held). */
+static void give_back_idle(pm_heap *h, pm_xcache *c, uint64_t before)
 {
-    if (!n) return;
-    for (unsigned i = 0; i < n; i++) pm_extent_unmap(h, v[i]); /* out of every cache: ours; outside the lock */
-    pthread_mutex_lock(&h->large_lock);
-    for (unsigned i = 0; i < n; i++) pm_extent_free_pages(h, v[i]);
-    pthread_mutex_unlock(&h->large_lock);
-}
-
-/* Cache v (cache lock held); the oldest entries it pushes out go to out[]. */
-static unsigned xc_insert(pm_heap *h, pm_xcache *c, pm_veh *v, pm_veh **out)
-{
-    unsigned nout = 0;
-    __atomic_store_n(&v->state, PM_VEH_CACHED, __ATOMIC_RELEASE);
-    __atomic_store_n(&v->freeing, false, __ATOMIC_RELEASE); /* after the state (large_claim reads them the other way) */
-    /* Full: the oldest half goes back at once (one extent-lock round trip
-     * per PM_XC_N / 2 frees, not per free, when frees outrun allocations;
-     * DBMStest frees 90% of what it allocates in a burst) */
-    bool full = c->n == PM_XC_N || c->pages + v->npages > h->xc_max_pages;
-    unsigned keep = full ? PM_XC_N / 2 : PM_XC_N;
-    while (c->n && (c->n > keep || c->n == PM_XC_N || c->pages + v->npages > h->xc_max_pages)) { /* oldest out */
-        out[nout++] = c->v[0];
-        drop_at(c, 0);
+    for (;;) {
+        pm_veh *out[PM_XC_BATCH];
+        unsigned n = 0;
+        pthread_mutex_lock(&c->lock);
+        for (unsigned b = pm_fbin_next(c->bin_map, 1); b && n < PM_XC_BATCH; b = pm_fbin_next(c->bin_map, b + 1))
+            for (pm_veh *x = c->bin[b], *nx; x && n < PM_XC_BATCH; x = nx) {
+                nx = x->next;
+                if (x->freed_ns < before) {
+                    leave(c, x);
+                    out[n++] = x;
+                }
+            }
+        pthread_mutex_unlock(&c->lock);
+        if (!n) return;
+        give_back(h, out, n, NULL);
     }
-    c->v[c->n++] = v;
-    __atomic_store_n(&c->pages, c->pages + v->npages, __ATOMIC_RELAXED);
-    return nout;
 }
 
 void pm_xc_put(pm_heap *h, pm_arena *a, pm_veh *v)
 {
     pm_xcache *c = &a->xc;
-    pm_veh *out[PM_XC_N];
+    pm_veh *out[PM_XC_BATCH];
+    unsigned nout = 0;
+    pm_extent_unmap(h, v); /* its inner pages, outside the lock */
     pthread_mutex_lock(&c->lock);
-    unsigned nout = xc_insert(h, c, v, out);
+    insert(h, c, a->id, v);
+    /* Past the bound: the largest extents go back until a quarter of the
+     * bound is free again (a free burst costs one extent-lock round trip per
+     * quarter, and the store keeps its smaller pieces for the next requests) */
+    if (c->pages > h->xc_max_pages) {
+        uint64_t target = h->xc_max_pages - h->xc_max_pages / 4;
+        for (unsigned b; nout < PM_XC_BATCH && c->pages > target && (b = bin_last(c));) {
+            pm_veh *x = c->bin[b];
+            leave(c, x);
+            out[nout++] = x;
+        }
+    }
+    /* extents idle for the decay time go back, to decay there (a look every 50 ms at most) */
+    uint64_t now = nm_now_ns(), dn = __atomic_load_n(&h->decay_ns, __ATOMIC_RELAXED);
+    bool idle = dn != UINT64_MAX && now - c->idle_check_ns >= 50000000ull;
+    if (idle) c->idle_check_ns = now;
+    pm_veh *spare = c->npool > PM_XC_POOL_MAX ? spare_vehs(c) : NULL;
     pthread_mutex_unlock(&c->lock);
-    if (nout) {
-        release_list(h, out, nout); /* runs a decay pass when one is due */
+    if (idle) give_back_idle(h, c, now - dn);
+    if (nout || spare) {
+        give_back(h, out, nout, spare);
     } else if (pm_extent_decay_due(h, nm_now_ns())) {
-        /* free extents age while the caches absorb frees: the pass (every
+        /* free extents age while the stores absorb frees: the pass (every
          * 50 ms at most) runs here too, the extent lock taken only then */
         pthread_mutex_lock(&h->large_lock);
         pm_extent_decay(h, nm_now_ns());
@@ -181,15 +326,20 @@ bool pm_xc_flush_all(pm_heap *h)
     bool any = false;
     for (unsigned i = 0; i < h->narenas; i++) {
         pm_xcache *c = &h->arenas[i].xc;
-        pm_veh *out[PM_XC_N];
-        pthread_mutex_lock(&c->lock);
-        unsigned n = c->n;
-        memcpy(out, c->v, n * sizeof out[0]);
-        c->n = 0;
-        __atomic_store_n(&c->pages, 0, __ATOMIC_RELAXED);
-        pthread_mutex_unlock(&c->lock);
-        release_list(h, out, n);
-        any |= n > 0;
+        for (;;) {
+            pm_veh *out[PM_XC_BATCH];
+            unsigned n = 0;
+            pthread_mutex_lock(&c->lock);
+            for (unsigned b; n < PM_XC_BATCH && (b = pm_fbin_next(c->bin_map, 1));) {
+                pm_veh *x = c->bin[b];
+                leave(c, x);
+                out[n++] = x;
+            }
+            pthread_mutex_unlock(&c->lock);
+            if (!n) break;
+            give_back(h, out, n, NULL);
+            any = true;
+        }
     }
     return any;
 }
@@ -207,4 +357,32 @@ uint64_t pm_xc_pages(pm_heap *h)
     uint64_t s = 0;
     for (unsigned i = 0; i < h->narenas; i++) s += __atomic_load_n(&h->arenas[i].xc.pages, __ATOMIC_RELAXED);
     return s;
+}
+
+nm_err pm_xc_check(pm_heap *h)
+{
+    for (unsigned i = 0; i < h->narenas; i++) {
+        const pm_xcache *c = &h->arenas[i].xc;
+        uint64_t pages = 0;
+        unsigned n = 0;
+        for (unsigned b = 1; b < PM_FBINS; b++) {
+            if (!c->bin[b] != !(c->bin_map[b / 64] >> (b % 64) & 1))
+                return nm_fail(NM_ECORRUPT, "pmalloc check: arena %u's extent store: bin %u and its bitmap disagree", i, b);
+            for (const pm_veh *v = c->bin[b]; v; v = v->next) {
+                if (v->state != PM_VEH_CACHED || v->owner != i || pm_fbin_of(v->npages) != b || v->npages == 0 ||
+                    v->page + v->npages > h->data_pages || h->pmap[v->page] != v || h->pmap[v->page + v->npages - 1] != v)
+                    return nm_fail(NM_ECORRUPT, "pmalloc check: arena %u's extent store holds a damaged extent at page %llu", i,
+                                   (unsigned long long)v->page);
+                for (uint64_t q = 1; q + 1 < v->npages; q++)
+                    if (h->pmap[v->page + q])
+                        return nm_fail(NM_ECORRUPT, "pmalloc check: stored extent at page %llu has an inner page mapped", (unsigned long long)v->page);
+                pages += v->npages;
+                n++;
+            }
+        }
+        if (pages != c->pages || n != c->n)
+            return nm_fail(NM_ECORRUPT, "pmalloc check: arena %u's extent store holds %u extents of %llu pages, counts %u of %llu", i, n,
+                           (unsigned long long)pages, c->n, (unsigned long long)c->pages);
+    }
+    return NM_OK;
 }

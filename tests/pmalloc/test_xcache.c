@@ -1,10 +1,12 @@
-/* PMAlloc per-arena extent caches (src/pmalloc/xcache.c): reuse, errors on
- * cached extents, space held in caches is never lost to NM_ENOMEM (large
- * allocations and slabs), crash with cached extents, and a 2-thread stress of
- * large objects with cross-thread frees against a model. */
+/* PMAlloc per-arena extent stores (src/pmalloc/xcache.c): reuse, errors on
+ * stored extents, coalescing, the bounds (size and idle time), space held in
+ * stores is never lost to NM_ENOMEM (large allocations and slabs), crash with
+ * stored extents, and a 2-thread stress of large objects with cross-thread
+ * frees against a model. */
 #include "nm_test.h"
 
 #include <pthread.h>
+#include <time.h>
 
 #include "nearmem/common/prng.h"
 #include "nearmem/common/util.h"
@@ -127,6 +129,87 @@ static void test_no_enomem_from_caching(void **state)
     st = stats(h);
     assert_int_equal(st.free_bytes, before.free_bytes);
     assert_int_equal(st.objects_live, before.objects_live);
+    assert_int_equal(pmalloc_check(h), NM_OK);
+    for (unsigned i = 0; i < n; i++) assert_int_equal(pmalloc_free_from(h, pmalloc_root_slot(h, i)), NM_OK);
+    assert_int_equal(stats(h).objects_live, 0);
+    assert_int_equal(pmalloc_check(h), NM_OK);
+    assert_int_equal(pmalloc_close(h), NM_OK);
+    pmt_rmdir(dir);
+}
+
+/* Frees of neighbours coalesce in the store: a request as large as the three
+ * together is served from it (a hit) at the first one's address. */
+static void test_store_coalesces(void **state)
+{
+    (void)state;
+    char dir[256];
+    pmt_tmpdir(dir, sizeof dir, "xcmerge");
+    pmalloc_options o = pmt_opts(64 * MiB, PMALLOC_LOG, PMALLOC_PERSIST_CPU);
+    o.narenas = 1;
+    pmalloc_heap *h;
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+    for (unsigned i = 0; i < 5; i++) assert_int_equal(pmalloc_malloc_to(h, 64 * KiB, pmalloc_root_slot(h, i)), NM_OK);
+    pmalloc_ptr first = pmalloc_get_root(h, 1);
+    for (unsigned i = 1; i < 5; i++) assert_int_equal(pmalloc_get_root(h, i), first + (i - 1) * 64 * KiB);
+    /* out of order: 3, then 1 (no neighbour stored yet), then 2 joins both */
+    assert_int_equal(pmalloc_free_from(h, pmalloc_root_slot(h, 3)), NM_OK);
+    assert_int_equal(pmalloc_free_from(h, pmalloc_root_slot(h, 1)), NM_OK);
+    assert_int_equal(pmalloc_check(h), NM_OK);
+    assert_int_equal(pmalloc_free_from(h, pmalloc_root_slot(h, 2)), NM_OK);
+    assert_int_equal(stats(h).cached_bytes, 3 * 64 * KiB);
+    assert_int_equal(pmalloc_check(h), NM_OK);
+    /* every address of the merged extent is refused as a free */
+    for (unsigned k = 0; k < 3; k++) {
+        assert_int_equal(pmalloc_set_root(h, 9, first + k * 64 * KiB), NM_OK);
+        assert_int_not_equal(pmalloc_free_from(h, pmalloc_root_slot(h, 9)), NM_OK);
+    }
+    assert_int_equal(pmalloc_set_root(h, 9, 0), NM_OK);
+    uint64_t hits = stats(h).extent_cache_hits;
+    assert_int_equal(pmalloc_malloc_to(h, 3 * 64 * KiB, pmalloc_root_slot(h, 1)), NM_OK);
+    assert_int_equal(pmalloc_get_root(h, 1), first);
+    assert_int_equal(stats(h).extent_cache_hits, hits + 1);
+    assert_int_equal(stats(h).cached_bytes, 0);
+    assert_int_equal(pmalloc_usable_size(h, first), 3 * 64 * KiB);
+    assert_int_equal(pmalloc_check(h), NM_OK);
+    for (unsigned i = 0; i < 5; i++) assert_int_equal(pmalloc_free_from(h, pmalloc_root_slot(h, i)), NM_OK);
+    assert_int_equal(pmalloc_check(h), NM_OK);
+    assert_int_equal(pmalloc_close(h), NM_OK);
+    pmt_rmdir(dir);
+}
+
+/* A store holds at most a quarter of the data area (one arena): a free past
+ * that gives its largest extents back; and extents idle for the decay time go
+ * back too. */
+static void test_store_bounds(void **state)
+{
+    (void)state;
+    char dir[256];
+    pmt_tmpdir(dir, sizeof dir, "xcbound");
+    pmalloc_options o = pmt_opts(32 * MiB, PMALLOC_LOG, PMALLOC_PERSIST_CPU);
+    o.narenas = 1;
+    o.decay_ms = 100;
+    pmalloc_heap *h;
+    assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
+    uint64_t bound = stats(h).data_bytes / 4;
+    unsigned n = 0;
+    /* every other 64 KiB extent freed: no two stored extents are neighbours */
+    while (n < 300 && pmalloc_malloc_to(h, 64 * KiB, pmalloc_root_slot(h, n)) == NM_OK) n++;
+    assert_true(n > 200);
+    uint64_t peak = 0;
+    for (unsigned i = 0; i < n; i += 2) {
+        assert_int_equal(pmalloc_free_from(h, pmalloc_root_slot(h, i)), NM_OK);
+        uint64_t c = stats(h).cached_bytes;
+        assert_true(c <= bound);
+        if (c > peak) peak = c;
+    }
+    assert_true(peak > bound / 2); /* it did fill up, and then gave back */
+    assert_int_equal(pmalloc_check(h), NM_OK);
+    /* idle: after the decay time, the next free gives back every older extent */
+    struct timespec ts = {0, 250 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    assert_int_equal(pmalloc_free_from(h, pmalloc_root_slot(h, 1)), NM_OK);
+    /* (root 1 joined its stored neighbours, if any: one fresh extent of up to 3 x 64 KiB) */
+    assert_true(stats(h).cached_bytes >= 64 * KiB && stats(h).cached_bytes <= 3 * 64 * KiB);
     assert_int_equal(pmalloc_check(h), NM_OK);
     for (unsigned i = 0; i < n; i++) assert_int_equal(pmalloc_free_from(h, pmalloc_root_slot(h, i)), NM_OK);
     assert_int_equal(stats(h).objects_live, 0);
@@ -271,6 +354,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reuse_and_errors),
         cmocka_unit_test(test_no_enomem_from_caching),
+        cmocka_unit_test(test_store_coalesces),
+        cmocka_unit_test(test_store_bounds),
         cmocka_unit_test(test_crash_with_cached),
         cmocka_unit_test(test_threads_large),
     };
