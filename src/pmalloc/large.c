@@ -74,12 +74,7 @@ static void free_list_add(pm_heap *h, pm_veh *v)
 {
     __atomic_store_n(&v->state, PM_VEH_FREE, __ATOMIC_RELAXED); /* read unlocked by small_lookup */
     if (!v->freed_ns) v->freed_ns = nm_now_ns();
-    unsigned b = pm_fbin_of(v->npages);
-    v->prev = NULL;
-    v->next = h->fbin[b];
-    if (h->fbin[b]) h->fbin[b]->prev = v;
-    h->fbin[b] = v;
-    h->fbin_map[b / 64] |= 1ull << (b % 64);
+    pm_fbins_push(&h->fbins, v);
     h->free_pages += v->npages;
 }
 
@@ -87,26 +82,21 @@ static void free_list_del(pm_heap *h, pm_veh *v)
 {
     if (v->retained) h->retained_pages -= v->npages;
     v->retained = false;
-    unsigned b = pm_fbin_of(v->npages);
-    if (v->prev) v->prev->next = v->next;
-    else h->fbin[b] = v->next;
-    if (v->next) v->next->prev = v->prev;
-    if (!h->fbin[b]) h->fbin_map[b / 64] &= ~(1ull << (b % 64));
-    v->next = v->prev = NULL;
+    pm_fbins_del(&h->fbins, v);
     h->free_pages -= v->npages;
 }
 
 pm_veh *pm_free_first(pm_heap *h)
 {
-    unsigned b = pm_fbin_next(h->fbin_map, 1);
-    return b ? h->fbin[b] : NULL;
+    unsigned b = pm_fbins_next(&h->fbins, 1);
+    return b ? h->fbins.bin[b] : NULL;
 }
 
 pm_veh *pm_free_next(pm_heap *h, pm_veh *v)
 {
     if (v->next) return v->next;
-    unsigned b = pm_fbin_next(h->fbin_map, pm_fbin_of(v->npages) + 1);
-    return b ? h->fbin[b] : NULL;
+    unsigned b = pm_fbins_next(&h->fbins, pm_fbin_of(v->npages) + 1);
+    return b ? h->fbins.bin[b] : NULL;
 }
 
 /* VEHs an arena's extent store no longer needs, back to the pool. */
@@ -195,24 +185,7 @@ static pm_veh *carve(pm_heap *h, pm_veh *f, uint64_t page, uint64_t npages, int 
 
 nm_err pm_extent_alloc(pm_heap *h, uint64_t npages, int state, pm_veh **out)
 {
-    /* Best fit, in O(1) for the common sizes: the smallest non-empty exact
-     * bin that fits gives its most recently freed extent (walking it for the
-     * lowest address, under the heap-wide extent lock, cost a few dozen cache
-     * misses per allocation; recently freed pages are also the ones most
-     * likely still mapped writable). A geometric bin gives the best fit among
-     * its first 16 extents that fit, ties to the lowest address; the request's
-     * own geometric bin may hold smaller extents only, then the next one. */
-    pm_veh *best = NULL;
-    unsigned b = pm_fbin_next(h->fbin_map, pm_fbin_of(npages));
-    if (b && b <= PM_FBIN_EXACT) best = h->fbin[b];
-    for (; b && !best; b = pm_fbin_next(h->fbin_map, b + 1)) {
-        unsigned k = 0;
-        for (pm_veh *v = h->fbin[b]; v && !(best && k >= 16); v = v->next)
-            if (v->npages >= npages) {
-                k++;
-                if (!best || v->npages < best->npages || (v->npages == best->npages && v->page < best->page)) best = v;
-            }
-    }
+    pm_veh *best = pm_fbins_fit(&h->fbins, npages);
     if (!best)
         return nm_fail(NM_ENOMEM, "pmalloc: no free extent of %llu pages (%llu pages free in total)",
                        (unsigned long long)npages, (unsigned long long)h->free_pages);
@@ -1202,8 +1175,7 @@ void pm_large_free_all(pm_heap *h)
         free(b);
     }
     h->veh_pool = NULL;
-    memset(h->fbin, 0, sizeof h->fbin);
-    memset(h->fbin_map, 0, sizeof h->fbin_map);
+    memset(&h->fbins, 0, sizeof h->fbins);
     free(h->pmap);
     free(h->chunks);
     free(h->bk_counts);

@@ -237,7 +237,7 @@ typedef struct pm_vslab {
 #define PM_VEH_FREE 0
 #define PM_VEH_ALLOC 1
 #define PM_VEH_SLAB 2
-#define PM_VEH_CACHED 3 /* free (tombstoned), held in an arena's extent cache (xcache.c) */
+#define PM_VEH_CACHED 3 /* free (tombstoned), held in an arena's extent store (xcache.c) */
 #define PM_FBIN_EXACT 256u /* exact-size bins up to 1 MiB */
 #define PM_FBIN_SUB 4u     /* larger extents: 4 geometric bins per doubling */
 #define PM_FBINS (PM_FBIN_EXACT + 1u + 56u * PM_FBIN_SUB) /* bin 0 unused; up to 2^64 pages */
@@ -251,16 +251,6 @@ static inline unsigned pm_fbin_of(uint64_t npages)
     if (npages <= PM_FBIN_EXACT) return (unsigned)npages;
     unsigned k = 63u - (unsigned)__builtin_clzll(npages); /* >= 8 */
     return PM_FBIN_EXACT + 1u + (k - 8u) * PM_FBIN_SUB + (unsigned)((npages >> (k - 2u)) & (PM_FBIN_SUB - 1u));
-}
-/* First non-empty bin >= b in a bin bitmap of PM_FBINS bits, or 0 if none. */
-static inline unsigned pm_fbin_next(const uint64_t *map, unsigned b)
-{
-    for (unsigned w = b / 64; w < (PM_FBINS + 63) / 64; w++) {
-        uint64_t m = map[w];
-        if (w == b / 64) m &= ~0ull << (b % 64);
-        if (m) return w * 64 + (unsigned)__builtin_ctzll(m);
-    }
-    return 0;
 }
 
 typedef struct pm_veh {
@@ -278,6 +268,73 @@ typedef struct pm_veh {
     uint64_t freed_ns;     /* when it became free */
 } pm_veh;
 
+/* Free extents binned by size (the extent allocator's free lists, large.c, and
+ * each arena's store, xcache.c): bin n holds extents of exactly n pages
+ * (1..PM_FBIN_EXACT), the bins after it larger ones by geometric class;
+ * `map` has a bit per non-empty bin. Lists are linked by next/prev. */
+typedef struct pm_fbins {
+    pm_veh *bin[PM_FBINS];
+    uint64_t map[(PM_FBINS + 63) / 64];
+} pm_fbins;
+
+static inline void pm_fbins_push(pm_fbins *f, pm_veh *v) /* at the head of its bin */
+{
+    unsigned b = pm_fbin_of(v->npages);
+    v->prev = NULL;
+    v->next = f->bin[b];
+    if (f->bin[b]) f->bin[b]->prev = v;
+    f->bin[b] = v;
+    f->map[b / 64] |= 1ull << (b % 64);
+}
+static inline void pm_fbins_del(pm_fbins *f, pm_veh *v)
+{
+    unsigned b = pm_fbin_of(v->npages);
+    if (v->prev) v->prev->next = v->next;
+    else f->bin[b] = v->next;
+    if (v->next) v->next->prev = v->prev;
+    if (!f->bin[b]) f->map[b / 64] &= ~(1ull << (b % 64));
+    v->next = v->prev = NULL;
+}
+/* First non-empty bin >= b, or 0 if none. */
+static inline unsigned pm_fbins_next(const pm_fbins *f, unsigned b)
+{
+    for (unsigned w = b / 64; w < (PM_FBINS + 63) / 64; w++) {
+        uint64_t m = f->map[w];
+        if (w == b / 64) m &= ~0ull << (b % 64);
+        if (m) return w * 64 + (unsigned)__builtin_ctzll(m);
+    }
+    return 0;
+}
+/* Last non-empty bin, or 0. */
+static inline unsigned pm_fbins_last(const pm_fbins *f)
+{
+    for (unsigned w = (PM_FBINS + 63) / 64; w-- > 0;)
+        if (f->map[w]) return w * 64 + 63u - (unsigned)__builtin_clzll(f->map[w]);
+    return 0;
+}
+/* Best fit, in O(1) for the common sizes: the smallest non-empty exact bin
+ * that fits gives its most recently freed extent (walking it for the lowest
+ * address, under the heap-wide extent lock, cost a few dozen cache misses per
+ * allocation; recently freed pages are also the ones most likely still in the
+ * caches and mapped writable). A geometric bin gives the best fit among its
+ * first 16 extents that fit, ties to the lowest address; the request's own
+ * geometric bin may hold smaller extents only, then the next one. NULL: none. */
+static inline pm_veh *pm_fbins_fit(const pm_fbins *f, uint64_t npages)
+{
+    pm_veh *best = NULL;
+    unsigned b = pm_fbins_next(f, pm_fbin_of(npages));
+    if (b && b <= PM_FBIN_EXACT) return f->bin[b];
+    for (; b && !best; b = pm_fbins_next(f, b + 1)) {
+        unsigned k = 0;
+        for (pm_veh *v = f->bin[b]; v && !(best && k >= 16); v = v->next)
+            if (v->npages >= npages) {
+                k++;
+                if (!best || v->npages < best->npages || (v->npages == best->npages && v->page < best->page)) best = v;
+            }
+    }
+    return best;
+}
+
 /* A per-arena extent store (xcache.c): the free extents an arena keeps for
  * its own large allocations, served under the arena's own lock instead of the
  * heap-wide extent lock: frees of the arena's threads go in (coalesced with
@@ -289,8 +346,7 @@ typedef struct pm_veh {
 #define PM_XC_NOBODY (~0u)
 typedef struct pm_xcache {
     pthread_mutex_t lock;
-    pm_veh *bin[PM_FBINS]; /* by size class, linked by next/prev */
-    uint64_t bin_map[(PM_FBINS + 63) / 64];
+    pm_fbins bins;         /* its extents by size */
     unsigned n;            /* extents held */
     uint64_t pages;        /* pages held (atomic: read by stats) */
     pm_veh *pool;          /* spare VEHs for splits (state CACHED, owner nobody), linked by next */
@@ -390,12 +446,7 @@ struct pm_heap {
     pthread_mutex_t large_lock;
     pthread_mutex_t bk_lock;
     pm_veh **pmap;     /* per data page (atomic access) */
-    /* free extents, binned by size for best fit without a list walk: bin n
-     * holds extents of exactly n pages (1..PM_FBIN_EXACT), the bins after it
-     * larger ones by geometric class (PM_FBIN_SUB per doubling); fbin_map
-     * has a bit per non-empty bin (large.c) */
-    pm_veh *fbin[PM_FBINS];
-    uint64_t fbin_map[(PM_FBINS + 63) / 64];
+    pm_fbins fbins;    /* free extents, binned by size for best fit without a list walk */
     uint64_t xc_max_pages;    /* per-arena extent store bound (pages) */
     uint64_t xc_max_extent;   /* larger extents bypass the stores (pages) */
     /* VEHs come from a per-heap pool and are only freed at close: a VEH read

@@ -72,52 +72,16 @@ bool pm_xc_eligible(const pm_heap *h, const pm_veh *v) { return v->npages <= h->
 
 static void bin_add(pm_xcache *c, pm_veh *v)
 {
-    unsigned b = pm_fbin_of(v->npages);
-    v->prev = NULL;
-    v->next = c->bin[b];
-    if (c->bin[b]) c->bin[b]->prev = v;
-    c->bin[b] = v;
-    c->bin_map[b / 64] |= 1ull << (b % 64);
+    pm_fbins_push(&c->bins, v);
     c->n++;
     __atomic_store_n(&c->pages, c->pages + v->npages, __ATOMIC_RELAXED);
 }
 
 static void bin_del(pm_xcache *c, pm_veh *v)
 {
-    unsigned b = pm_fbin_of(v->npages);
-    if (v->prev) v->prev->next = v->next;
-    else c->bin[b] = v->next;
-    if (v->next) v->next->prev = v->prev;
-    if (!c->bin[b]) c->bin_map[b / 64] &= ~(1ull << (b % 64));
-    v->next = v->prev = NULL;
+    pm_fbins_del(&c->bins, v);
     c->n--;
     __atomic_store_n(&c->pages, c->pages - v->npages, __ATOMIC_RELAXED);
-}
-
-/* Last non-empty bin, or 0. */
-static unsigned bin_last(const pm_xcache *c)
-{
-    for (unsigned w = (PM_FBINS + 63) / 64; w-- > 0;)
-        if (c->bin_map[w]) return w * 64 + 63u - (unsigned)__builtin_clzll(c->bin_map[w]);
-    return 0;
-}
-
-/* Best fit as the extent allocator's (large.c): an exact bin gives its most
- * recently stored extent; a geometric bin the best of its first 16 that fit. */
-static pm_veh *best_fit(pm_xcache *c, uint64_t npages)
-{
-    pm_veh *best = NULL;
-    unsigned b = pm_fbin_next(c->bin_map, pm_fbin_of(npages));
-    if (b && b <= PM_FBIN_EXACT) return c->bin[b];
-    for (; b && !best; b = pm_fbin_next(c->bin_map, b + 1)) {
-        unsigned k = 0;
-        for (pm_veh *v = c->bin[b]; v && !(best && k >= 16); v = v->next)
-            if (v->npages >= npages) {
-                k++;
-                if (!best || v->npages < best->npages || (v->npages == best->npages && v->page < best->page)) best = v;
-            }
-    }
-    return best;
 }
 
 static inline bool mine(const pm_veh *v, unsigned id)
@@ -223,7 +187,7 @@ bool pm_xc_take(pm_heap *h, pm_arena *a, uint64_t npages, pm_veh **out)
     if (npages > h->xc_max_extent) return false;
     for (int attempt = 0; attempt < 2; attempt++) {
         pthread_mutex_lock(&c->lock);
-        pm_veh *f = best_fit(c, npages), *r;
+        pm_veh *f = pm_fbins_fit(&c->bins, npages), *r;
         if (!f) {
             pthread_mutex_unlock(&c->lock);
             return false;
@@ -270,8 +234,8 @@ static void give_back_idle(pm_heap *h, pm_xcache *c, uint64_t before)
         pm_veh *out[PM_XC_BATCH];
         unsigned n = 0;
         pthread_mutex_lock(&c->lock);
-        for (unsigned b = pm_fbin_next(c->bin_map, 1); b && n < PM_XC_BATCH; b = pm_fbin_next(c->bin_map, b + 1))
-            for (pm_veh *x = c->bin[b], *nx; x && n < PM_XC_BATCH; x = nx) {
+        for (unsigned b = pm_fbins_next(&c->bins, 1); b && n < PM_XC_BATCH; b = pm_fbins_next(&c->bins, b + 1))
+            for (pm_veh *x = c->bins.bin[b], *nx; x && n < PM_XC_BATCH; x = nx) {
                 nx = x->next;
                 if (x->freed_ns < before) {
                     leave(c, x);
@@ -297,8 +261,8 @@ void pm_xc_put(pm_heap *h, pm_arena *a, pm_veh *v)
      * quarter, and the store keeps its smaller pieces for the next requests) */
     if (c->pages > h->xc_max_pages) {
         uint64_t target = h->xc_max_pages - h->xc_max_pages / 4;
-        for (unsigned b; nout < PM_XC_BATCH && c->pages > target && (b = bin_last(c));) {
-            pm_veh *x = c->bin[b];
+        for (unsigned b; nout < PM_XC_BATCH && c->pages > target && (b = pm_fbins_last(&c->bins));) {
+            pm_veh *x = c->bins.bin[b];
             leave(c, x);
             out[nout++] = x;
         }
@@ -330,8 +294,8 @@ bool pm_xc_flush_all(pm_heap *h)
             pm_veh *out[PM_XC_BATCH];
             unsigned n = 0;
             pthread_mutex_lock(&c->lock);
-            for (unsigned b; n < PM_XC_BATCH && (b = pm_fbin_next(c->bin_map, 1));) {
-                pm_veh *x = c->bin[b];
+            for (unsigned b; n < PM_XC_BATCH && (b = pm_fbins_next(&c->bins, 1));) {
+                pm_veh *x = c->bins.bin[b];
                 leave(c, x);
                 out[n++] = x;
             }
@@ -366,9 +330,9 @@ nm_err pm_xc_check(pm_heap *h)
         uint64_t pages = 0;
         unsigned n = 0;
         for (unsigned b = 1; b < PM_FBINS; b++) {
-            if (!c->bin[b] != !(c->bin_map[b / 64] >> (b % 64) & 1))
+            if (!c->bins.bin[b] != !(c->bins.map[b / 64] >> (b % 64) & 1))
                 return nm_fail(NM_ECORRUPT, "pmalloc check: arena %u's extent store: bin %u and its bitmap disagree", i, b);
-            for (const pm_veh *v = c->bin[b]; v; v = v->next) {
+            for (const pm_veh *v = c->bins.bin[b]; v; v = v->next) {
                 if (v->state != PM_VEH_CACHED || v->owner != i || pm_fbin_of(v->npages) != b || v->npages == 0 ||
                     v->page + v->npages > h->data_pages || h->pmap[v->page] != v || h->pmap[v->page + v->npages - 1] != v)
                     return nm_fail(NM_ECORRUPT, "pmalloc check: arena %u's extent store holds a damaged extent at page %llu", i,
