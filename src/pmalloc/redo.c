@@ -869,10 +869,7 @@ nm_err pm_redo_recover(pm_heap *h)
     if (cerr) return cerr;
     nm_err err = NM_OK;
     h->ri.wal_entries = (unsigned)n;
-    if (n == 0) { /* no record to replay; a NUMA synchronisation cut short may still have left a checksum behind its bits */
-        pm_slab_digest_write_all(h);
-        goto done;
-    }
+    if (n == 0) goto done;
     /* frees, as intervals: a pointer word inside an object freed after the
      * record that wrote it is not replayed (the memory may be another object now) */
     size_t nsm = 0, nlg = 0, nl = 0;
@@ -940,7 +937,6 @@ nm_err pm_redo_recover(pm_heap *h)
     pthread_mutex_lock(&h->bk_lock);
     pm_bk_settle(h);
     pthread_mutex_unlock(&h->bk_lock);
-    pm_slab_digest_write_all(h); /* the bits are written back: now their checksums */
 out:
     free(sm);
     free(lg);
@@ -951,6 +947,9 @@ out:
 done:
     free(all);
     if (err) return err;
+    /* the bits are written back: now their checksums (also with no record to
+     * replay: a NUMA synchronisation cut short may have left one behind its bits) */
+    pm_slab_digest_write_all(h);
     /* everything replayed is written back: the records are dead */
     if (maxseq > h->gw) {
         gw_write(h, maxseq);

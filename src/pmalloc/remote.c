@@ -737,12 +737,17 @@ nm_err pm_numa_open(pm_heap *h)
 /* The end of an open, after the recovery wrote back the bits and checksums
  * the logs' entries name: every entry is dead from here (a crash before this
  * point replays them again: idempotent). */
+static void retire_all(pm_heap *h)
+{
+    for (unsigned li = 0; li < h->numa->nlogs; li++)
+        for (unsigned seg = 0; seg < 2; seg++) bump_gen(h, li, seg);
+}
+
 void pm_numa_retire(pm_heap *h)
 {
     pm_numa *n = h->numa;
     if (!n || !n->hdr || !n->pend) return;
-    for (unsigned li = 0; li < n->nlogs; li++)
-        for (unsigned seg = 0; seg < 2; seg++) bump_gen(h, li, seg);
+    retire_all(h);
 }
 
 void pm_numa_close(pm_heap *h)
@@ -752,8 +757,7 @@ void pm_numa_close(pm_heap *h)
     stop_threads(n);
     if (!n->pend) return;
     sync_pass(h, -1, PM_SYNC_OTHER);
-    for (unsigned li = 0; li < n->nlogs; li++)
-        for (unsigned seg = 0; seg < 2; seg++) bump_gen(h, li, seg);
+    retire_all(h);
 }
 
 void pm_numa_free(pm_heap *h)

@@ -227,9 +227,11 @@ bool pm_xc_take(pm_heap *h, pm_arena *a, uint64_t npages, pm_veh **out)
     return false;
 }
 
-/* Every extent stored before `before` goes back (no lock held). */
-static void give_back_idle(pm_heap *h, pm_xcache *c, uint64_t before)
+/* Every extent stored before `before` goes back (UINT64_MAX: all of them), a
+ * batch per extent-lock round trip; true if any did. No lock held. */
+static bool give_back_older(pm_heap *h, pm_xcache *c, uint64_t before)
 {
+    bool any = false;
     for (;;) {
         pm_veh *out[PM_XC_BATCH];
         unsigned n = 0;
@@ -243,8 +245,9 @@ static void give_back_idle(pm_heap *h, pm_xcache *c, uint64_t before)
                 }
             }
         pthread_mutex_unlock(&c->lock);
-        if (!n) return;
+        if (!n) return any;
         give_back(h, out, n, NULL);
+        any = true;
     }
 }
 
@@ -273,14 +276,14 @@ void pm_xc_put(pm_heap *h, pm_arena *a, pm_veh *v)
     if (idle) c->idle_check_ns = now;
     pm_veh *spare = c->npool > PM_XC_POOL_MAX ? spare_vehs(c) : NULL;
     pthread_mutex_unlock(&c->lock);
-    if (idle) give_back_idle(h, c, now - dn);
+    if (idle) give_back_older(h, c, now - dn);
     if (nout || spare) {
         give_back(h, out, nout, spare);
-    } else if (pm_extent_decay_due(h, nm_now_ns())) {
+    } else if (pm_extent_decay_due(h, now)) {
         /* free extents age while the stores absorb frees: the pass (every
          * 50 ms at most) runs here too, the extent lock taken only then */
         pthread_mutex_lock(&h->large_lock);
-        pm_extent_decay(h, nm_now_ns());
+        pm_extent_decay(h, now);
         pthread_mutex_unlock(&h->large_lock);
     }
 }
@@ -288,23 +291,7 @@ void pm_xc_put(pm_heap *h, pm_arena *a, pm_veh *v)
 bool pm_xc_flush_all(pm_heap *h)
 {
     bool any = false;
-    for (unsigned i = 0; i < h->narenas; i++) {
-        pm_xcache *c = &h->arenas[i].xc;
-        for (;;) {
-            pm_veh *out[PM_XC_BATCH];
-            unsigned n = 0;
-            pthread_mutex_lock(&c->lock);
-            for (unsigned b; n < PM_XC_BATCH && (b = pm_fbins_next(&c->bins, 1));) {
-                pm_veh *x = c->bins.bin[b];
-                leave(c, x);
-                out[n++] = x;
-            }
-            pthread_mutex_unlock(&c->lock);
-            if (!n) break;
-            give_back(h, out, n, NULL);
-            any = true;
-        }
-    }
+    for (unsigned i = 0; i < h->narenas; i++) any |= give_back_older(h, &h->arenas[i].xc, UINT64_MAX);
     return any;
 }
 

@@ -22,13 +22,20 @@ static pmalloc_stats stats(pmalloc_heap *h)
     return st;
 }
 
+/* A fresh directory and the options of a LOG heap with one arena (one store). */
+static pmalloc_options one_arena(char *dir, size_t n, const char *tag, size_t size)
+{
+    pmt_tmpdir(dir, n, tag);
+    pmalloc_options o = pmt_opts(size, PMALLOC_LOG, PMALLOC_PERSIST_CPU);
+    o.narenas = 1;
+    return o;
+}
+
 static void test_reuse_and_errors(void **state)
 {
     (void)state;
     char dir[256];
-    pmt_tmpdir(dir, sizeof dir, "xc");
-    pmalloc_options o = pmt_opts(16 * MiB, PMALLOC_LOG, PMALLOC_PERSIST_CPU);
-    o.narenas = 1;
+    pmalloc_options o = one_arena(dir, sizeof dir, "xc", 16 * MiB);
     pmalloc_heap *h;
     assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
     pmalloc_stats st0 = stats(h);
@@ -95,9 +102,7 @@ static void test_no_enomem_from_caching(void **state)
 {
     (void)state;
     char dir[256];
-    pmt_tmpdir(dir, sizeof dir, "xcfull");
-    pmalloc_options o = pmt_opts(8 * MiB, PMALLOC_LOG, PMALLOC_PERSIST_CPU);
-    o.narenas = 1;
+    pmalloc_options o = one_arena(dir, sizeof dir, "xcfull", 8 * MiB);
     pmalloc_heap *h;
     assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
     unsigned n = 0;
@@ -143,9 +148,7 @@ static void test_store_coalesces(void **state)
 {
     (void)state;
     char dir[256];
-    pmt_tmpdir(dir, sizeof dir, "xcmerge");
-    pmalloc_options o = pmt_opts(64 * MiB, PMALLOC_LOG, PMALLOC_PERSIST_CPU);
-    o.narenas = 1;
+    pmalloc_options o = one_arena(dir, sizeof dir, "xcmerge", 64 * MiB);
     pmalloc_heap *h;
     assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
     for (unsigned i = 0; i < 5; i++) assert_int_equal(pmalloc_malloc_to(h, 64 * KiB, pmalloc_root_slot(h, i)), NM_OK);
@@ -184,9 +187,7 @@ static void test_store_bounds(void **state)
 {
     (void)state;
     char dir[256];
-    pmt_tmpdir(dir, sizeof dir, "xcbound");
-    pmalloc_options o = pmt_opts(32 * MiB, PMALLOC_LOG, PMALLOC_PERSIST_CPU);
-    o.narenas = 1;
+    pmalloc_options o = one_arena(dir, sizeof dir, "xcbound", 32 * MiB);
     o.decay_ms = 100;
     pmalloc_heap *h;
     assert_int_equal(pmalloc_open(dir, &o, &h), NM_OK);
