@@ -239,7 +239,7 @@ typedef struct pmalloc_stats {
     uint64_t slabs;          /* slabs in use */
     uint64_t extents;        /* allocated large extents */
     uint64_t free_bytes;     /* bytes in free extents (not counting free slab blocks), cached ones included */
-    uint64_t cached_bytes;   /* of which held in the arenas' caches of freed extents */
+    uint64_t cached_bytes;   /* of which held in the arenas' stores of freed extents */
     uint64_t retained_bytes; /* of free_bytes, decayed: returned to the file system */
     uint64_t data_bytes;     /* size of the data area */
     uint64_t flushes;        /* cache lines flushed (all kinds) */
@@ -249,7 +249,7 @@ typedef struct pmalloc_stats {
     uint64_t wal_appends;    /* redo records written (one per committed LOG operation, extents in both models) */
     uint64_t checkpoints;    /* checkpoints since open (write-backs of committed operations) */
     uint64_t bklog_appends;
-    uint64_t extent_cache_hits;   /* large allocations served by an arena's cache of freed extents */
+    uint64_t extent_cache_hits;   /* large allocations served by an arena's store of freed extents */
     uint64_t extent_cache_misses; /* ... that went to the heap's extent allocator */
     uint64_t bklog_gcs;      /* slow GCs (compactions) of the bookkeeping log */
     uint64_t bklog_fast_gcs; /* fast GCs: chunks with nothing live unlinked in place */
