@@ -330,9 +330,7 @@ nm_err pmalloc_malloc_to_ex(pmalloc_heap *hd, size_t size, pmalloc_ptr *dst, uns
  * claimed it (`freeing`, one CAS), and VEHs are never freed while the heap is
  * open, so the page map's VEH is read, claimed, and then checked again (it may
  * have been freed and recycled in between, by a racing double free). What
- * fails the quick way is decided under the extent lock; a claim held by
- * another free is waited for a little (it is either a free that completes,
- * making ours a double free, or the transient claim of a stale lookup). */
+ * fails the quick way is decided under the extent lock. */
 /* v is the page map's VEH of `page`, an allocated extent starting there with its log entry */
 static bool large_at(pm_heap *h, const pm_veh *v, uint64_t page)
 {
@@ -340,41 +338,59 @@ static bool large_at(pm_heap *h, const pm_veh *v, uint64_t page)
            __atomic_load_n(&v->page, __ATOMIC_RELAXED) == page && __atomic_load_n(&v->bkpos, __ATOMIC_ACQUIRE) >= 0;
 }
 
+static bool large_try_claim(pm_heap *h, pm_veh *v, uint64_t page)
+{
+    bool no = false;
+    if (!__atomic_compare_exchange_n(&v->freeing, &no, true, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) return false;
+    if (large_at(h, v, page)) return true;
+    __atomic_store_n(&v->freeing, false, __ATOMIC_RELEASE); /* changed meanwhile: not ours */
+    return false;
+}
+
 static nm_err large_claim(pm_heap *h, uint64_t p, uint64_t rel, pm_veh **out)
 {
     uint64_t page = rel / PM_PAGE;
     pm_veh *v = pm_pmap_get(h, page);
-    if (rel % PM_PAGE == 0 && large_at(h, v, page)) {
-        bool no = false;
-        if (__atomic_compare_exchange_n(&v->freeing, &no, true, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
-            if (large_at(h, v, page)) {
-                *out = v;
-                return NM_OK;
-            }
-            __atomic_store_n(&v->freeing, false, __ATOMIC_RELEASE); /* recycled meanwhile: not ours */
-        }
+    if (rel % PM_PAGE == 0 && large_at(h, v, page) && large_try_claim(h, v, page)) {
+        *out = v;
+        return NM_OK;
     }
+    uint64_t t0 = nm_now_ns();
+    struct { pm_veh *v; int st; uint64_t vpage; } seen = {NULL, -1, 0}, last;
     for (int tries = 0;; tries++) {
         pthread_mutex_lock(&h->large_lock);
         v = pm_pmap_get(h, page);
-        /* freeing before state: a free that completes into an extent cache
-         * (under the cache's lock, not ours) stores the state, then clears
-         * freeing (xc_insert), so a clear claim read here comes with its state */
+        /* The extent lock does not hold a free that completes into an extent
+         * store (store lock only): what is read here may mix moments of it
+         * (an old state with a new page, CI tsan run 2026-11-29). Whoever
+         * finds the VEH claimed waits until that free ends and reads again;
+         * a clear claim comes with its final state (xc insert stores the
+         * state, then clears `freeing`; read here the other way). */
         bool freeing = v && __atomic_load_n(&v->freeing, __ATOMIC_ACQUIRE);
         int st = v ? __atomic_load_n(&v->state, __ATOMIC_ACQUIRE) : PM_VEH_FREE;
-        bool at = st == PM_VEH_ALLOC && __atomic_load_n(&v->page, __ATOMIC_RELAXED) == page && rel % PM_PAGE == 0;
-        bool no = false;
-        if (at && !freeing && __atomic_load_n(&v->bkpos, __ATOMIC_ACQUIRE) >= 0 &&
-            __atomic_compare_exchange_n(&v->freeing, &no, true, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
-            pthread_mutex_unlock(&h->large_lock);
-            *out = v;
-            return NM_OK;
+        uint64_t vpage = v ? __atomic_load_n(&v->page, __ATOMIC_RELAXED) : 0;
+        bool at = st == PM_VEH_ALLOC && vpage == page && rel % PM_PAGE == 0;
+        last = seen;
+        seen.v = v, seen.st = st, seen.vpage = vpage;
+        if (at && !freeing && __atomic_load_n(&v->bkpos, __ATOMIC_ACQUIRE) >= 0) {
+            if (large_try_claim(h, v, page)) {
+                pthread_mutex_unlock(&h->large_lock);
+                *out = v;
+                return NM_OK;
+            }
+            freeing = true; /* claimed by another free after our read (claims take no lock) */
         }
         pthread_mutex_unlock(&h->large_lock);
-        if (at && freeing && tries < 64) { /* claimed by another free: see how it ends */
+        /* a claim is a free in progress (done in microseconds, more with msync
+         * persistence) or a remote free waiting for its owner (Sec. 6.3,
+         * possibly long): wait a little, then decide on what is seen */
+        if (freeing && (tries < 64 || nm_now_ns() - t0 < 50000000ull)) {
             sched_yield();
             continue;
         }
+        /* a verdict from two equal reads in a row (a free may have run whole
+         * between our first load and the next) */
+        if ((seen.v != last.v || seen.st != last.st || seen.vpage != last.vpage) && tries < 1000) continue;
         /* an aligned address in free space is most likely a stale pointer to an
          * object freed before (a slab released when its last block went) */
         bool dbl = (at && freeing) || ((st == PM_VEH_FREE || st == PM_VEH_CACHED) && p % 16 == 0);
