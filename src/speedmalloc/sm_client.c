@@ -170,7 +170,7 @@ static inline void *sm_malloc(size_t size)
 static SM_SLOW void free_small_slow(uintptr_t p, unsigned cls);
 static SM_SLOW void free_other(uintptr_t p, unsigned kind);
 static SM_SLOW void free_flush(struct client *c, unsigned cls);
-static SM_SLOW void free_remote(struct client *c, uintptr_t p);
+static inline void free_remote(struct client *c, uintptr_t p);
 
 /* Everything the fast path does not decide: NULL, an unregistered thread, a pointer
  * outside the segment window or not a block start (a large object, a segment outside
@@ -244,19 +244,33 @@ static SM_SLOW void free_keyed(struct client *c, struct mag_hdr *h, void *ptr)
 }
 
 /* A block of a page that feeds another thread: into the free ring, published every
- * 16 entries (and whenever the magazines flush or the thread waits or exits). */
-static SM_SLOW void free_remote(struct client *c, uintptr_t p)
+ * 16 entries (and whenever the magazines flush or the thread waits or exits). A leaf with
+ * no call and no errno save on 15 of 16 frees (it was 30 instructions per block, with two
+ * calls: callgrind, xmalloc-test 2t, where every free is remote); the publishing and the
+ * full-ring wait, which may sleep or serve, are out of line. */
+static SM_SLOW void free_remote_publish(struct client *c)
+{
+    int e = errno;
+    STORE_REL(&c->free_tail, c->my_free_tail);
+    sm_ring_doorbell(c);
+    sm_notify(c, c->my_free_tail - c->my_free_head_cache);
+    errno = e;
+}
+static SM_SLOW void free_remote_full(struct client *c, uintptr_t p)
 {
     int e = errno;
     sm_fring_reserve(c, 1);
-    c->fring[c->my_free_tail % FRING] = (void *)p;
-    c->my_free_tail++;
-    if ((c->my_free_tail & 15) == 0) {
-        STORE_REL(&c->free_tail, c->my_free_tail);
-        sm_ring_doorbell(c);
-        sm_notify(c, c->my_free_tail - c->my_free_head_cache);
-    }
     errno = e;
+    c->fring[c->my_free_tail % FRING] = (void *)p;
+    if ((++c->my_free_tail & 15) == 0) free_remote_publish(c);
+}
+static inline void free_remote(struct client *c, uintptr_t p)
+{
+    uint32_t t = c->my_free_tail;
+    if (SM_UNLIKELY(t - c->my_free_head_cache >= FRING)) { free_remote_full(c, p); return; }
+    c->fring[t % FRING] = (void *)p;
+    c->my_free_tail = ++t;
+    if (SM_UNLIKELY((t & 15) == 0)) free_remote_publish(c);
 }
 
 static SM_SLOW void free_flush(struct client *c, unsigned cls)

@@ -220,6 +220,7 @@ static inline void sm_maybe_sweep(void)
     if (now - sm_g.last_sweep >= DECAY_NS / 2) sm_decay_sweep(now);
 }
 void sm_srv_free_small(uintptr_t p);
+void sm_srv_free_ring(void *const *ring, uint32_t h, uint32_t t);
 void *sm_server_self_malloc(unsigned cls);
 
 /* ---- sm_large.c (metadata owner only) --------------------------------------- */

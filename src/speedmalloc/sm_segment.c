@@ -203,6 +203,69 @@ void sm_srv_free_small(uintptr_t p)
     if (SM_UNLIKELY(pg->nfree == pg->capacity || !pg->list)) srv_page_settle(s, pg);
 }
 
+/* A client's free ring from index h to t (one batch of what sm_drain_frees takes): each
+ * block as sm_srv_free_small would take it, with what a block's page gives remembered
+ * per class for the batch (a small table indexed by class, keyed by the slice word and
+ * segment): the segment is checked (registry, magic) when it changes, and a block whose
+ * slice word matches its class's entry needs only the block-start multiply and the
+ * double-free bit; the byte count is written once. A thread's queued frees come from a
+ * few pages, one per class (xmalloc-test 2t: every free goes through here; 72 -> ~30
+ * instructions per block, callgrind). Pages are settled (put on a list, or released) when
+ * their entry is replaced and at the end, which leaves the same state as settling after
+ * each block: nothing else reads the page meanwhile, and a block of a fully free page is
+ * a double free either way. Entries that are not small blocks of a segment take the
+ * general path. */
+#define FR_WAYS 16
+void sm_srv_free_ring(void *const *ring, uint32_t h, uint32_t t)
+{
+    struct {
+        uint64_t w;          /* the slice word that selects this page (0: empty) */
+        struct segment *s;
+        struct page *pg;
+        uintptr_t base;
+        uint64_t mul, lim, size;
+    } e[FR_WAYS];
+    for (unsigned i = 0; i < FR_WAYS; i++) e[i].w = 0;
+    struct segment *seg = NULL; /* the last segment checked */
+    uint64_t out = 0;
+    for (; h != t; h++) {
+        uintptr_t p = (uintptr_t)ring[h % FRING];
+        struct segment *s = (struct segment *)(p & ~(SEG_SIZE - 1));
+        if (SM_UNLIKELY(s != seg)) {
+            unsigned r = (p >> ADDR_BITS) ? 0 : sm_g.registry[p >> SEG_SHIFT];
+            if (r != REG_KIND_SEG || s->magic != SEG_MAGIC) { sm_srv_free_any(p); continue; } /* large, or the report */
+            seg = s;
+        }
+        uint64_t w = s->si[(p >> SLICE_SHIFT) & (SLICES - 1)];
+        unsigned k = SI_K(w);
+        if (SM_UNLIKELY(k - 1 >= sm_g.nclass)) { srv_free_error(p, 0); continue; }
+        unsigned x = k % FR_WAYS;
+        if (SM_UNLIKELY(e[x].w != w || e[x].s != s)) { /* settle the entry's page, take this one */
+            if (e[x].w && (e[x].pg->nfree == e[x].pg->capacity || !e[x].pg->list)) srv_page_settle(e[x].s, e[x].pg);
+            e[x].w = w;
+            e[x].s = s;
+            e[x].pg = &s->pages[SI_PSTART(w)];
+            e[x].base = (uint32_t)w;
+            e[x].mul = sm_g.cls_chk[k].mul;
+            e[x].lim = sm_g.cls_chk[k].lim;
+            e[x].size = sm_g.cls_size[k - 1];
+        }
+        uint32_t off = (uint32_t)p - (uint32_t)e[x].base;
+        unsigned __int128 m = (unsigned __int128)off * e[x].mul;
+        if (SM_UNLIKELY((uint64_t)m >= e[x].lim)) { srv_free_error(p, 1); continue; }
+        uint64_t idx = (uint64_t)(m >> 64);
+        struct page *pg = e[x].pg;
+        uint64_t bit = 1ull << (idx & 63), *word = &pg->free_bits[idx >> 6];
+        if (SM_UNLIKELY(*word & bit)) { srv_free_error(p, 2); continue; }
+        *word |= bit;
+        pg->nfree++;
+        out += e[x].size;
+    }
+    for (unsigned i = 0; i < FR_WAYS; i++)
+        if (e[i].w && (e[i].pg->nfree == e[i].pg->capacity || !e[i].pg->list)) srv_page_settle(e[i].s, e[i].pg);
+    sm_g.st.bytes_out -= out;
+}
+
 /* The server thread should never allocate; if libc makes it, serve it directly. */
 void *sm_server_self_malloc(unsigned cls)
 {

@@ -325,6 +325,57 @@ static void test_double_free_not_immediate(void **state)
     nm_sm_free(t2);
 }
 
+/* Another thread's blocks go back through the free ring to the server's batched path
+ * (sm_srv_free_ring): blocks of several classes interleaved, then three of them freed a
+ * second time by that thread. The three repeats are counted as double frees (the pages
+ * stay in use: the main thread keeps one block of each class), and no block is handed out
+ * twice afterwards. */
+#define RF_CLASSES 6
+#define RF_PER 40
+static void *rf_blocks[RF_CLASSES * RF_PER];
+static void *remote_freer(void *arg)
+{
+    (void)arg;
+    for (unsigned i = 0; i < RF_CLASSES * RF_PER; i++) nm_sm_free(rf_blocks[i]);
+    nm_sm_free(rf_blocks[7]);
+    nm_sm_free(rf_blocks[RF_PER + 3]);
+    nm_sm_free(rf_blocks[RF_CLASSES * RF_PER - 1]);
+    return NULL;
+}
+static void test_remote_frees_checked(void **state)
+{
+    (void)state;
+    static const size_t sizes[RF_CLASSES] = {16, 48, 100, 256, 1000, 4000};
+    void *keep[RF_CLASSES];
+    for (unsigned c = 0; c < RF_CLASSES; c++) assert_non_null(keep[c] = nm_sm_malloc(sizes[c]));
+    for (unsigned i = 0; i < RF_PER; i++) /* interleaved: the ring sees the classes mixed */
+        for (unsigned c = 0; c < RF_CLASSES; c++) {
+            void *b = nm_sm_malloc(sizes[c]);
+            assert_non_null(b);
+            memset(b, (int)(c + 1), sizes[c]);
+            rf_blocks[i * RF_CLASSES + c] = b;
+        }
+    nm_speedmalloc_stats before = stats_now();
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, remote_freer, NULL), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    nm_speedmalloc_stats after = stats_now();
+    assert_int_equal(after.double_frees, before.double_frees + 3);
+    assert_int_equal(after.invalid_frees, before.invalid_frees);
+    /* everything came back once: enough allocations to take every freed block again
+     * (from this thread's pages) give no block twice */
+    enum { N = RF_CLASSES * RF_PER * 4 };
+    static void *got[N];
+    for (unsigned i = 0; i < N; i++) {
+        assert_non_null(got[i] = nm_sm_malloc(sizes[i % RF_CLASSES]));
+        memset(got[i], 0xee, sizes[i % RF_CLASSES]);
+    }
+    for (unsigned i = 0; i < N; i++) /* distinct */
+        for (unsigned j = i + 1; j < N; j++) assert_ptr_not_equal(got[i], got[j]);
+    for (unsigned i = 0; i < N; i++) nm_sm_free(got[i]);
+    for (unsigned c = 0; c < RF_CLASSES; c++) nm_sm_free(keep[c]);
+}
+
 /* ---- multi-threaded stress with cross-thread frees ---------------------------- */
 #define NTHREADS 4
 #define SLOTS 512
@@ -570,6 +621,7 @@ int main(void)
         cmocka_unit_test(test_realloc_chain),
         cmocka_unit_test(test_invalid_and_double_free),
         cmocka_unit_test(test_double_free_not_immediate),
+        cmocka_unit_test(test_remote_frees_checked),
         cmocka_unit_test(test_invalid_free_page_slack),
         cmocka_unit_test(test_invalid_free_in_window),
         cmocka_unit_test(test_stress_threads),
