@@ -64,7 +64,12 @@ void *sm_self_refill(struct client *c, unsigned cls)
     unsigned got = sm_take_blocks(c, cls, h->top, want);
     h->top += got;
     pthread_mutex_unlock(&sm_g.srv_lock);
-    uint32_t most = sm_g.cls_tmax[cls] < cap ? sm_g.cls_tmax[cls] : cap;
+    /* grows to a ring's worth, or for small blocks to what 32 KiB hold (within the
+     * magazine): each refill is a metadata-lock round trip, and a thread whose blocks all
+     * come back through other threads' frees (xmalloc-test) refills on every magazine */
+    uint32_t most = sm_g.cls_tmax[cls], small = (uint32_t)((32u << 10) / sm_g.cls_size[cls]);
+    if (small > most) most = small;
+    if (most > cap) most = cap;
     if (h->refill < most) h->refill = (uint16_t)(h->refill * 2u < most ? h->refill * 2u : most);
     return got ? sm_unkey(*--h->top) : NULL;
 }
