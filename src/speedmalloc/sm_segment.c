@@ -209,7 +209,7 @@ void sm_srv_free_small(uintptr_t p)
  * segment): the segment is checked (registry, magic) when it changes, and a block whose
  * slice word matches its class's entry needs only the block-start multiply and the
  * double-free bit; the byte count is written once. A thread's queued frees come from a
- * few pages, one per class (xmalloc-test 2t: every free goes through here; 72 -> ~30
+ * few pages, one per class (xmalloc-test 2t: every free goes through here; 73 -> 54
  * instructions per block, callgrind). Pages are settled (put on a list, or released) when
  * their entry is replaced and at the end, which leaves the same state as settling after
  * each block: nothing else reads the page meanwhile, and a block of a fully free page is
