@@ -132,8 +132,7 @@ static inline int pe_alloc(pe_heap *e, uint64_t i, size_t size)
     int rc;
     if (e->k == PE_PMDK) rc = pmemobj_alloc(e->pop, &((PMEMoid *)e->slots)[i], size, 0, NULL, NULL);
     else rc = pmalloc_malloc_to(e->h, size, &((pmalloc_ptr *)e->slots)[i]) ? -1 : 0;
-    static int spread = -1; if (spread < 0) spread = getenv("PE_SPREAD") != NULL;
-    if (rc == 0) memset((char *)pe_ptr(e, i) + (spread && size >= 8192 ? (i * 64) % 4096 : 0), 0x5a, 64);
+    if (rc == 0) memset(pe_ptr(e, i), 0x5a, 64);
     return rc;
 }
 

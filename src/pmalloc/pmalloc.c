@@ -325,12 +325,6 @@ nm_err pmalloc_malloc_to_ex(pmalloc_heap *hd, size_t size, pmalloc_ptr *dst, uns
     return err;
 }
 
-/* Claim the allocated extent at heap offset p (rel: from the data area) for
- * its free, without a lock: an ALLOC VEH changes only after a free has
- * claimed it (`freeing`, one CAS), and VEHs are never freed while the heap is
- * open, so the page map's VEH is read, claimed, and then checked again (it may
- * have been freed and recycled in between, by a racing double free). What
- * fails the quick way is decided under the extent lock. */
 /* v is the page map's VEH of `page`, an allocated extent starting there with its log entry */
 static bool large_at(pm_heap *h, const pm_veh *v, uint64_t page)
 {
@@ -347,6 +341,12 @@ static bool large_try_claim(pm_heap *h, pm_veh *v, uint64_t page)
     return false;
 }
 
+/* Claim the allocated extent at heap offset p (rel: from the data area) for
+ * its free, without a lock: an ALLOC VEH changes only after a free has
+ * claimed it (`freeing`, one CAS), and VEHs are never freed while the heap is
+ * open, so the page map's VEH is read, claimed, and then checked again (it may
+ * have been freed and recycled in between, by a racing double free). What
+ * fails the quick way is decided under the extent lock. */
 static nm_err large_claim(pm_heap *h, uint64_t p, uint64_t rel, pm_veh **out)
 {
     uint64_t page = rel / PM_PAGE;
@@ -364,8 +364,8 @@ static nm_err large_claim(pm_heap *h, uint64_t p, uint64_t rel, pm_veh **out)
          * store (store lock only): what is read here may mix moments of it
          * (an old state with a new page, CI tsan run 2026-11-29). Whoever
          * finds the VEH claimed waits until that free ends and reads again;
-         * a clear claim comes with its final state (xc insert stores the
-         * state, then clears `freeing`; read here the other way). */
+         * a clear claim comes with its final state (a store's insert clears
+         * `freeing` last; read here first). */
         bool freeing = v && __atomic_load_n(&v->freeing, __ATOMIC_ACQUIRE);
         int st = v ? __atomic_load_n(&v->state, __ATOMIC_ACQUIRE) : PM_VEH_FREE;
         uint64_t vpage = v ? __atomic_load_n(&v->page, __ATOMIC_RELAXED) : 0;

@@ -123,7 +123,6 @@ static void insert(pm_heap *h, pm_xcache *c, unsigned id, pm_veh *v)
     __atomic_store_n(&v->bkpos, -1, __ATOMIC_RELAXED);
     __atomic_store_n(&v->owner, id, __ATOMIC_RELAXED);
     __atomic_store_n(&v->state, PM_VEH_CACHED, __ATOMIC_RELEASE);
-    __atomic_store_n(&v->freeing, false, __ATOMIC_RELEASE); /* after the state (large_claim reads them the other way) */
     pm_veh *l = start > 0 ? pm_pmap_get(h, start - 1) : NULL;
     if (mine(l, id) && l != v && l->page + l->npages == start) {
         bin_del(c, l);
@@ -147,6 +146,9 @@ static void insert(pm_heap *h, pm_xcache *c, unsigned id, pm_veh *v)
     pm_pmap_set(h, start, v);
     pm_pmap_set(h, end - 1, v);
     bin_add(c, v);
+    /* the claim goes last: a racing free that reads it clear (large_claim reads
+     * it first) sees this VEH's final state and page, and the page map's */
+    __atomic_store_n(&v->freeing, false, __ATOMIC_RELEASE);
 }
 
 /* Take v out of the store for the extent allocator (store lock held). */

@@ -256,13 +256,13 @@ static SM_SLOW void free_remote_publish(struct client *c)
     sm_notify(c, c->my_free_tail - c->my_free_head_cache);
     errno = e;
 }
+static inline void free_remote(struct client *c, uintptr_t p);
 static SM_SLOW void free_remote_full(struct client *c, uintptr_t p)
 {
     int e = errno;
     sm_fring_reserve(c, 1);
     errno = e;
-    c->fring[c->my_free_tail % FRING] = (void *)p;
-    if ((++c->my_free_tail & 15) == 0) free_remote_publish(c);
+    free_remote(c, p); /* room now */
 }
 static inline void free_remote(struct client *c, uintptr_t p)
 {

@@ -162,6 +162,8 @@ static SM_SLOW void srv_free_error(uintptr_t p, int why)
               why ? "free of a pointer that is not a block start (server)" : "free of a pointer outside any page (server)",
               (void *)p);
 }
+/* A page a free made empty, or that had none free (on no list): settle it. */
+static inline bool settle_due(const struct page *pg) { return pg->nfree == pg->capacity || !pg->list; }
 static SM_SLOW void srv_page_settle(struct segment *s, struct page *pg)
 {
     if (pg->nfree == pg->capacity) {
@@ -200,7 +202,7 @@ void sm_srv_free_small(uintptr_t p)
     *word |= bit;
     pg->nfree++;
     sm_g.st.bytes_out -= sm_g.cls_size[k - 1];
-    if (SM_UNLIKELY(pg->nfree == pg->capacity || !pg->list)) srv_page_settle(s, pg);
+    if (SM_UNLIKELY(settle_due(pg))) srv_page_settle(s, pg);
 }
 
 /* A client's free ring from index h to t (one batch of what sm_drain_frees takes): each
@@ -241,7 +243,7 @@ void sm_srv_free_ring(void *const *ring, uint32_t h, uint32_t t)
         if (SM_UNLIKELY(k - 1 >= sm_g.nclass)) { srv_free_error(p, 0); continue; }
         unsigned x = k % FR_WAYS;
         if (SM_UNLIKELY(e[x].w != w || e[x].s != s)) { /* settle the entry's page, take this one */
-            if (e[x].w && (e[x].pg->nfree == e[x].pg->capacity || !e[x].pg->list)) srv_page_settle(e[x].s, e[x].pg);
+            if (e[x].w && settle_due(e[x].pg)) srv_page_settle(e[x].s, e[x].pg);
             e[x].w = w;
             e[x].s = s;
             e[x].pg = &s->pages[SI_PSTART(w)];
@@ -262,7 +264,7 @@ void sm_srv_free_ring(void *const *ring, uint32_t h, uint32_t t)
         out += e[x].size;
     }
     for (unsigned i = 0; i < FR_WAYS; i++)
-        if (e[i].w && (e[i].pg->nfree == e[i].pg->capacity || !e[i].pg->list)) srv_page_settle(e[i].s, e[i].pg);
+        if (e[i].w && settle_due(e[i].pg)) srv_page_settle(e[i].s, e[i].pg);
     sm_g.st.bytes_out -= out;
 }
 

@@ -31,6 +31,17 @@ static pmalloc_options one_arena(char *dir, size_t n, const char *tag, size_t si
     return o;
 }
 
+/* The end of a test: roots 0..n-1 freed, nothing live, the heap checked,
+ * closed and removed. */
+static void free_roots_close(pmalloc_heap *h, unsigned n, const char *dir)
+{
+    for (unsigned i = 0; i < n; i++) assert_int_equal(pmalloc_free_from(h, pmalloc_root_slot(h, i)), NM_OK);
+    assert_int_equal(stats(h).objects_live, 0);
+    assert_int_equal(pmalloc_check(h), NM_OK);
+    assert_int_equal(pmalloc_close(h), NM_OK);
+    pmt_rmdir(dir);
+}
+
 static void test_reuse_and_errors(void **state)
 {
     (void)state;
@@ -135,11 +146,7 @@ static void test_no_enomem_from_caching(void **state)
     assert_int_equal(st.free_bytes, before.free_bytes);
     assert_int_equal(st.objects_live, before.objects_live);
     assert_int_equal(pmalloc_check(h), NM_OK);
-    for (unsigned i = 0; i < n; i++) assert_int_equal(pmalloc_free_from(h, pmalloc_root_slot(h, i)), NM_OK);
-    assert_int_equal(stats(h).objects_live, 0);
-    assert_int_equal(pmalloc_check(h), NM_OK);
-    assert_int_equal(pmalloc_close(h), NM_OK);
-    pmt_rmdir(dir);
+    free_roots_close(h, n, dir);
 }
 
 /* Frees of neighbours coalesce in the store: a request as large as the three
@@ -174,10 +181,7 @@ static void test_store_coalesces(void **state)
     assert_int_equal(stats(h).cached_bytes, 0);
     assert_int_equal(pmalloc_usable_size(h, first), 3 * 64 * KiB);
     assert_int_equal(pmalloc_check(h), NM_OK);
-    for (unsigned i = 0; i < 5; i++) assert_int_equal(pmalloc_free_from(h, pmalloc_root_slot(h, i)), NM_OK);
-    assert_int_equal(pmalloc_check(h), NM_OK);
-    assert_int_equal(pmalloc_close(h), NM_OK);
-    pmt_rmdir(dir);
+    free_roots_close(h, 5, dir);
 }
 
 /* A store holds at most a quarter of the data area (one arena): a free past
@@ -212,11 +216,7 @@ static void test_store_bounds(void **state)
     /* (root 1 joined its stored neighbours, if any: one fresh extent of up to 3 x 64 KiB) */
     assert_true(stats(h).cached_bytes >= 64 * KiB && stats(h).cached_bytes <= 3 * 64 * KiB);
     assert_int_equal(pmalloc_check(h), NM_OK);
-    for (unsigned i = 0; i < n; i++) assert_int_equal(pmalloc_free_from(h, pmalloc_root_slot(h, i)), NM_OK);
-    assert_int_equal(stats(h).objects_live, 0);
-    assert_int_equal(pmalloc_check(h), NM_OK);
-    assert_int_equal(pmalloc_close(h), NM_OK);
-    pmt_rmdir(dir);
+    free_roots_close(h, n, dir);
 }
 
 /* A crash (no close) with extents in the caches: after recovery they are free
