@@ -24,13 +24,13 @@ int nm_suite_pmalloc_kv(nm_bench *b)
     nm_bench_config_str(b, "speedup_key", "PMAlloc-LOG / PMDK KV ops/s at 2 threads");
     nm_bench_plot_spec(b, "[{\"title\":\"KV index 50% insert / 50% delete\",\"x\":\"threads\",\"y\":\"mops\",\"series\":\"allocator\",\"kind\":\"bar\"}]");
     double m[3][3] = {{0}};
-    for (unsigned th = 1; th <= 2; th++)
-        for (int k = 0; k < PE_NKINDS; k++) {
-            pe_params p = {.work = PE_KV, .kind = (pe_kind)k, .threads = th, .n = warm, .iters = 1, .ops = ops,
-                           .pool_size = pool};
-            m[th][k] = pe_measure(b, "kv", &p, reps, NULL);
-            if (isnan(m[th][k])) return NM_EIO;
-        }
+    for (unsigned th = 1; th <= 2; th++) { /* the three allocators' repetitions interleaved */
+        pe_params p[PE_NKINDS];
+        for (int k = 0; k < PE_NKINDS; k++)
+            p[k] = (pe_params){.work = PE_KV, .kind = (pe_kind)k, .threads = th, .n = warm, .iters = 1, .ops = ops,
+                               .pool_size = pool};
+        if (pe_measure_set(b, "kv", p, PE_NKINDS, reps, m[th], NULL)) return NM_EIO;
+    }
     nm_bench_summary_num(b, "kv_speedup_vs_pmdk", m[2][PE_LOG] / m[2][PE_PMDK]);
     nm_bench_summary_num(b, "kv_speedup_gc_vs_pmdk", m[2][PE_GC] / m[2][PE_PMDK]);
     nm_bench_progress(b, "kv: LOG/PMDK %.2fx at 2 threads, %.2fx at 1", m[2][PE_LOG] / m[2][PE_PMDK], m[1][PE_LOG] / m[1][PE_PMDK]);

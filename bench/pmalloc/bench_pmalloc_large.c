@@ -43,14 +43,14 @@ int nm_suite_pmalloc_large(nm_bench *b)
     for (unsigned i = 0; i < 2; i++) {
         if (only && strcmp(only, bs[i].key)) continue;
         double m[3][3] = {{0}};
-        for (unsigned th = 1; th <= 2; th++)
-            for (int k = 0; k < PE_NKINDS; k++) {
-                pe_params p = {.work = bs[i].w, .kind = (pe_kind)k, .threads = th,
-                               .n = bs[i].w == PE_DBMSTEST ? dbms_n / th : bs[i].n, .iters = bs[i].iters,
-                               .ops = bs[i].ops, .pool_size = bs[i].pool, .warm = bs[i].w == PE_DBMSTEST ? bs[i].iters : 0};
-                m[th][k] = pe_measure(b, bs[i].name, &p, reps, NULL);
-                if (isnan(m[th][k])) return NM_EIO;
-            }
+        for (unsigned th = 1; th <= 2; th++) { /* the three allocators' repetitions interleaved */
+            pe_params p[PE_NKINDS];
+            for (int k = 0; k < PE_NKINDS; k++)
+                p[k] = (pe_params){.work = bs[i].w, .kind = (pe_kind)k, .threads = th,
+                                   .n = bs[i].w == PE_DBMSTEST ? dbms_n / th : bs[i].n, .iters = bs[i].iters,
+                                   .ops = bs[i].ops, .pool_size = bs[i].pool, .warm = bs[i].w == PE_DBMSTEST ? bs[i].iters : 0};
+            if (pe_measure_set(b, bs[i].name, p, PE_NKINDS, reps, m[th], NULL)) return NM_EIO;
+        }
         char key[64];
         snprintf(key, sizeof key, "speedup_vs_pmdk_%s", bs[i].key);
         nm_bench_summary_num(b, key, m[2][PE_LOG] / m[2][PE_PMDK]);

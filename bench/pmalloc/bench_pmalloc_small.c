@@ -37,13 +37,13 @@ int nm_suite_pmalloc_small(nm_bench *b)
     double sp[4], eadr[4];
     for (unsigned i = 0; i < 4; i++) {
         double m[3][3] = {{0}};
-        for (unsigned th = 1; th <= 2; th++)
-            for (int k = 0; k < PE_NKINDS; k++) {
-                pe_params p = {.work = bs[i].w, .kind = (pe_kind)k, .threads = th, .n = bs[i].n,
-                               .iters = bs[i].iters, .ops = bs[i].ops, .pool_size = pool};
-                m[th][k] = pe_measure(b, bs[i].name, &p, reps, NULL);
-                if (isnan(m[th][k])) return NM_EIO;
-            }
+        for (unsigned th = 1; th <= 2; th++) { /* the three allocators' repetitions interleaved */
+            pe_params p[PE_NKINDS];
+            for (int k = 0; k < PE_NKINDS; k++)
+                p[k] = (pe_params){.work = bs[i].w, .kind = (pe_kind)k, .threads = th, .n = bs[i].n,
+                                   .iters = bs[i].iters, .ops = bs[i].ops, .pool_size = pool};
+            if (pe_measure_set(b, bs[i].name, p, PE_NKINDS, reps, m[th], NULL)) return NM_EIO;
+        }
         /* eADR (Sec. 8.9): PMAlloc-LOG with flushes and interleaving off, 2 threads. PMDK has
          * no per-pool switch for it (libpmem reads PMEM_NO_FLUSH at load), so the ratio is
          * against our own flushing LOG in the same run. */

@@ -99,5 +99,11 @@ void pe_cleanup(const char *dir);
  * prefaulting for the peak memory; adds one row per call. NAN on failure.
  * Row labels: PMAlloc-LOG/-GC, -eADR (p->eadr), -noSM, PMDK, PMDK-noflush. */
 double pe_measure(nm_bench *b, const char *bench_name, pe_params *p, unsigned reps, double *peak_mib);
+/* The same for n configurations measured side by side: repetition k of each
+ * in turn (rotating who goes first), so that they share the host's drift;
+ * one row each, in order; mops[i] (and peak_mib[i] when given) get the
+ * medians. 0, or -1 on failure (reported). */
+int pe_measure_set(nm_bench *b, const char *bench_name, pe_params *ps, unsigned n, unsigned reps, double *mops,
+                   double *peak_mib);
 
 #endif

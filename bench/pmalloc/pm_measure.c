@@ -3,6 +3,7 @@
  * runner (nm_bench_*), which the helper nearmem-pmalloc-evalrun does not link. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/statfs.h>
 #include <unistd.h>
 #include <linux/magic.h>
@@ -32,53 +33,101 @@ static const char *pe_pool_parent(nm_bench *b, size_t pool)
     return dir;
 }
 
+static const char *pe_label(const pe_params *p)
+{
+    return p->pmdk_noflush ? "PMDK-noflush"
+           : p->eadr       ? (p->kind == PE_GC ? "PMAlloc-GC-eADR" : "PMAlloc-LOG-eADR")
+           : p->no_morph   ? (p->kind == PE_GC ? "PMAlloc-GC-noSM" : "PMAlloc-LOG-noSM")
+                           : pe_kind_name(p->kind);
+}
+
+/* Repetition k of configuration p: 0 on success, with its figures stored. */
+typedef struct pe_acc {
+    double mops[16], cpu[16], flt[16], peak, pmem, morphs;
+} pe_acc;
+
+static int measure_one(nm_bench *b, const char *bench_name, const char *tmp, pe_params *p, unsigned k, pe_acc *a)
+{
+    snprintf(p->dir, sizeof p->dir, "%s/nearmem-eval-%d-%s-%d%s%s%s-%u", tmp, (int)getpid(), bench_name, (int)p->kind,
+             p->eadr ? "e" : "", p->no_morph ? "n" : "", p->pmdk_noflush ? "f" : "", p->threads);
+    pe_cleanup(p->dir);
+    pe_result r;
+    p->seed = nm_bench_seed(b) * 1000003u + k;
+    p->prefault = k > 0;
+    int rc = pe_run(p, &r);
+    pe_cleanup(p->dir);
+    if (rc || r.seconds <= 0) {
+        nm_bench_progress(b, "%s %s threads %u: FAILED: %s", bench_name, pe_kind_name(p->kind), p->threads, r.msg);
+        return -1;
+    }
+    if (k == 0) {
+        a->peak = r.peak_bytes / (1024.0 * 1024.0);
+        a->morphs = r.aux;
+    } else {
+        a->mops[k - 1] = r.ops / r.seconds / 1e6;
+        a->cpu[k - 1] = r.cpu_seconds / r.ops * 1e9; /* CPU ns per operation, all threads */
+        a->flt[k - 1] = (r.minflt + r.majflt) / r.ops;
+    }
+    a->pmem = r.is_pmem;
+    return 0;
+}
+
+int pe_measure_set(nm_bench *b, const char *bench_name, pe_params *ps, unsigned n, unsigned reps, double *mops,
+                   double *peak_mib)
+{
+    if (reps > 16) reps = 16;
+    if (reps < 1) reps = 1;
+    pe_acc *acc = calloc(n ? n : 1, sizeof *acc);
+    if (!acc) return -1;
+    const char *tmp = pe_pool_parent(b, ps[0].pool_size);
+    /* Round k runs repetition k of every configuration, starting one further
+     * each round: the host drifts (on the 2-core VM a 2-thread run's rate can
+     * halve from one process to the next with the same work counted), and
+     * blocks of one allocator's repetitions after another's let that drift
+     * into the ratios. Run 0 is not prefaulted and gives the peak memory
+     * (pages touched + DRAM); runs 1..reps are prefaulted and give the
+     * throughput. */
+    for (unsigned k = 0; k <= reps; k++)
+        for (unsigned j = 0; j < n; j++) {
+            unsigned i = (j + k) % n;
+            if (measure_one(b, bench_name, tmp, &ps[i], k, &acc[i])) {
+                free(acc);
+                return -1;
+            }
+        }
+    for (unsigned i = 0; i < n; i++) {
+        const pe_params *p = &ps[i];
+        pe_acc *a = &acc[i];
+        double m = nm_stats_median(a->mops, reps), lo = a->mops[0], hi = a->mops[0];
+        for (unsigned k = 1; k < reps; k++) {
+            lo = a->mops[k] < lo ? a->mops[k] : lo;
+            hi = a->mops[k] > hi ? a->mops[k] : hi;
+        }
+        nm_bench_row *row = nm_bench_row_new(b);
+        nm_bench_row_str(row, "bench", bench_name);
+        nm_bench_row_str(row, "allocator", pe_label(p));
+        nm_bench_row_num(row, "threads", p->threads);
+        nm_bench_row_num(row, "mops", m);
+        nm_bench_row_num(row, "mops_min", lo);
+        nm_bench_row_num(row, "mops_max", hi);
+        nm_bench_row_num(row, "peak_mib", a->peak);
+        nm_bench_row_num(row, "cpu_flush", a->pmem);
+        nm_bench_row_num(row, "repetitions", reps);
+        /* the timed phase's CPU time of all threads and page faults (getrusage), medians */
+        nm_bench_row_num(row, "cpu_ns_per_op", nm_stats_median(a->cpu, reps));
+        nm_bench_row_num(row, "faults_per_op", nm_stats_median(a->flt, reps));
+        if (p->work == PE_FRAG && p->kind != PE_PMDK) nm_bench_row_num(row, "slab_morphs", a->morphs);
+        nm_bench_progress(b, "%-13s %-12s threads %u: %8.3f Mops/s (median of %u, %.3f-%.3f), %.0f CPU ns/op, peak %.1f MiB touched",
+                          bench_name, pe_label(p), p->threads, m, reps, lo, hi, nm_stats_median(a->cpu, reps), a->peak);
+        if (mops) mops[i] = m;
+        if (peak_mib) peak_mib[i] = a->peak;
+    }
+    free(acc);
+    return 0;
+}
+
 double pe_measure(nm_bench *b, const char *bench_name, pe_params *p, unsigned reps, double *peak_mib)
 {
-    double mops[16], cpu[16], flt[16], peak = 0, pmem = 0, morphs = 0;
-    const char *label = p->pmdk_noflush ? "PMDK-noflush" : p->eadr ? (p->kind == PE_GC ? "PMAlloc-GC-eADR" : "PMAlloc-LOG-eADR") : p->no_morph ? (p->kind == PE_GC ? "PMAlloc-GC-noSM" : "PMAlloc-LOG-noSM") : pe_kind_name(p->kind);
-    if (reps > 16) reps = 16;
-    const char *tmp = pe_pool_parent(b, p->pool_size);
-    /* run 0 is not prefaulted and gives the peak memory (pages touched + DRAM);
-     * runs 1..reps are prefaulted and give the throughput */
-    for (unsigned k = 0; k <= reps; k++) {
-        snprintf(p->dir, sizeof p->dir, "%s/nearmem-eval-%d-%s-%d%s%s%s-%u", tmp, (int)getpid(), bench_name, (int)p->kind,
-                 p->eadr ? "e" : "", p->no_morph ? "n" : "", p->pmdk_noflush ? "f" : "", p->threads);
-        pe_cleanup(p->dir);
-        pe_result r;
-        p->seed = nm_bench_seed(b) * 1000003u + k;
-        p->prefault = k > 0;
-        int rc = pe_run(p, &r);
-        pe_cleanup(p->dir);
-        if (rc || r.seconds <= 0) {
-            nm_bench_progress(b, "%s %s threads %u: FAILED: %s", bench_name, pe_kind_name(p->kind), p->threads, r.msg);
-            return NAN;
-        }
-        if (k == 0) {
-            peak = r.peak_bytes / (1024.0 * 1024.0);
-            morphs = r.aux;
-        }
-        else {
-            mops[k - 1] = r.ops / r.seconds / 1e6;
-            cpu[k - 1] = r.cpu_seconds / r.ops * 1e9; /* CPU ns per operation, all threads */
-            flt[k - 1] = (r.minflt + r.majflt) / r.ops;
-        }
-        pmem = r.is_pmem;
-    }
-    double m = nm_stats_median(mops, reps), pm = peak;
-    nm_bench_row *row = nm_bench_row_new(b);
-    nm_bench_row_str(row, "bench", bench_name);
-    nm_bench_row_str(row, "allocator", label);
-    nm_bench_row_num(row, "threads", p->threads);
-    nm_bench_row_num(row, "mops", m);
-    nm_bench_row_num(row, "peak_mib", pm);
-    nm_bench_row_num(row, "cpu_flush", pmem);
-    nm_bench_row_num(row, "repetitions", reps);
-    /* the timed phase's CPU time of all threads and page faults (getrusage), medians */
-    nm_bench_row_num(row, "cpu_ns_per_op", nm_stats_median(cpu, reps));
-    nm_bench_row_num(row, "faults_per_op", nm_stats_median(flt, reps));
-    if (p->work == PE_FRAG && p->kind != PE_PMDK) nm_bench_row_num(row, "slab_morphs", morphs);
-    nm_bench_progress(b, "%-13s %-12s threads %u: %8.3f Mops/s (median of %u), %.0f CPU ns/op, peak %.1f MiB touched",
-                      bench_name, label, p->threads, m, reps, nm_stats_median(cpu, reps), pm);
-    if (peak_mib) *peak_mib = pm;
-    return m;
+    double m;
+    return pe_measure_set(b, bench_name, p, 1, reps, &m, peak_mib) ? NAN : m;
 }
