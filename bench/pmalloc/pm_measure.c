@@ -87,7 +87,13 @@ int pe_measure_set(nm_bench *b, const char *bench_name, pe_params *ps, unsigned 
      * into the ratios. Run 0 is not prefaulted and gives the peak memory
      * (pages touched + DRAM); runs 1..reps are prefaulted and give the
      * throughput. */
-    for (unsigned k = 0; k <= reps; k++)
+    double hmax = NAN;
+    for (unsigned k = 0; k <= reps; k++) {
+        /* the host's cross-CPU handoff before each timed round: a moment's
+         * look, which tells a reader when the host was in one of its slow
+         * stretches ("The slow mode, looked at again", docs/pmalloc.md) */
+        double hn = k > 0 ? nm_bench_handoff_ns() : NAN;
+        if (!isnan(hn) && (isnan(hmax) || hn > hmax)) hmax = hn;
         for (unsigned j = 0; j < n; j++) {
             unsigned i = (j + k) % n;
             if (measure_one(b, bench_name, tmp, &ps[i], k, &acc[i])) {
@@ -95,6 +101,7 @@ int pe_measure_set(nm_bench *b, const char *bench_name, pe_params *ps, unsigned 
                 return -1;
             }
         }
+    }
     for (unsigned i = 0; i < n; i++) {
         const pe_params *p = &ps[i];
         pe_acc *a = &acc[i];
@@ -112,6 +119,7 @@ int pe_measure_set(nm_bench *b, const char *bench_name, pe_params *ps, unsigned 
         nm_bench_row_num(row, "mops_max", hi);
         nm_bench_row_num(row, "peak_mib", a->peak);
         nm_bench_row_num(row, "cpu_flush", a->pmem);
+        if (!isnan(hmax)) nm_bench_row_num(row, "handoff_ns_max", hmax); /* largest probe of this set's rounds */
         nm_bench_row_num(row, "repetitions", reps);
         /* the timed phase's CPU time of all threads and page faults (getrusage), medians */
         nm_bench_row_num(row, "cpu_ns_per_op", nm_stats_median(a->cpu, reps));
