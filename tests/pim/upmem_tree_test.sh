@@ -9,9 +9,12 @@
 set -euo pipefail
 build=$1 tree=$2 name=$3
 shift 3
-work="$build/upmem-tree/$name"
+# one directory per run: the whole suite also runs preloaded (speedmalloc_preload_whole_suite)
+# beside the plain run, and two runs sharing a directory removed each other's tree
+work="$build/upmem-tree/$name.$$"
 rm -rf "$work"
 mkdir -p "$work"
+trap 'rm -rf "$work"' EXIT
 cmake --install "$build" --prefix "$work/prefix" > "$work/install.log"
 cp -r "$tree" "$work/tree"
 export PATH="$work/prefix/bin:$PATH"

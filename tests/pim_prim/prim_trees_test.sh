@@ -8,9 +8,12 @@
 #   prim_trees_test.sh <build dir> <bench/pim/prim> <tasklets> <dpus>
 set -uo pipefail
 build=$1 src=$2 tasklets=$3 dpus=$4
-work="$build/upmem-tree/prim-t$tasklets"
+# one directory per run: the whole suite also runs preloaded (speedmalloc_preload_whole_suite)
+# beside the plain run, and two runs sharing a directory removed each other's trees
+work="$build/upmem-tree/prim-t$tasklets.$$"
 rm -rf "$work"
 mkdir -p "$work"
+trap 'rm -rf "$work"' EXIT
 cmake --install "$build" --prefix "$work/prefix" > "$work/install.log" || { cat "$work/install.log"; exit 1; }
 export PATH="$work/prefix/bin:$PATH"
 command -v dpu-upmem-dpurte-clang | grep -q "^$work/prefix/bin/" || { echo "installed dpu-upmem-dpurte-clang not first in PATH"; exit 1; }
