@@ -209,7 +209,7 @@ static bool pe_two_phase(const pe_params *p)
 static void pe_timed_start(pe_shared *s)
 {
     pthread_barrier_wait(&s->bar);
-    if (s->p->mark) pthread_barrier_wait(&s->bar); /* the main thread marks in between */
+    pthread_barrier_wait(&s->bar); /* the main thread probes the host (and marks) in between */
     uint64_t now = nm_now_ns(), cur = __atomic_load_n(&s->t_start, __ATOMIC_RELAXED);
     while (now < cur && !__atomic_compare_exchange_n(&s->t_start, &cur, now, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
     }
@@ -453,17 +453,19 @@ static int pe_run_threads(pe_heap *e, const pe_params *p, pe_result *r)
     }
     struct rusage ru0, ru1;
     bool two_phase = pe_two_phase(p);
-    if (!two_phase) getrusage(RUSAGE_SELF, &ru0);
     pthread_barrier_wait(&s->bar);
-    if (two_phase) {
-        pthread_barrier_wait(&s->bar); /* the workers fill between the two barriers */
-        getrusage(RUSAGE_SELF, &ru0);
-    }
-    if (p->mark) { /* every worker waits at the second barrier of pe_timed_start */
+    if (two_phase) pthread_barrier_wait(&s->bar); /* the workers fill between the two barriers */
+    /* every worker waits at the second barrier of pe_timed_start: the CPUs are
+     * free for a look at the host's cross-CPU handoff, which on a VM has slow
+     * stretches that a 2-thread timed phase may fall into (docs/pmalloc.md,
+     * "The slow mode, looked at again"); outside the timed phase and its CPU */
+    r->handoff0 = nm_handoff_ns();
+    getrusage(RUSAGE_SELF, &ru0);
+    if (p->mark) {
         if (e->h) pmalloc_stats_reset_counters(e->h);
         pe_mark_begin();
-        pthread_barrier_wait(&s->bar);
     }
+    pthread_barrier_wait(&s->bar);
     uint64_t t0 = nm_now_ns();
     if (p->work == PE_LARSON_SMALL || p->work == PE_LARSON_LARGE)
         for (uint64_t k = 0; k < p->iters; k++) pthread_barrier_wait(&s->bar);
@@ -481,6 +483,7 @@ static int pe_run_threads(pe_heap *e, const pe_params *p, pe_result *r)
     r->majflt = (double)(ru1.ru_majflt - ru0.ru_majflt);
     r->nvcsw = (double)(ru1.ru_nvcsw - ru0.ru_nvcsw);
     r->nivcsw = (double)(ru1.ru_nivcsw - ru0.ru_nivcsw);
+    r->handoff1 = nm_handoff_ns(); /* and right after it */
     if (p->mark) {
         pe_mark_end();
         if (e->h) {
@@ -593,6 +596,7 @@ static void pe_prefault(pe_heap *e, size_t size)
 int pe_run_inproc(const pe_params *p, pe_result *r)
 {
     memset(r, 0, sizeof *r);
+    r->handoff0 = r->handoff1 = NAN; /* taken around a threaded timed phase only */
     /* reset this process's peak-RSS mark, so the peak is this run's */
     nm_peak_rss_reset();
     size_t rss0 = nm_current_rss_bytes();
@@ -728,9 +732,9 @@ void pe_result_print(const pe_result *r)
     for (char *c = msg; *c; c++)
         if (*c == '\n') *c = ' ';
     printf("PE_RESULT err=%d seconds=%.9g ops=%.17g peak=%.17g aux=%.17g is_pmem=%.17g flushes=%.17g fences=%.17g "
-           "cpu=%.9g minflt=%.17g majflt=%.17g nvcsw=%.17g nivcsw=%.17g msg=%s\n",
+           "cpu=%.9g minflt=%.17g majflt=%.17g nvcsw=%.17g nivcsw=%.17g handoff0=%.9g handoff1=%.9g msg=%s\n",
            r->err, r->seconds, r->ops, r->peak_bytes, r->aux, r->is_pmem, r->flushes, r->fences, r->cpu_seconds, r->minflt,
-           r->majflt, r->nvcsw, r->nivcsw, msg);
+           r->majflt, r->nvcsw, r->nivcsw, r->handoff0, r->handoff1, msg);
     fflush(stdout);
 }
 
@@ -749,6 +753,14 @@ int pe_result_parse(const char *out, pe_result *r)
     if (sscanf(at, "cpu=%lf minflt=%lf majflt=%lf nvcsw=%lf nivcsw=%lf %n", &r->cpu_seconds, &r->minflt, &r->majflt, &r->nvcsw,
                &r->nivcsw, &used) == 5 && used > 0)
         at += used;
+    used = 0; /* the host probes around the timed phase are optional too (nan when not taken) */
+    r->handoff0 = r->handoff1 = NAN;
+    char h0[40], h1[40];
+    if (sscanf(at, "handoff0=%39s handoff1=%39s %n", h0, h1, &used) == 2 && used > 0) {
+        r->handoff0 = strtod(h0, NULL);
+        r->handoff1 = strtod(h1, NULL);
+        at += used;
+    }
     used = 0;
     if (sscanf(at, "msg=%n", &used) != 0 || used == 0) return -1;
     size_t k = 0;

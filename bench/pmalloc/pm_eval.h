@@ -63,6 +63,9 @@ typedef struct pe_result {
      * only waits meanwhile): CPU seconds of all threads, minor and major page
      * faults, voluntary and involuntary context switches */
     double cpu_seconds, minflt, majflt, nvcsw, nivcsw;
+    /* the host's cross-CPU handoff (nm_handoff_ns) right before and right after
+     * the timed phase, ns; NAN when not taken */
+    double handoff0, handoff1;
 } pe_result;
 
 /* Run one measurement in a forked child; the pool lives in p->dir. With

@@ -43,7 +43,7 @@ static const char *pe_label(const pe_params *p)
 
 /* Repetition k of configuration p: 0 on success, with its figures stored. */
 typedef struct pe_acc {
-    double mops[16], cpu[16], flt[16], peak, pmem, morphs;
+    double mops[16], cpu[16], flt[16], peak, pmem, morphs, handoff_max;
 } pe_acc;
 
 static int measure_one(nm_bench *b, const char *bench_name, const char *tmp, pe_params *p, unsigned k, pe_acc *a)
@@ -67,6 +67,10 @@ static int measure_one(nm_bench *b, const char *bench_name, const char *tmp, pe_
         a->mops[k - 1] = r.ops / r.seconds / 1e6;
         a->cpu[k - 1] = r.cpu_seconds / r.ops * 1e9; /* CPU ns per operation, all threads */
         a->flt[k - 1] = (r.minflt + r.majflt) / r.ops;
+        for (int i = 0; i < 2; i++) {
+            double h = i ? r.handoff1 : r.handoff0;
+            if (!isnan(h) && (isnan(a->handoff_max) || h > a->handoff_max)) a->handoff_max = h;
+        }
     }
     a->pmem = r.is_pmem;
     return 0;
@@ -79,6 +83,7 @@ int pe_measure_set(nm_bench *b, const char *bench_name, pe_params *ps, unsigned 
     if (reps < 1) reps = 1;
     pe_acc *acc = calloc(n ? n : 1, sizeof *acc);
     if (!acc) return -1;
+    for (unsigned i = 0; i < n; i++) acc[i].handoff_max = NAN;
     const char *tmp = pe_pool_parent(b, ps[0].pool_size);
     /* Round k runs repetition k of every configuration, starting one further
      * each round: the host drifts (on the 2-core VM a 2-thread run's rate can
@@ -87,13 +92,7 @@ int pe_measure_set(nm_bench *b, const char *bench_name, pe_params *ps, unsigned 
      * into the ratios. Run 0 is not prefaulted and gives the peak memory
      * (pages touched + DRAM); runs 1..reps are prefaulted and give the
      * throughput. */
-    double hmax = NAN;
     for (unsigned k = 0; k <= reps; k++) {
-        /* the host's cross-CPU handoff before each timed round: a moment's
-         * look, which tells a reader when the host was in one of its slow
-         * stretches ("The slow mode, looked at again", docs/pmalloc.md) */
-        double hn = k > 0 ? nm_bench_handoff_ns() : NAN;
-        if (!isnan(hn) && (isnan(hmax) || hn > hmax)) hmax = hn;
         for (unsigned j = 0; j < n; j++) {
             unsigned i = (j + k) % n;
             if (measure_one(b, bench_name, tmp, &ps[i], k, &acc[i])) {
@@ -119,7 +118,10 @@ int pe_measure_set(nm_bench *b, const char *bench_name, pe_params *ps, unsigned 
         nm_bench_row_num(row, "mops_max", hi);
         nm_bench_row_num(row, "peak_mib", a->peak);
         nm_bench_row_num(row, "cpu_flush", a->pmem);
-        if (!isnan(hmax)) nm_bench_row_num(row, "handoff_ns_max", hmax); /* largest probe of this set's rounds */
+        /* the host's cross-CPU handoff around each timed phase, the largest seen:
+         * above ~100 ns a repetition met one of the host's slow stretches
+         * ("The slow mode, looked at again", docs/pmalloc.md) */
+        if (!isnan(a->handoff_max)) nm_bench_row_num(row, "handoff_ns_max", a->handoff_max);
         nm_bench_row_num(row, "repetitions", reps);
         /* the timed phase's CPU time of all threads and page faults (getrusage), medians */
         nm_bench_row_num(row, "cpu_ns_per_op", nm_stats_median(a->cpu, reps));

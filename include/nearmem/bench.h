@@ -47,13 +47,6 @@ void nm_bench_summary_str(nm_bench *b, const char *key, const char *v);
 /* Read back a summary value already recorded (NAN when absent). */
 double nm_bench_summary_get(const nm_bench *b, const char *key);
 
-/* The host's cross-CPU cache-line handoff right now: one-way ns of a ping-pong
- * on one line between two threads pinned to the first two CPUs the caller may
- * use (~1 ms). NAN with one CPU, or when the second thread did not run within
- * 50 ms. On a VM it can jump for tenths of a second (the host moving its
- * vCPUs); a suite records it beside runs whose threads share lines. */
-double nm_bench_handoff_ns(void);
-
 /* Progress on stderr ("[suite] ..."); silent with --quiet. */
 void nm_bench_progress(nm_bench *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

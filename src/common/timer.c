@@ -1,10 +1,14 @@
 #include "nearmem/common/timer.h"
 
-#include <string.h>
 #include "nearmem/common/error.h"
 
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -66,4 +70,66 @@ size_t nm_peak_rss_hwm_bytes(void)
         }
     fclose(f);
     return kib * 1024;
+}
+
+/* ---- the cross-CPU handoff (a host probe for benchmarks) ---- */
+
+#define HANDOFF_ROUNDS 5000u
+
+typedef struct handoff {
+    _Alignas(64) volatile uint64_t word;
+    _Alignas(64) volatile int stop;
+    volatile int ready;
+    int cpu;
+} handoff;
+
+static void *handoff_pong(void *arg)
+{
+    handoff *h = arg;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(h->cpu, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    h->ready = 1;
+    for (uint64_t i = 0; i < HANDOFF_ROUNDS && !h->stop; i++) {
+        while (h->word != 2 * i + 1)
+            if (h->stop) return NULL;
+        h->word = 2 * i + 2;
+    }
+    return NULL;
+}
+
+double nm_handoff_ns(void)
+{
+    cpu_set_t mine, one;
+    if (pthread_getaffinity_np(pthread_self(), sizeof mine, &mine) != 0 || CPU_COUNT(&mine) < 2) return NAN;
+    int c0 = -1, c1 = -1;
+    for (int c = 0; c < CPU_SETSIZE && c1 < 0; c++)
+        if (CPU_ISSET(c, &mine)) { if (c0 < 0) c0 = c; else c1 = c; }
+    handoff *h = aligned_alloc(64, sizeof *h);
+    if (!h) return NAN;
+    memset(h, 0, sizeof *h);
+    h->cpu = c1;
+    pthread_t t;
+    if (pthread_create(&t, NULL, handoff_pong, h) != 0) { free(h); return NAN; }
+    CPU_ZERO(&one);
+    CPU_SET(c0, &one);
+    pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+    double t0 = (double)nm_now_ns(), r = NAN;
+    while (!h->ready)
+        if ((double)nm_now_ns() - t0 > 50e6) goto out;
+    t0 = (double)nm_now_ns();
+    uint64_t i = 0;
+    for (; i < HANDOFF_ROUNDS; i++) {
+        h->word = 2 * i + 1;
+        for (unsigned spin = 0; h->word != 2 * i + 2; spin++)
+            if ((spin & 1023u) == 1023u && (double)nm_now_ns() - t0 > 50e6) goto out; /* the other thread is not running */
+    }
+    r = ((double)nm_now_ns() - t0) / (2.0 * HANDOFF_ROUNDS);
+out:
+    h->stop = 1;
+    pthread_join(t, NULL);
+    pthread_setaffinity_np(pthread_self(), sizeof mine, &mine);
+    free(h);
+    return r;
 }

@@ -31,4 +31,12 @@ size_t nm_current_rss_bytes(void);
 /* Number of online CPUs (at least 1). */
 unsigned nm_nproc(void);
 
+/* The host's cross-CPU cache-line handoff right now: one-way ns of a ping-pong
+ * on one line between two threads pinned to the first two CPUs the caller may
+ * use (~1 ms; the caller's affinity is restored). NAN with one CPU, or when the
+ * second thread did not run within 50 ms. On a VM it can jump for tenths of a
+ * second (the host moving its vCPUs: 27-46 ns and 166-178 ns on the 2-core
+ * dev VM); benchmarks whose threads share lines record it beside their runs. */
+double nm_handoff_ns(void);
+
 #endif
