@@ -77,11 +77,14 @@ size_t nm_peak_rss_hwm_bytes(void)
 #define HANDOFF_ROUNDS 5000u
 
 typedef struct handoff {
-    _Alignas(64) volatile uint64_t word;
-    _Alignas(64) volatile int stop;
-    volatile int ready;
+    _Alignas(64) uint64_t word; /* the line that goes back and forth (atomic) */
+    _Alignas(64) int stop;      /* atomic, as is ready */
+    int ready;
     int cpu;
 } handoff;
+
+#define LD(x) __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
+#define ST(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELEASE)
 
 static void *handoff_pong(void *arg)
 {
@@ -90,11 +93,11 @@ static void *handoff_pong(void *arg)
     CPU_ZERO(&set);
     CPU_SET(h->cpu, &set);
     pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-    h->ready = 1;
-    for (uint64_t i = 0; i < HANDOFF_ROUNDS && !h->stop; i++) {
-        while (h->word != 2 * i + 1)
-            if (h->stop) return NULL;
-        h->word = 2 * i + 2;
+    ST(h->ready, 1);
+    for (uint64_t i = 0; i < HANDOFF_ROUNDS; i++) {
+        while (LD(h->word) != 2 * i + 1)
+            if (LD(h->stop)) return NULL;
+        ST(h->word, 2 * i + 2);
     }
     return NULL;
 }
@@ -116,18 +119,17 @@ double nm_handoff_ns(void)
     CPU_SET(c0, &one);
     pthread_setaffinity_np(pthread_self(), sizeof one, &one);
     double t0 = (double)nm_now_ns(), r = NAN;
-    while (!h->ready)
+    while (!LD(h->ready))
         if ((double)nm_now_ns() - t0 > 50e6) goto out;
     t0 = (double)nm_now_ns();
-    uint64_t i = 0;
-    for (; i < HANDOFF_ROUNDS; i++) {
-        h->word = 2 * i + 1;
-        for (unsigned spin = 0; h->word != 2 * i + 2; spin++)
+    for (uint64_t i = 0; i < HANDOFF_ROUNDS; i++) {
+        ST(h->word, 2 * i + 1);
+        for (unsigned spin = 0; LD(h->word) != 2 * i + 2; spin++)
             if ((spin & 1023u) == 1023u && (double)nm_now_ns() - t0 > 50e6) goto out; /* the other thread is not running */
     }
     r = ((double)nm_now_ns() - t0) / (2.0 * HANDOFF_ROUNDS);
 out:
-    h->stop = 1;
+    ST(h->stop, 1);
     pthread_join(t, NULL);
     pthread_setaffinity_np(pthread_self(), sizeof mine, &mine);
     free(h);

@@ -1,3 +1,6 @@
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -60,6 +63,32 @@ static void test_process_facts(void **state)
     assert_true(nm_peak_rss_bytes() >= before + n / 2);
     assert_true(nm_current_rss_bytes() >= n / 2);
     free(p);
+}
+
+/* The handoff probe: a plausible one-way time with two CPUs (NAN only when the
+ * second thread never ran), NAN with one, and the caller's CPU affinity as it was. */
+static void test_handoff_probe(void **state)
+{
+    (void)state;
+    cpu_set_t before, after;
+    assert_int_equal(pthread_getaffinity_np(pthread_self(), sizeof before, &before), 0);
+    for (int k = 0; k < 3; k++) {
+        double ns = nm_handoff_ns();
+        if (CPU_COUNT(&before) < 2) assert_true(isnan(ns));
+        else assert_true(isnan(ns) || (ns > 0.5 && ns < 1e6));
+        assert_int_equal(pthread_getaffinity_np(pthread_self(), sizeof after, &after), 0);
+        assert_true(CPU_EQUAL(&before, &after));
+    }
+    /* pinned to one CPU: nothing to hand off to */
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &before)) { CPU_SET(c, &one); break; }
+    assert_int_equal(pthread_setaffinity_np(pthread_self(), sizeof one, &one), 0);
+    assert_true(isnan(nm_handoff_ns()));
+    assert_int_equal(pthread_getaffinity_np(pthread_self(), sizeof after, &after), 0);
+    assert_true(CPU_EQUAL(&one, &after));
+    assert_int_equal(pthread_setaffinity_np(pthread_self(), sizeof before, &before), 0);
 }
 
 static void test_peak_rss_reset(void **state)
@@ -129,7 +158,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_errors), cmocka_unit_test(test_timers),
         cmocka_unit_test(test_process_facts), cmocka_unit_test(test_util),
-        cmocka_unit_test(test_tmpdir), cmocka_unit_test(test_peak_rss_reset),
+        cmocka_unit_test(test_tmpdir), cmocka_unit_test(test_peak_rss_reset), cmocka_unit_test(test_handoff_probe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
