@@ -754,13 +754,8 @@ int pe_result_parse(const char *out, pe_result *r)
                &r->nivcsw, &used) == 5 && used > 0)
         at += used;
     used = 0; /* the host probes around the timed phase are optional too (nan when not taken) */
-    r->handoff0 = r->handoff1 = NAN;
-    char h0[40], h1[40];
-    if (sscanf(at, "handoff0=%39s handoff1=%39s %n", h0, h1, &used) == 2 && used > 0) {
-        r->handoff0 = strtod(h0, NULL);
-        r->handoff1 = strtod(h1, NULL);
-        at += used;
-    }
+    if (sscanf(at, "handoff0=%lf handoff1=%lf %n", &r->handoff0, &r->handoff1, &used) == 2 && used > 0) at += used;
+    else r->handoff0 = r->handoff1 = NAN;
     used = 0;
     if (sscanf(at, "msg=%n", &used) != 0 || used == 0) return -1;
     size_t k = 0;

@@ -67,10 +67,7 @@ static int measure_one(nm_bench *b, const char *bench_name, const char *tmp, pe_
         a->mops[k - 1] = r.ops / r.seconds / 1e6;
         a->cpu[k - 1] = r.cpu_seconds / r.ops * 1e9; /* CPU ns per operation, all threads */
         a->flt[k - 1] = (r.minflt + r.majflt) / r.ops;
-        for (int i = 0; i < 2; i++) {
-            double h = i ? r.handoff1 : r.handoff0;
-            if (!isnan(h) && (isnan(a->handoff_max) || h > a->handoff_max)) a->handoff_max = h;
-        }
+        a->handoff_max = fmax(a->handoff_max, fmax(r.handoff0, r.handoff1)); /* (fmax skips a NAN) */
     }
     a->pmem = r.is_pmem;
     return 0;
@@ -104,11 +101,7 @@ int pe_measure_set(nm_bench *b, const char *bench_name, pe_params *ps, unsigned 
     for (unsigned i = 0; i < n; i++) {
         const pe_params *p = &ps[i];
         pe_acc *a = &acc[i];
-        double m = nm_stats_median(a->mops, reps), lo = a->mops[0], hi = a->mops[0];
-        for (unsigned k = 1; k < reps; k++) {
-            lo = a->mops[k] < lo ? a->mops[k] : lo;
-            hi = a->mops[k] > hi ? a->mops[k] : hi;
-        }
+        double m = nm_stats_median(a->mops, reps), lo = nm_stats_min(a->mops, reps), hi = nm_stats_max(a->mops, reps);
         nm_bench_row *row = nm_bench_row_new(b);
         nm_bench_row_str(row, "bench", bench_name);
         nm_bench_row_str(row, "allocator", pe_label(p));

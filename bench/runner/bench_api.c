@@ -214,4 +214,3 @@ void nm_bench_print_summary(const nm_bench *b, FILE *f)
         else fprintf(f, "  %-40s %s\n", x->key, x->str);
     }
 }
-
