@@ -32,10 +32,12 @@
 #include "nearmem/bench.h"
 #include "nearmem/common.h"
 
-enum { A_SM, A_GLIBC, A_JE, A_TC, A_MI, A_COUNT };
-static const char *k_alloc[A_COUNT] = {"speedmalloc", "glibc", "jemalloc", "tcmalloc", "mimalloc"};
-static const char *k_pkg[A_COUNT] = {NULL, NULL, "libjemalloc2", "libtcmalloc-minimal4", "libmimalloc2.0"};
-static const char *k_soname[A_COUNT] = {NULL, NULL, "libjemalloc.so.2", "libtcmalloc_minimal.so.4", "libmimalloc.so.2"};
+/* A_MI2: mimalloc again, as a sixth allocator (speedmalloc-contention only): mimalloc against
+ * itself in the same run is the noise floor of the ratios against mimalloc (an A/A control). */
+enum { A_SM, A_GLIBC, A_JE, A_TC, A_MI, A_MI2, A_COUNT };
+static const char *k_alloc[A_COUNT] = {"speedmalloc", "glibc", "jemalloc", "tcmalloc", "mimalloc", "mimalloc (A/A copy)"};
+static const char *k_pkg[A_COUNT] = {NULL, NULL, "libjemalloc2", "libtcmalloc-minimal4", "libmimalloc2.0", NULL};
+static const char *k_soname[A_COUNT] = {NULL, NULL, "libjemalloc.so.2", "libtcmalloc_minimal.so.4", "libmimalloc.so.2", NULL};
 #define MAXREP 15
 
 /* The directory of the running nearmem-bench (build/bin). */
@@ -77,7 +79,8 @@ static void setup_allocators(nm_bench *b)
     if (!g_lib[A_SM][0]) snprintf(g_lib[A_SM], PATH_MAX, "%s/../lib/libspeedmalloc.so", dir);
     g_have[A_SM] = access(g_lib[A_SM], R_OK) == 0;
     g_have[A_GLIBC] = true;
-    for (int a = A_JE; a < A_COUNT; a++) {
+    g_have[A_MI2] = false; /* speedmalloc-contention turns it on */
+    for (int a = A_JE; a <= A_MI; a++) {
         find_peer(a, g_lib[a], PATH_MAX);
         g_have[a] = g_lib[a][0] != 0;
         char key[64];
@@ -286,8 +289,8 @@ int nm_suite_speedmalloc(nm_bench *b)
         }
     free(mn);
     free(mx);
-    static const char *keyname[A_COUNT] = {NULL, "glibc", "jemalloc", "tcmalloc", "mimalloc"};
-    for (int a = A_GLIBC; a < A_COUNT; a++) {
+    static const char *keyname[A_COUNT] = {NULL, "glibc", "jemalloc", "tcmalloc", "mimalloc", NULL};
+    for (int a = A_GLIBC; a <= A_MI; a++) {
         if (!g_have[a]) continue;
         for (int t = 1; t <= 2; t++) {
             double rt[NWORK * 2], rc[NWORK * 2];
@@ -374,6 +377,13 @@ int nm_suite_speedmalloc_contention(nm_bench *b)
      * time slices overlap still varies under two hogs); off by default, so that the suite
      * keeps measuring what an unpinned program meets. */
     const bool pin = nm_bench_param_num(b, "pin", 0) != 0;
+    /* aa=1 (default): mimalloc runs twice per repetition, as itself and as its "A/A copy"; the
+     * copy's ratios to mimalloc are the noise floor of the ratios to mimalloc on this machine
+     * in this run (contention_time_ratio_aa_max beside contention_time_ratio_vs_mimalloc_max) */
+    if (g_have[A_MI] && nm_bench_param_num(b, "aa", 1) != 0) {
+        snprintf(g_lib[A_MI2], PATH_MAX, "%s", g_lib[A_MI]);
+        g_have[A_MI2] = true;
+    }
     unsigned levels[2] = {1, ncpu > 1 ? ncpu : 2};
     int nlev = levels[1] == levels[0] ? 1 : 2;
     nm_bench_config_num(b, "repetitions", reps);
@@ -402,9 +412,21 @@ int nm_suite_speedmalloc_contention(nm_bench *b)
     if (!nc) return nm_fail(NM_EINVAL, "no workload selected");
     meas *M = calloc((size_t)nlev * nc * A_COUNT * MAXREP, sizeof *M);
     if (!M) return nm_fail(NM_ENOMEM, "out of memory");
+    /* The floor of the spread: xmalloc-floor (sm_workloads.c) is xmalloc-test's exchange with
+     * an allocator that costs nothing, run without preload right after xmalloc-test 2t in every
+     * repetition, under the same hogs. Its CPU spread is what the workload's own traffic puts
+     * into any allocator's spread on this machine in this run (docs/speedmalloc.md, "The floor
+     * of the spread, measured"). */
+    int floor_case = -1;
+    for (size_t c = 0; c < nc; c++)
+        if (cs[c].threads == 2 && strcmp(k_work[cs[c].w].name, "xmalloc-test") == 0) floor_case = (int)c;
+    meas F[2][MAXREP];
+    double floor_max = 0;
+    char floor_what[96] = "";
     double tmax = 0, smax = 0, smax_mi = 0, gm_t[2] = {0, 0}, gm_c[2] = {0, 0};
     double cmax = 0, cmax_mi = 0; /* CPU-time spread (the key), wall spread beside */
-    char tmax_what[96] = "", smax_what[96] = "", cmax_what[96] = "";
+    double aamax = 0;             /* the A/A control's largest time ratio */
+    char tmax_what[96] = "", smax_what[96] = "", cmax_what[96] = "", aamax_what[96] = "";
     for (int l = 0; l < nlev && !err; l++) {
         pid_t hog[64];
         unsigned nh = levels[l] < 64 ? levels[l] : 64;
@@ -418,6 +440,8 @@ int nm_suite_speedmalloc_contention(nm_bench *b)
                     if (!g_have[a]) continue;
                     err = run_workload(prog, k_work[cs[c].w].name, cs[c].threads, a, scale, nm_bench_seed(b), &L[IDX(c, a, rep)]);
                 }
+                if ((int)c == floor_case && !err)
+                    err = run_workload(prog, "xmalloc-floor", 2, A_GLIBC, scale, nm_bench_seed(b), &F[l][rep]);
             }
             nm_bench_progress(b, "%u hog(s): rep %d/%d done", nh, rep + 1, reps);
         }
@@ -480,8 +504,31 @@ int nm_suite_speedmalloc_contention(nm_bench *b)
             lt[ln] = x;
             lc[ln++] = med_c[A_SM] / med_c[A_MI];
             if (x > tmax) { tmax = x; snprintf(tmax_what, sizeof tmax_what, "%s %dt, %u hog(s)", k_work[cs[c].w].name, cs[c].threads, nh); }
+            if (g_have[A_MI2] && med_t[A_MI2] / med_t[A_MI] > aamax) {
+                aamax = med_t[A_MI2] / med_t[A_MI];
+                snprintf(aamax_what, sizeof aamax_what, "%s %dt, %u hog(s)", k_work[cs[c].w].name, cs[c].threads, nh);
+            }
         }
         if (ln) { gm_t[l] = nm_stats_geomean(lt, ln); gm_c[l] = nm_stats_geomean(lc, ln); }
+        if (floor_case >= 0) {
+            double x[MAXREP], y[MAXREP], sc[MAXREP];
+            for (int r = 0; r < reps; r++) { x[r] = F[l][r].t; y[r] = F[l][r].cpu; sc[r] = F[l][r].scpu; }
+            double fs = nm_stats_max(sc, (size_t)reps) / nm_stats_min(sc, (size_t)reps);
+            nm_bench_row *row = nm_bench_row_new(b);
+            nm_bench_row_str(row, "workload", "xmalloc-floor");
+            nm_bench_row_num(row, "threads", 2);
+            nm_bench_row_str(row, "case", "xmalloc-floor 2t");
+            nm_bench_row_num(row, "hogs", nh);
+            nm_bench_row_str(row, "hogs_level", l == 0 ? "1" : "ncpu");
+            nm_bench_row_str(row, "allocator", "none (the floor)");
+            nm_bench_row_num(row, "time_s", nm_stats_median(x, (size_t)reps));
+            nm_bench_row_num(row, "time_min_s", nm_stats_min(x, (size_t)reps));
+            nm_bench_row_num(row, "time_max_s", nm_stats_max(x, (size_t)reps));
+            nm_bench_row_num(row, "wall_spread", nm_stats_max(x, (size_t)reps) / nm_stats_min(x, (size_t)reps));
+            nm_bench_row_num(row, "cpu_spread", fs);
+            nm_bench_row_num(row, "cpu_s", nm_stats_median(y, (size_t)reps));
+            if (fs > floor_max) { floor_max = fs; snprintf(floor_what, sizeof floor_what, "xmalloc-floor 2t, %u hog(s)", nh); }
+        }
     }
     if (pin) unsetenv("NEARMEM_WL_PIN");
     free(M);
@@ -495,6 +542,10 @@ int nm_suite_speedmalloc_contention(nm_bench *b)
             nm_bench_summary_num(b, key, gm_t[l]);
             snprintf(key, sizeof key, "contention_cpu_ratio_vs_mimalloc_%s", l == 0 ? "1hog" : "ncpu_hogs");
             nm_bench_summary_num(b, key, gm_c[l]);
+        }
+        if (g_have[A_MI2]) {
+            nm_bench_summary_num(b, "contention_time_ratio_aa_max", aamax);
+            nm_bench_summary_str(b, "contention_time_ratio_aa_max_case", aamax_what);
         }
         nm_bench_summary_num(b, "contention_spread_max_mimalloc", cmax_mi);
         nm_bench_summary_num(b, "contention_wall_spread_max_mimalloc", smax_mi);
@@ -510,6 +561,10 @@ int nm_suite_speedmalloc_contention(nm_bench *b)
     nm_bench_summary_str(b, "contention_spread_max_case", cmax_what);
     nm_bench_summary_num(b, "contention_wall_spread_max", smax);
     nm_bench_summary_str(b, "contention_wall_spread_max_case", smax_what);
+    if (floor_case >= 0) {
+        nm_bench_summary_num(b, "contention_spread_floor", floor_max);
+        nm_bench_summary_str(b, "contention_spread_floor_case", floor_what);
+    }
     return 0;
 }
 #endif
@@ -677,7 +732,7 @@ int nm_suite_speedmalloc_redis(nm_bench *b)
     size_t n = 0;
     for (int s = 0; s < nsz; s++) {
         for (int t = 0; t < NRT; t++) {
-            double mo[A_COUNT] = {NAN, NAN, NAN, NAN, NAN}, mc[A_COUNT] = {NAN, NAN, NAN, NAN, NAN};
+            double mo[A_COUNT] = {NAN, NAN, NAN, NAN, NAN, NAN}, mc[A_COUNT] = {NAN, NAN, NAN, NAN, NAN, NAN};
             for (int k = 0; k < 4; k++) {
                 int a = order[k];
                 if (!g_have[a]) continue;

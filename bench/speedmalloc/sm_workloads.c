@@ -114,10 +114,95 @@ static struct {
     unsigned head[64], tail[64], done;
 } xm = {.lock = PTHREAD_MUTEX_INITIALIZER};
 static uint64_t xm_waits;
+
+/* xmalloc-floor: the same exchange with an allocator that costs nothing, the control that
+ * tells what the workload's own traffic costs (the floor of xmalloc-test's time and of its
+ * spread under hogs; docs/speedmalloc.md, "The floor of the spread, measured"). Each thread
+ * owns batches made before the timed section, with 128-byte slots; a block is "allocated"
+ * by writing its size into its first and last byte in a slot of a batch the thread owns,
+ * and "freed" by the next thread, which checks those bytes and hands the whole batch back
+ * (one list push per 256 blocks, in a lock section the exchange takes anyway). So the only
+ * memory traffic left is the blocks' lines moving between the threads, as with any
+ * allocator; no malloc or free runs in the timed section. */
+#define XM_SLOT 128
+#define XM_POOL (XM_QUEUE + 8) /* > batches a thread can have out: XM_QUEUE queued + 1 being freed */
+typedef struct xm_fbatch { xm_batch b; struct xm_fbatch *next; } xm_fbatch;
+static bool xm_floor;
+static xm_fbatch *xm_back[64];           /* under xm.lock: batches handed back to thread i */
+static xm_fbatch *xm_spare[64];          /* thread i's own: free batches */
+static _Thread_local xm_fbatch *xm_freed; /* checked, to hand back at the next lock section */
+static void xm_floor_setup(void)
+{
+    for (unsigned t = 0; t < g_threads; t++)
+        for (int k = 0; k < XM_POOL; k++) {
+            xm_fbatch *x = wl_calloc(1, sizeof *x);
+            unsigned char *slots = wl_calloc(XM_BATCH, XM_SLOT); /* calloc writes or maps zero pages: touch them */
+            memset(slots, 1, (size_t)XM_BATCH * XM_SLOT);
+            for (int i = 0; i < XM_BATCH; i++) x->b.p[i] = slots + (size_t)i * XM_SLOT;
+            x->next = xm_spare[t];
+            xm_spare[t] = x;
+        }
+}
+/* Under xm.lock: hand back what this thread checked since its last lock section, and take
+ * what came back to it. */
+static void xm_floor_locked(unsigned id)
+{
+    if (xm_freed) {
+        unsigned owner = (id + g_threads - 1) % g_threads; /* only the previous thread sends to id */
+        xm_fbatch *last = xm_freed;
+        while (last->next) last = last->next;
+        last->next = xm_back[owner];
+        xm_back[owner] = xm_freed;
+        xm_freed = NULL;
+    }
+    while (xm_back[id]) {
+        xm_fbatch *x = xm_back[id];
+        xm_back[id] = x->next;
+        x->next = xm_spare[id];
+        xm_spare[id] = x;
+    }
+}
+static xm_batch *xm_new_batch(unsigned id, nm_rng *r)
+{
+    if (!xm_floor) {
+        xm_batch *x = malloc(sizeof *x); /* bookkeeping: not checked */
+        if (!x) { fprintf(stderr, "out of memory\n"); exit(1); }
+        for (int i = 0; i < XM_BATCH; i++) { x->n[i] = 8 + (size_t)nm_rng_below(r, 120); x->p[i] = xmalloc(x->n[i]); }
+        return x;
+    }
+    xm_fbatch *f = xm_spare[id];
+    if (!f) { fprintf(stderr, "xmalloc-floor: no spare batch (cannot happen: %d per thread)\n", XM_POOL); exit(1); }
+    xm_spare[id] = f->next;
+    for (int i = 0; i < XM_BATCH; i++) {
+        size_t n = 8 + (size_t)nm_rng_below(r, 120);
+        unsigned char *p = f->b.p[i];
+        f->b.n[i] = n;
+        p[n - 1] = (unsigned char)(n >> 3); /* the bytes xmalloc writes */
+        p[0] = (unsigned char)n;
+    }
+    return &f->b;
+}
+/* Called without xm.lock: free (or, for the floor, check) a batch that arrived. */
 static void xm_free_batch(xm_batch *x)
 {
-    for (int i = 0; i < XM_BATCH; i++) xfree(x->p[i], x->n[i]);
-    free(x);
+    if (!xm_floor) {
+        for (int i = 0; i < XM_BATCH; i++) xfree(x->p[i], x->n[i]);
+        free(x);
+        return;
+    }
+    for (int i = 0; i < XM_BATCH; i++) {
+        const unsigned char *p = x->p[i];
+        size_t n = x->n[i];
+        if (p[0] != (unsigned char)n || p[n - 1] != (unsigned char)(n >> 3)) __atomic_store_n(&g_bad, 1, __ATOMIC_RELAXED);
+    }
+    xm_fbatch *f = (xm_fbatch *)x;
+    f->next = xm_freed;
+    xm_freed = f;
+}
+static void xm_lock(unsigned id)
+{
+    pthread_mutex_lock(&xm.lock);
+    if (xm_floor) xm_floor_locked(id);
 }
 /* Under xm.lock: the next batch queued for thread id, or NULL. Taking one makes room in the
  * queue that the previous thread pushes to: wake it if it sleeps on a full queue. */
@@ -128,6 +213,13 @@ static xm_batch *xm_pop(unsigned id)
     pthread_cond_signal(&xm.cv[(id + g_threads - 1) % g_threads]);
     return x;
 }
+/* Under xm.lock, which it drops while freeing: free a batch that arrived. */
+static void xm_take(unsigned id, xm_batch *mine)
+{
+    pthread_mutex_unlock(&xm.lock);
+    xm_free_batch(mine);
+    xm_lock(id);
+}
 static void *xmalloc_test(void *arg)
 {
     unsigned id = (unsigned)(uintptr_t)arg, to = (id + 1) % g_threads;
@@ -135,15 +227,12 @@ static void *xmalloc_test(void *arg)
     nm_rng_seed(&r, g_seed + id);
     size_t batches = scaled(20000);
     for (size_t b = 0; b < batches; b++) {
-        xm_batch *x = malloc(sizeof *x); /* bookkeeping: not checked */
-        for (int i = 0; i < XM_BATCH; i++) { x->n[i] = 8 + (size_t)nm_rng_below(&r, 120); x->p[i] = xmalloc(x->n[i]); }
-        pthread_mutex_lock(&xm.lock);
+        xm_batch *x = xm_new_batch(id, &r);
+        xm_lock(id);
         while (xm.tail[to] - xm.head[to] >= XM_QUEUE) { /* the next thread's queue is full */
             xm_batch *mine = xm_pop(id);
             if (mine) { /* free what arrived meanwhile (outside the lock) */
-                pthread_mutex_unlock(&xm.lock);
-                xm_free_batch(mine);
-                pthread_mutex_lock(&xm.lock);
+                xm_take(id, mine);
             } else {
                 xm_waits++;
                 pthread_cond_wait(&xm.cv[id], &xm.lock);
@@ -151,23 +240,17 @@ static void *xmalloc_test(void *arg)
         }
         xm.q[to][xm.tail[to]++ % XM_QUEUE] = x;
         pthread_cond_signal(&xm.cv[to]);
-        for (xm_batch *mine; (mine = xm_pop(id));) { /* free what arrived */
-            pthread_mutex_unlock(&xm.lock);
-            xm_free_batch(mine);
-            pthread_mutex_lock(&xm.lock);
-        }
+        for (xm_batch *mine; (mine = xm_pop(id));) xm_take(id, mine); /* free what arrived */
         pthread_mutex_unlock(&xm.lock);
     }
     /* keep consuming until every producer is done, so nobody waits on a full queue forever */
-    pthread_mutex_lock(&xm.lock);
+    xm_lock(id);
     if (++xm.done == g_threads)
         for (unsigned i = 0; i < g_threads; i++) pthread_cond_signal(&xm.cv[i]);
     for (;;) {
         xm_batch *mine = xm_pop(id);
         if (mine) {
-            pthread_mutex_unlock(&xm.lock);
-            xm_free_batch(mine);
-            pthread_mutex_lock(&xm.lock);
+            xm_take(id, mine);
         } else if (xm.done < g_threads) {
             xm_waits++;
             pthread_cond_wait(&xm.cv[id], &xm.lock);
@@ -178,6 +261,7 @@ static void *xmalloc_test(void *arg)
     pthread_mutex_unlock(&xm.lock);
     return NULL;
 }
+static void *xmalloc_floor(void *arg) { return xmalloc_test(arg); }
 
 /* ---- cache-scratch: passive false sharing; the main thread made every first object ---- */
 static void *scratch_first[64];
@@ -507,7 +591,7 @@ static void *glibc_simple(void *arg)
 }
 
 static const struct { const char *name; void *(*fn)(void *); } k_work[] = {
-    {"larson", larson}, {"xmalloc-test", xmalloc_test}, {"cache-scratch", cache_scratch},
+    {"larson", larson}, {"xmalloc-test", xmalloc_test}, {"xmalloc-floor", xmalloc_floor}, {"cache-scratch", cache_scratch},
     {"sh6bench", sh6bench}, {"sh8bench", sh8bench}, {"mstress", mstress},
     {"alloc-test", alloc_test}, {"glibc-thread", glibc_thread}, {"glibc-simple", glibc_simple},
     {"rptest", rptest}, {"cache-thrash", cache_thrash}, {"mleak", mleak}, {"malloc-large", malloc_large},
@@ -619,6 +703,7 @@ int main(int argc, char **argv)
         scratch_first[i] = xmalloc(8); /* neighbours in memory, handed to different threads */
     }
     ms_shared = calloc(MS_SLOTS, sizeof(slot));
+    if (fn == xmalloc_floor) { xm_floor = true; xm_floor_setup(); }
     const char *dv = getenv("NEARMEM_WL_DETAIL");
     wl_detail = dv && *dv == '1';
     const char *pv = getenv("NEARMEM_WL_PIN");

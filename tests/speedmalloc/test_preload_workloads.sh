@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every workload of the speedmalloc suites (each verifies what it computed: block
 # contents, BFS trees, BC scores, cube totals, ...) on SpeedMalloc, at a small scale,
-# with 1 and 2 threads, also with the server disabled (inline mode). Exit status only.
+# with 1 and 2 threads, also with the server disabled (inline mode); and the contention
+# suite's allocator-free control, xmalloc-floor, with 1-3 threads. Exit status only.
 #   test_preload_workloads.sh LIB WORKLOAD_BIN
 set -euo pipefail
 lib=$(readlink -f "$1") work=$(readlink -f "$2")
@@ -21,5 +22,11 @@ for w in $all; do
       fi
     done
   done
+done
+for t in 1 2 3; do
+  if ! out=$(env -u LD_PRELOAD "$work" xmalloc-floor "$t" 0.05 7 2>&1); then
+    echo "FAIL: xmalloc-floor $t threads: $out" >&2
+    fail=1
+  fi
 done
 exit $fail
