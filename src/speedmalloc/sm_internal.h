@@ -8,6 +8,7 @@
 #define SM_INTERNAL_H
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
@@ -182,6 +183,7 @@ void sm_futex_wait(uint32_t *addr, uint32_t val, uint64_t timeout_ns);
 void sm_futex_wake(uint32_t *addr);
 uint64_t sm_mono_ns(void);
 uint64_t sm_thread_cpu_ns(void);
+int sm_os_other_threads(void);
 void *sm_os_map(size_t len);
 size_t sm_fmt_u64(char *out, uint64_t v);
 void sm_write_all(int fd, const char *s, size_t n);
@@ -282,6 +284,7 @@ static inline void sm_meta_unlock(bool taken)
 struct client *sm_client_alloc_slot(void);
 struct client *sm_client_get_slow(void);
 void sm_client_exit(void *arg);
+unsigned sm_active_clients(void);
 struct client *sm_client_or_fallback(bool *locked);
 void sm_start_server_thread(void);
 bool sm_global_init(void);

@@ -95,7 +95,23 @@ void sm_client_exit(void *arg)
     pthread_mutex_lock(&sm_g.srv_lock);
     if (LOAD_ACQ(&c->state) == ST_EXITING) sm_reclaim_client(c); /* unless the server just did */
     pthread_mutex_unlock(&sm_g.srv_lock);
+    /* the last client gone: the server looks whether the process has any thread left (see
+     * server_alone), so that it does not keep a finished process alive */
+    if (LOAD_ACQ(&sm_g.mode) == MODE_THREAD && !sm_active_clients() && LOAD_ACQ(&sm_g.srv_sleeping)) {
+        STORE_REL(&sm_g.srv_sleeping, 0);
+        sm_futex_wake(&sm_g.srv_sleeping);
+    }
     errno = e;
+}
+
+/* Registered threads that have not exited (the fallback client is no thread). */
+unsigned sm_active_clients(void)
+{
+    unsigned n = 0;
+    uint32_t nc = LOAD_ACQ(&sm_g.nclients);
+    for (uint32_t i = 0; i < nc; i++)
+        if (sm_g.clients[i] != sm_g.fallback && LOAD_ACQ(&sm_g.clients[i]->state) == ST_ACTIVE) n++;
+    return n;
 }
 
 /* Runs fn with the calling thread's client, or the shared fallback client under its lock. */

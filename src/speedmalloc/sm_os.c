@@ -91,6 +91,49 @@ void sm_report(uint32_t *once, const char *what, const void *p)
     sm_write_str(2, " ignored (reported once; see nm_speedmalloc_get_stats)\n");
     errno = e;
 }
+/* How many of the process's threads other than the caller are still running, from
+ * /proc/self/task (a zombie, i.e. a thread group leader that called pthread_exit while
+ * other threads ran on, stays listed there and is not counted); -1 if that cannot be read.
+ * Raw syscalls into stack buffers: the server thread calls it, and it never allocates. */
+int sm_os_other_threads(void)
+{
+    int dir = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0) return -1;
+    long self = (long)syscall(SYS_gettid);
+    int live = 0;
+    _Alignas(8) char buf[2048];
+    for (;;) {
+        long n = syscall(SYS_getdents64, dir, buf, sizeof buf);
+        if (n < 0) { live = -1; break; }
+        if (n == 0) break;
+        for (long off = 0; off < n;) {
+            /* struct linux_dirent64: ino (8), off (8), reclen (2), type (1), name */
+            unsigned short reclen;
+            memcpy(&reclen, buf + off + 16, sizeof reclen);
+            const char *name = buf + off + 19;
+            off += reclen;
+            long tid = 0;
+            if (*name < '0' || *name > '9') continue;
+            for (const char *q = name; *q >= '0' && *q <= '9'; q++) tid = tid * 10 + (*q - '0');
+            if (tid == self) continue;
+            char path[64] = "/proc/self/task/", st[512];
+            size_t k = strlen(path);
+            k += sm_fmt_u64(path + k, (uint64_t)tid);
+            memcpy(path + k, "/stat", 6);
+            int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+            if (fd < 0) continue; /* gone meanwhile */
+            long m = syscall(SYS_read, fd, st, sizeof st - 1);
+            syscall(SYS_close, fd);
+            if (m <= 0) continue;
+            st[m] = 0;
+            const char *rp = strrchr(st, ')'); /* "tid (comm) S ...": comm may hold spaces or ')' */
+            char state = rp && rp[1] == ' ' ? rp[2] : '?';
+            if (state != 'Z' && state != 'X' && state != 'x') live++;
+        }
+    }
+    syscall(SYS_close, dir);
+    return live;
+}
 uint64_t sm_thread_cpu_ns(void)
 {
     struct timespec ts;

@@ -239,6 +239,29 @@ static void server_sleep(uint64_t timeout_ns)
     STORE_RLX(&sm_g.srv_wakeups, sm_g.srv_wakeups + 1);
 }
 
+/* The process ends when its last thread exits: glibc calls exit(0) when the last thread it
+ * started returns or calls pthread_exit (a main() that ends with pthread_exit, a Python
+ * thread that forked and finished in the child). The server thread is one of glibc's
+ * threads, so it must not outlive the application's: while no registered client is active
+ * it looks, with a back-off, whether any other thread still runs (threads that never
+ * allocated are not clients, so only /proc/self/task can tell), and when none does it
+ * returns, which makes it the last thread and lets glibc exit. Each exiting client wakes it
+ * (sm_client_exit), so the usual case ends within about a millisecond. Before, such a
+ * process hung forever with its leader a zombie (python's test_threading, found by running
+ * CPython's regression tests under LD_PRELOAD). */
+static bool server_alone(void)
+{
+    if (sm_active_clients()) return false;
+    return sm_os_other_threads() == 0; /* -1 (no /proc): keep running, as before */
+}
+static void server_leave(void)
+{
+    pthread_mutex_lock(&sm_g.srv_lock);
+    STORE_RLX(&sm_g.srv_engaged, 0);
+    STORE_REL(&sm_g.mode, MODE_INLINE); /* whatever runs at exit serves itself */
+    pthread_mutex_unlock(&sm_g.srv_lock);
+}
+
 void *sm_server_main(void *arg)
 {
     (void)arg;
@@ -257,6 +280,7 @@ void *sm_server_main(void *arg)
     uint64_t win_wall = now, win_cpu = sm_thread_cpu_ns();
     uint32_t beat = 0;
     unsigned idle = 0;
+    uint64_t alone_wait = ALONE_MIN_NS; /* back-off of the last-thread check */
     for (;;) {
         if (SM_UNLIKELY(LOAD_ACQ(&sm_g.pause_req))) { /* fork: park at a safe point */
             STORE_REL(&sm_g.paused, 1);
@@ -311,6 +335,13 @@ void *sm_server_main(void *arg)
             timeout = backoff;
             backoff = backoff * 2 > BACKOFF_MAX_NS ? BACKOFF_MAX_NS : backoff * 2;
         }
+        if (sm_active_clients()) {
+            alone_wait = ALONE_MIN_NS;
+        } else {
+            if (server_alone()) break;
+            if (!timeout || timeout > alone_wait) timeout = alone_wait;
+            alone_wait = alone_wait * 2 > ALONE_MAX_NS ? ALONE_MAX_NS : alone_wait * 2;
+        }
         server_sleep(timeout);
         now = last = win_wall = sm_mono_ns();
         win_cpu = sm_thread_cpu_ns();
@@ -318,5 +349,6 @@ void *sm_server_main(void *arg)
         idle = 0;
         STORE_RLX(&sm_g.srv_engaged, 1); /* a probe after a back-off: the next window tells */
     }
-    return NULL;
+    server_leave();
+    return NULL; /* the last thread: glibc exits the process with status 0 */
 }

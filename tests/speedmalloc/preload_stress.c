@@ -118,8 +118,46 @@ static void *short_lived(void *arg)
     return malloc(200); /* freed by the joiner after this thread's queues were recycled */
 }
 
+/* --pthread-exit: main() ends with pthread_exit, so the process must end when its last
+ * thread does (glibc then exits with status 0). Under SpeedMalloc the server thread is one
+ * more thread; it must not keep the process alive. The last thread here never allocates. */
+static void *pe_alloc(void *arg)
+{
+    char *gift = arg; /* main's block, freed after main has gone */
+    unsigned bad = gift[0] != 'g';
+    free(gift);
+    for (int i = 0; i < 20000; i++) {
+        unsigned char *p = malloc((size_t)(i % 500) + 1);
+        p[0] = (unsigned char)i;
+        bad += p[0] != (unsigned char)i;
+        free(p);
+    }
+    if (bad) { fprintf(stderr, "preload_stress: wrong contents after main's pthread_exit\n"); exit(1); }
+    return NULL;
+}
+static void *pe_quiet(void *arg)
+{
+    pthread_t *other = arg;
+    pthread_join(*other, NULL);
+    struct timespec ts = {0, 50 * 1000 * 1000};
+    nanosleep(&ts, NULL); /* outlive every client */
+    static const char msg[] = "preload_stress: pthread-exit ok\n";
+    if (write(1, msg, sizeof msg - 1) != (ssize_t)(sizeof msg - 1)) exit(1);
+    return NULL;
+}
+static int pthread_exit_mode(void)
+{
+    char *gift = malloc(64);
+    gift[0] = 'g';
+    static pthread_t a, q;
+    if (pthread_create(&a, NULL, pe_alloc, gift) != 0 || pthread_create(&q, NULL, pe_quiet, &a) != 0) return 1;
+    pthread_detach(q);
+    pthread_exit(NULL);
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "--pthread-exit") == 0) return pthread_exit_mode();
     if (argc > 1 && strcmp(argv[1], "--quick") == 0) iters = 30000;
     int (*get)(nm_speedmalloc_stats *) = (int (*)(nm_speedmalloc_stats *))dlsym(RTLD_DEFAULT, "nm_speedmalloc_get_stats");
     if (!get) { fprintf(stderr, "preload_stress: SpeedMalloc is not the malloc of this process\n"); return 2; }

@@ -17,6 +17,9 @@ stress)
   NEARMEM_SPEEDMALLOC_STATS=1 run /usr/bin/python3 -c "x = [1] * 1000" 2> "$dir/st.txt"  # (coreutils close stderr at exit)
   grep -q "speedmalloc statistics:" "$dir/st.txt"
   grep -Eq "server_running +[01]" "$dir/st.txt"
+  # a process whose main() ends with pthread_exit ends when its last thread does (the
+  # server thread must not keep it alive; it did, forever, before)
+  [[ "$(timeout 60 "$here/run_preloaded.sh" "$lib" "$stress" --pthread-exit)" == "preload_stress: pthread-exit ok" ]]
   # inline fallback mode (no server thread) works too
   NEARMEM_SPEEDMALLOC_INLINE=1 run "$stress" --quick
   # the server pinned to a CPU
@@ -54,6 +57,27 @@ assert res == [5000] * 4
 print("python-ok")
 PY
   [[ "$(run "$py" "$dir/alloc.py")" == "python-ok" ]]
+  # a thread forks; in the child that thread is the only one and finishes with a thread
+  # exit, not exit(): the child must end (CPython's test_threading hung here before)
+  cat > "$dir/forkthread.py" <<'PY'
+import os, sys, threading
+main_thread = threading.current_thread()
+def joiner(t):
+    t.join()
+def worker():
+    pid = os.fork()
+    if pid:
+        _, status = os.waitpid(pid, 0)
+        print("fork-thread-ok" if status == 0 else "child status %d" % status)
+        return
+    t = threading.Thread(target=joiner, args=(main_thread,))
+    t.start()
+    t.join()
+w = threading.Thread(target=worker)
+w.start()
+w.join()
+PY
+  [[ "$(timeout 60 "$here/run_preloaded.sh" "$lib" "$py" "$dir/forkthread.py")" == "fork-thread-ok" ]]
   ;;
 git)
   command -v git > /dev/null || { echo "git not installed: skipped"; exit 0; }
