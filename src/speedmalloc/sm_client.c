@@ -486,6 +486,31 @@ SM_PUBLIC void *SM_FN(pvalloc)(size_t size)
 SM_PUBLIC size_t SM_FN(malloc_usable_size)(void *p) { return usable_size(p); }
 
 #ifdef SM_EXPORT_LIBC
+/* unshare and setns for calls that need a single-threaded process: the server thread steps
+ * aside for the call (see sm_server_stop); the kernel's answer is returned as is. */
+#ifndef CLONE_NEWTIME
+#define CLONE_NEWTIME 0x00000080
+#endif
+SM_PUBLIC int unshare(int flags)
+{
+    bool stopped = (flags & (CLONE_NEWUSER | CLONE_THREAD | CLONE_SIGHAND | CLONE_VM)) && sm_server_stop();
+    long r = syscall(SYS_unshare, flags);
+    int e = errno;
+    if (stopped) sm_server_restartable();
+    errno = e;
+    return (int)r;
+}
+SM_PUBLIC int setns(int fd, int nstype)
+{
+    /* nstype 0 (any) or a pidfd's set of namespaces may include one of these */
+    bool stopped = (nstype == 0 || (nstype & (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWTIME))) && sm_server_stop();
+    long r = syscall(SYS_setns, fd, nstype);
+    int e = errno;
+    if (stopped) sm_server_restartable();
+    errno = e;
+    return (int)r;
+}
+
 /* glibc's internal names, used by some programs and by libc itself. */
 SM_PUBLIC void *__libc_malloc(size_t size) __attribute__((alias("malloc"), copy(malloc)));
 SM_PUBLIC void __libc_free(void *p) __attribute__((alias("free"), copy(free)));

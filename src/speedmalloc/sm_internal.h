@@ -284,6 +284,8 @@ static inline void sm_meta_unlock(bool taken)
 struct client *sm_client_alloc_slot(void);
 struct client *sm_client_get_slow(void);
 void sm_client_exit(void *arg);
+bool sm_server_stop(void);
+void sm_server_restartable(void);
 unsigned sm_active_clients(void);
 struct client *sm_client_or_fallback(bool *locked);
 void sm_start_server_thread(void);

@@ -153,6 +153,45 @@ void sm_start_server_thread(void)
     }
 }
 
+/* Some system calls need a single-threaded process: unshare with CLONE_NEWUSER, CLONE_THREAD,
+ * CLONE_SIGHAND or CLONE_VM, and setns into a user, mount or time namespace (EINVAL or EUSERS
+ * otherwise). The server thread made every program that allocates two-threaded, so that
+ * `unshare -U` failed under SpeedMalloc (found by trying util-linux under LD_PRELOAD). The
+ * library's unshare and setns (sm_client.c) call this first: the server is asked to leave, the
+ * caller waits until the kernel has let the thread go (its /proc/self/task entry is gone), makes
+ * the call, and sm_server_restartable lets a client start a new server when one is next needed.
+ * Returns whether a server was stopped. Held across the call: reg_lock (no fork, no second stop). */
+bool sm_server_stop(void)
+{
+    if (LOAD_ACQ(&sm_g.init) != INIT_DONE) return false;
+    pthread_mutex_lock(&sm_g.reg_lock);
+    if (!LOAD_ACQ(&sm_g.starting)) { pthread_mutex_unlock(&sm_g.reg_lock); return false; } /* no server thread */
+    int e = errno;
+    STORE_SC(&sm_g.quit_req, 1);
+    STORE_REL(&sm_g.srv_sleeping, 0);
+    sm_futex_wake(&sm_g.srv_sleeping);
+    while (!LOAD_ACQ(&sm_g.srv_left)) sm_futex_wait(&sm_g.srv_left, 0, 1000000ull);
+    char path[64] = "/proc/self/task/";
+    size_t k = strlen(path);
+    path[k + sm_fmt_u64(path + k, (uint64_t)LOAD_ACQ(&sm_g.srv_tid))] = 0;
+    for (int i = 0; i < 20000; i++) { /* the thread's last steps in the kernel: microseconds */
+        int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0) break; /* gone (or no /proc: nothing better to wait on) */
+        syscall(SYS_close, fd);
+        struct timespec ts = {0, 50000};
+        nanosleep(&ts, NULL);
+    }
+    errno = e;
+    return true;
+}
+void sm_server_restartable(void)
+{
+    STORE_RLX(&sm_g.quit_req, 0);
+    STORE_RLX(&sm_g.srv_left, 0);
+    STORE_REL(&sm_g.starting, 0);
+    pthread_mutex_unlock(&sm_g.reg_lock);
+}
+
 void sm_fork_prepare(void)
 {
     if (LOAD_ACQ(&sm_g.init) != INIT_DONE) return;

@@ -232,7 +232,7 @@ static void server_sleep(uint64_t timeout_ns)
      * a wake may wait for the next wake-up: the client serves itself if it needs it). */
     STORE_SC(&sm_g.srv_sleeping, 1);
     FENCE_SC();
-    if (LOAD_ACQ(&sm_g.pause_req)) { STORE_RLX(&sm_g.srv_sleeping, 0); return; }
+    if (LOAD_ACQ(&sm_g.pause_req) || LOAD_ACQ(&sm_g.quit_req)) { STORE_RLX(&sm_g.srv_sleeping, 0); return; }
     STORE_RLX(&sm_g.srv_sleeps, sm_g.srv_sleeps + 1);
     sm_futex_wait(&sm_g.srv_sleeping, 1, timeout_ns);
     STORE_RLX(&sm_g.srv_sleeping, 0);
@@ -266,6 +266,7 @@ void *sm_server_main(void *arg)
 {
     (void)arg;
     sm_tls_state = 3;
+    STORE_REL(&sm_g.srv_tid, (int)syscall(SYS_gettid));
     if (sm_g.pin_cpu >= 0) {
         cpu_set_t set;
         CPU_ZERO(&set);
@@ -282,6 +283,7 @@ void *sm_server_main(void *arg)
     unsigned idle = 0;
     uint64_t alone_wait = ALONE_MIN_NS; /* back-off of the last-thread check */
     for (;;) {
+        if (SM_UNLIKELY(LOAD_ACQ(&sm_g.quit_req))) break; /* sm_server_stop */
         if (SM_UNLIKELY(LOAD_ACQ(&sm_g.pause_req))) { /* fork: park at a safe point */
             STORE_REL(&sm_g.paused, 1);
             while (LOAD_ACQ(&sm_g.pause_req)) sm_futex_wait(&sm_g.pause_req, 1, 0);
@@ -350,5 +352,7 @@ void *sm_server_main(void *arg)
         STORE_RLX(&sm_g.srv_engaged, 1); /* a probe after a back-off: the next window tells */
     }
     server_leave();
-    return NULL; /* the last thread: glibc exits the process with status 0 */
+    STORE_REL(&sm_g.srv_left, 1);
+    sm_futex_wake(&sm_g.srv_left);
+    return NULL; /* the last thread: glibc exits the process with status 0 (or sm_server_stop asked) */
 }

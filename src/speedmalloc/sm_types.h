@@ -268,6 +268,8 @@ struct sm_global {
     /* the server thread's own counters (it writes them without the lock; relaxed atomics) */
     uint64_t srv_busy_ns, srv_sleeps, srv_wakeups, srv_oversub, clients_registered;
     _Alignas(SM_CL) uint32_t pause_req, paused; /* fork quiescence */
+    uint32_t quit_req, srv_left; /* sm_server_stop: the server thread leaves, and has left */
+    int srv_tid;                 /* the server thread's kernel id */
     pthread_mutex_t reg_lock;  /* client registration (a control path, not the fast path) */
     pthread_mutex_t srv_lock;  /* the metadata lock: held by whoever runs the server's code */
     pthread_mutex_t fb_lock;   /* the fallback client, for threads past their TLS destructor */

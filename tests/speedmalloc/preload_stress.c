@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,9 +156,38 @@ static int pthread_exit_mode(void)
     pthread_exit(NULL);
 }
 
+/* --unshare: unshare(CLONE_NEWUSER) needs a single-threaded process; the server thread must
+ * step aside for it (it made the call fail with EINVAL), and allocation goes on afterwards,
+ * from new threads too. The test script runs this only where `unshare -U` works at all. */
+static void *un_work(void *arg)
+{
+    (void)arg;
+    unsigned bad = 0;
+    void *v[256];
+    for (int r = 0; r < 200; r++) {
+        for (int i = 0; i < 256; i++) { v[i] = malloc((size_t)(i * 13) % 2000 + 1); memset(v[i], i, (size_t)(i * 13) % 2000 + 1); }
+        for (int i = 0; i < 256; i++) { bad += ((unsigned char *)v[i])[0] != (unsigned char)i; free(v[i]); }
+    }
+    return (void *)(uintptr_t)bad;
+}
+static int unshare_mode(void)
+{
+    unsigned bad = 0;
+    for (int round = 0; round < 2; round++) {
+        pthread_t t[4];
+        for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, un_work, NULL);
+        for (int i = 0; i < 4; i++) { void *r; pthread_join(t[i], &r); bad += (unsigned)(uintptr_t)r; }
+        if (round == 0 && unshare(CLONE_NEWUSER) != 0) { perror("preload_stress: unshare(CLONE_NEWUSER)"); return 1; }
+    }
+    if (bad) { fprintf(stderr, "preload_stress: %u wrong blocks around unshare\n", bad); return 1; }
+    puts("preload_stress: unshare ok");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--pthread-exit") == 0) return pthread_exit_mode();
+    if (argc > 1 && strcmp(argv[1], "--unshare") == 0) return unshare_mode();
     if (argc > 1 && strcmp(argv[1], "--quick") == 0) iters = 30000;
     int (*get)(nm_speedmalloc_stats *) = (int (*)(nm_speedmalloc_stats *))dlsym(RTLD_DEFAULT, "nm_speedmalloc_get_stats");
     if (!get) { fprintf(stderr, "preload_stress: SpeedMalloc is not the malloc of this process\n"); return 2; }
