@@ -3,6 +3,7 @@
  * allocations, content checks on every block, thread churn and fork. Exits 0
  * only if every check held and the allocator in use is SpeedMalloc. */
 #include <dlfcn.h>
+#include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <sched.h>
@@ -179,6 +180,13 @@ static int unshare_mode(void)
         for (int i = 0; i < 4; i++) { void *r; pthread_join(t[i], &r); bad += (unsigned)(uintptr_t)r; }
         if (round == 0 && unshare(CLONE_NEWUSER) != 0) { perror("preload_stress: unshare(CLONE_NEWUSER)"); return 1; }
     }
+    /* while other threads allocate, the call fails (the process is multi-threaded, as without
+     * SpeedMalloc); the server stops and restarts under them each time, and nothing is lost */
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, un_work, NULL);
+    for (int k = 0; k < 50; k++)
+        if (unshare(CLONE_NEWUSER) == 0 || errno != EINVAL) { fprintf(stderr, "preload_stress: unshare with threads running: not EINVAL\n"); return 1; }
+    for (int i = 0; i < 2; i++) { void *r; pthread_join(t[i], &r); bad += (unsigned)(uintptr_t)r; }
     if (bad) { fprintf(stderr, "preload_stress: %u wrong blocks around unshare\n", bad); return 1; }
     puts("preload_stress: unshare ok");
     return 0;

@@ -612,6 +612,64 @@ static void test_fork(void **state)
     nm_sm_free(p);
 }
 
+/* The server steps aside for a call that needs a single-threaded process (the preloaded
+ * library's unshare and setns use this; sm_lifecycle.c) and a new one starts when needed,
+ * while other threads allocate, free each other's blocks and check contents. Internal
+ * functions of the library, declared here for the test. */
+bool sm_server_stop(void);
+void sm_server_restartable(void);
+static volatile int g_stop_run;
+static void *stop_churn(void *arg)
+{
+    unsigned id = (unsigned)(uintptr_t)arg, fails = 0;
+    nm_rng r;
+    nm_rng_seed(&r, 77 + id);
+    blk slot[256];
+    memset(slot, 0, sizeof slot);
+    while (__atomic_load_n(&g_stop_run, __ATOMIC_ACQUIRE)) {
+        blk *b = &slot[nm_rng_below(&r, 256)];
+        if (b->p) {
+            if (!blk_ok(b)) fails++;
+            nm_sm_free(b->p);
+        }
+        b->size = 1 + (size_t)nm_rng_below(&r, 3000);
+        b->align = 0;
+        b->p = nm_sm_malloc(b->size);
+        if (!b->p) { fails++; continue; }
+        blk_fill(b, (unsigned char)nm_rng_below(&r, 256));
+    }
+    for (unsigned i = 0; i < 256; i++)
+        if (slot[i].p) { if (!blk_ok(&slot[i])) fails++; nm_sm_free(slot[i].p); }
+    __atomic_fetch_add(&g_failures, fails, __ATOMIC_RELAXED);
+    return NULL;
+}
+static void test_server_stop_restart(void **state)
+{
+    (void)state;
+    void *p = nm_sm_malloc(10);
+    nm_sm_free(p);
+    g_failures = 0;
+    g_stop_run = 1;
+    pthread_t t[2];
+    for (unsigned i = 0; i < 2; i++) assert_int_equal(pthread_create(&t[i], NULL, stop_churn, (void *)(uintptr_t)i), 0);
+    unsigned stopped = 0;
+    for (int k = 0; k < 30; k++) {
+        if (sm_server_stop()) {
+            stopped++;
+            assert_int_equal(stats_now().server_running, 0); /* gone while the call would run */
+            void *q = nm_sm_malloc(100); /* this thread serves itself meanwhile */
+            assert_non_null(q);
+            nm_sm_free(q);
+            sm_server_restartable();
+        }
+        usleep(2000);
+    }
+    __atomic_store_n(&g_stop_run, 0, __ATOMIC_RELEASE);
+    for (unsigned i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    assert_int_equal(g_failures, 0);
+    if (!stopped) skip(); /* no server thread in this configuration (inline mode) */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -629,6 +687,7 @@ int main(void)
         cmocka_unit_test(test_fork),
         cmocka_unit_test(test_small_oom),
         cmocka_unit_test(test_idle_server_sleeps),
+        cmocka_unit_test(test_server_stop_restart),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
