@@ -384,6 +384,11 @@ int nm_suite_speedmalloc_contention(nm_bench *b)
         snprintf(g_lib[A_MI2], PATH_MAX, "%s", g_lib[A_MI]);
         g_have[A_MI2] = true;
     }
+    nm_bench_config_str(b, "controls", g_have[A_MI2] ? "xmalloc-floor (xmalloc-test's exchange, no allocator) after xmalloc-test 2t (when selected) in every "
+                                                      "repetition: contention_spread_floor; mimalloc (A/A copy) in the rotation: "
+                                                      "contention_time_ratio_aa_max"
+                                                    : "xmalloc-floor (xmalloc-test's exchange, no allocator) after xmalloc-test 2t (when selected) in every "
+                                                      "repetition: contention_spread_floor; no A/A copy (aa=0 or mimalloc missing)");
     unsigned levels[2] = {1, ncpu > 1 ? ncpu : 2};
     int nlev = levels[1] == levels[0] ? 1 : 2;
     nm_bench_config_num(b, "repetitions", reps);
