@@ -160,12 +160,13 @@ static int pthread_exit_mode(void)
 /* --unshare: unshare(CLONE_NEWUSER) needs a single-threaded process; the server thread must
  * step aside for it (it made the call fail with EINVAL), and allocation goes on afterwards,
  * from new threads too. The test script runs this only where `unshare -U` works at all. */
+static int un_running; /* the threads keep allocating while this is set (besides 200 rounds) */
 static void *un_work(void *arg)
 {
     (void)arg;
     unsigned bad = 0;
     void *v[256];
-    for (int r = 0; r < 200; r++) {
+    for (int r = 0; r < 200 || __atomic_load_n(&un_running, __ATOMIC_ACQUIRE); r++) {
         for (int i = 0; i < 256; i++) { v[i] = malloc((size_t)(i * 13) % 2000 + 1); memset(v[i], i, (size_t)(i * 13) % 2000 + 1); }
         for (int i = 0; i < 256; i++) { bad += ((unsigned char *)v[i])[0] != (unsigned char)i; free(v[i]); }
     }
@@ -183,9 +184,11 @@ static int unshare_mode(void)
     /* while other threads allocate, the call fails (the process is multi-threaded, as without
      * SpeedMalloc); the server stops and restarts under them each time, and nothing is lost */
     pthread_t t[2];
+    __atomic_store_n(&un_running, 1, __ATOMIC_RELEASE); /* they must still run during every call */
     for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, un_work, NULL);
     for (int k = 0; k < 50; k++)
         if (unshare(CLONE_NEWUSER) == 0 || errno != EINVAL) { fprintf(stderr, "preload_stress: unshare with threads running: not EINVAL\n"); return 1; }
+    __atomic_store_n(&un_running, 0, __ATOMIC_RELEASE);
     for (int i = 0; i < 2; i++) { void *r; pthread_join(t[i], &r); bad += (unsigned)(uintptr_t)r; }
     if (bad) { fprintf(stderr, "preload_stress: %u wrong blocks around unshare\n", bad); return 1; }
     puts("preload_stress: unshare ok");
