@@ -354,6 +354,38 @@ static pid_t start_hog(int cpu)
     return pid;
 }
 
+/* One case's repetitions (contiguous) summarized: wall-time median, min and max, process CPU
+ * and RSS medians, and the spread of the timed section's CPU (the wall time is the section's;
+ * the whole process's CPU also counts exec and loading, a few ms of page-cache luck). */
+typedef struct { double t, tmin, tmax, cpu, rss, cspread; } rep_stats;
+static rep_stats rep_stats_of(const meas *m, int reps)
+{
+    double x[MAXREP], y[MAXREP], z[MAXREP], sc[MAXREP];
+    for (int r = 0; r < reps; r++) { x[r] = m[r].t; y[r] = m[r].cpu; z[r] = m[r].rss; sc[r] = m[r].scpu; }
+    size_t n = (size_t)reps;
+    return (rep_stats){nm_stats_median(x, n), nm_stats_min(x, n), nm_stats_max(x, n), nm_stats_median(y, n),
+                       nm_stats_median(z, n), nm_stats_max(sc, n) / nm_stats_min(sc, n)};
+}
+/* A row of speedmalloc-contention: the case, the hog level and the repetitions' figures. */
+static nm_bench_row *contention_row(nm_bench *b, const char *work, int threads, const char *cname, unsigned nh, int l,
+                                    const char *alloc, const rep_stats *s)
+{
+    nm_bench_row *row = nm_bench_row_new(b);
+    nm_bench_row_str(row, "workload", work);
+    nm_bench_row_num(row, "threads", threads);
+    nm_bench_row_str(row, "case", cname);
+    nm_bench_row_num(row, "hogs", nh);
+    nm_bench_row_str(row, "hogs_level", l == 0 ? "1" : "ncpu");
+    nm_bench_row_str(row, "allocator", alloc);
+    nm_bench_row_num(row, "time_s", s->t);
+    nm_bench_row_num(row, "time_min_s", s->tmin);
+    nm_bench_row_num(row, "time_max_s", s->tmax);
+    nm_bench_row_num(row, "wall_spread", s->tmax / s->tmin);
+    nm_bench_row_num(row, "cpu_spread", s->cspread);
+    nm_bench_row_num(row, "cpu_s", s->cpu);
+    return row;
+}
+
 int nm_suite_speedmalloc_contention(nm_bench *b)
 {
     setup_allocators(b);
@@ -384,11 +416,11 @@ int nm_suite_speedmalloc_contention(nm_bench *b)
         snprintf(g_lib[A_MI2], PATH_MAX, "%s", g_lib[A_MI]);
         g_have[A_MI2] = true;
     }
-    nm_bench_config_str(b, "controls", g_have[A_MI2] ? "xmalloc-floor (xmalloc-test's exchange, no allocator) after xmalloc-test 2t (when selected) in every "
-                                                      "repetition: contention_spread_floor; mimalloc (A/A copy) in the rotation: "
-                                                      "contention_time_ratio_aa_max"
-                                                    : "xmalloc-floor (xmalloc-test's exchange, no allocator) after xmalloc-test 2t (when selected) in every "
-                                                      "repetition: contention_spread_floor; no A/A copy (aa=0 or mimalloc missing)");
+    char controls[256];
+    snprintf(controls, sizeof controls, "xmalloc-floor (xmalloc-test's exchange, no allocator) after xmalloc-test 2t (when selected) "
+             "in every repetition: contention_spread_floor; %s", g_have[A_MI2] ? "mimalloc (A/A copy) in the rotation: "
+             "contention_time_ratio_aa_max" : "no A/A copy (aa=0 or mimalloc missing)");
+    nm_bench_config_str(b, "controls", controls);
     unsigned levels[2] = {1, ncpu > 1 ? ncpu : 2};
     int nlev = levels[1] == levels[0] ? 1 : 2;
     nm_bench_config_num(b, "repetitions", reps);
@@ -455,84 +487,40 @@ int nm_suite_speedmalloc_contention(nm_bench *b)
         double lt[NWORK * 2], lc[NWORK * 2];
         size_t ln = 0;
         for (size_t c = 0; c < nc; c++) {
-            double med_t[A_COUNT] = {0}, med_c[A_COUNT] = {0}, med_r[A_COUNT] = {0}, mn[A_COUNT] = {0}, mx[A_COUNT] = {0};
-            double cspread[A_COUNT] = {0};
-            for (int a = 0; a < A_COUNT; a++) {
-                if (!g_have[a]) continue;
-                double x[MAXREP], y[MAXREP], z[MAXREP];
-                double sc[MAXREP];
-                for (int r = 0; r < reps; r++) {
-                    x[r] = L[IDX(c, a, r)].t;
-                    y[r] = L[IDX(c, a, r)].cpu;
-                    z[r] = L[IDX(c, a, r)].rss;
-                    sc[r] = L[IDX(c, a, r)].scpu;
-                }
-                med_t[a] = nm_stats_median(x, (size_t)reps);
-                med_c[a] = nm_stats_median(y, (size_t)reps);
-                med_r[a] = nm_stats_median(z, (size_t)reps);
-                mn[a] = nm_stats_min(x, (size_t)reps);
-                mx[a] = nm_stats_max(x, (size_t)reps);
-                /* the timed section's CPU, as the wall time is the timed section's (the whole
-                 * process's also counts exec and loading, a few ms of page-cache luck) */
-                cspread[a] = nm_stats_max(sc, (size_t)reps) / nm_stats_min(sc, (size_t)reps);
-            }
+            rep_stats st[A_COUNT] = {{0}};
+            for (int a = 0; a < A_COUNT; a++)
+                if (g_have[a]) st[a] = rep_stats_of(&L[IDX(c, a, 0)], reps);
             char cname[64];
             snprintf(cname, sizeof cname, "%s %dt", k_work[cs[c].w].name, cs[c].threads);
             for (int a = 0; a < A_COUNT; a++) {
                 if (!g_have[a]) continue;
-                double spread = mx[a] / mn[a];
-                nm_bench_row *row = nm_bench_row_new(b);
-                nm_bench_row_str(row, "workload", k_work[cs[c].w].name);
-                nm_bench_row_num(row, "threads", cs[c].threads);
-                nm_bench_row_str(row, "case", cname);
-                nm_bench_row_num(row, "hogs", nh);
-                nm_bench_row_str(row, "hogs_level", l == 0 ? "1" : "ncpu");
-                nm_bench_row_str(row, "allocator", k_alloc[a]);
-                nm_bench_row_num(row, "time_s", med_t[a]);
-                nm_bench_row_num(row, "time_min_s", mn[a]);
-                nm_bench_row_num(row, "time_max_s", mx[a]);
-                nm_bench_row_num(row, "wall_spread", spread);
-                nm_bench_row_num(row, "cpu_spread", cspread[a]);
-                nm_bench_row_num(row, "cpu_s", med_c[a]);
-                nm_bench_row_num(row, "rss_mib", med_r[a]);
+                double spread = st[a].tmax / st[a].tmin;
+                nm_bench_row *row = contention_row(b, k_work[cs[c].w].name, cs[c].threads, cname, nh, l, k_alloc[a], &st[a]);
+                nm_bench_row_num(row, "rss_mib", st[a].rss);
                 if (g_have[A_MI]) {
-                    nm_bench_row_num(row, "time_vs_mimalloc", med_t[a] / med_t[A_MI]);
-                    nm_bench_row_num(row, "cpu_vs_mimalloc", med_c[a] / med_c[A_MI]);
+                    nm_bench_row_num(row, "time_vs_mimalloc", st[a].t / st[A_MI].t);
+                    nm_bench_row_num(row, "cpu_vs_mimalloc", st[a].cpu / st[A_MI].cpu);
                 }
                 if (a == A_SM && spread > smax) { smax = spread; snprintf(smax_what, sizeof smax_what, "%s, %u hog(s)", cname, nh); }
                 if (a == A_MI && spread > smax_mi) smax_mi = spread;
-                if (a == A_SM && cspread[a] > cmax) { cmax = cspread[a]; snprintf(cmax_what, sizeof cmax_what, "%s, %u hog(s)", cname, nh); }
-                if (a == A_MI && cspread[a] > cmax_mi) cmax_mi = cspread[a];
+                if (a == A_SM && st[a].cspread > cmax) { cmax = st[a].cspread; snprintf(cmax_what, sizeof cmax_what, "%s, %u hog(s)", cname, nh); }
+                if (a == A_MI && st[a].cspread > cmax_mi) cmax_mi = st[a].cspread;
             }
             if (!g_have[A_MI]) continue;
-            double x = med_t[A_SM] / med_t[A_MI];
+            double x = st[A_SM].t / st[A_MI].t;
             lt[ln] = x;
-            lc[ln++] = med_c[A_SM] / med_c[A_MI];
+            lc[ln++] = st[A_SM].cpu / st[A_MI].cpu;
             if (x > tmax) { tmax = x; snprintf(tmax_what, sizeof tmax_what, "%s %dt, %u hog(s)", k_work[cs[c].w].name, cs[c].threads, nh); }
-            if (g_have[A_MI2] && med_t[A_MI2] / med_t[A_MI] > aamax) {
-                aamax = med_t[A_MI2] / med_t[A_MI];
+            if (g_have[A_MI2] && st[A_MI2].t / st[A_MI].t > aamax) {
+                aamax = st[A_MI2].t / st[A_MI].t;
                 snprintf(aamax_what, sizeof aamax_what, "%s %dt, %u hog(s)", k_work[cs[c].w].name, cs[c].threads, nh);
             }
         }
         if (ln) { gm_t[l] = nm_stats_geomean(lt, ln); gm_c[l] = nm_stats_geomean(lc, ln); }
         if (floor_case >= 0) {
-            double x[MAXREP], y[MAXREP], sc[MAXREP];
-            for (int r = 0; r < reps; r++) { x[r] = F[l][r].t; y[r] = F[l][r].cpu; sc[r] = F[l][r].scpu; }
-            double fs = nm_stats_max(sc, (size_t)reps) / nm_stats_min(sc, (size_t)reps);
-            nm_bench_row *row = nm_bench_row_new(b);
-            nm_bench_row_str(row, "workload", "xmalloc-floor");
-            nm_bench_row_num(row, "threads", 2);
-            nm_bench_row_str(row, "case", "xmalloc-floor 2t");
-            nm_bench_row_num(row, "hogs", nh);
-            nm_bench_row_str(row, "hogs_level", l == 0 ? "1" : "ncpu");
-            nm_bench_row_str(row, "allocator", "none (the floor)");
-            nm_bench_row_num(row, "time_s", nm_stats_median(x, (size_t)reps));
-            nm_bench_row_num(row, "time_min_s", nm_stats_min(x, (size_t)reps));
-            nm_bench_row_num(row, "time_max_s", nm_stats_max(x, (size_t)reps));
-            nm_bench_row_num(row, "wall_spread", nm_stats_max(x, (size_t)reps) / nm_stats_min(x, (size_t)reps));
-            nm_bench_row_num(row, "cpu_spread", fs);
-            nm_bench_row_num(row, "cpu_s", nm_stats_median(y, (size_t)reps));
-            if (fs > floor_max) { floor_max = fs; snprintf(floor_what, sizeof floor_what, "xmalloc-floor 2t, %u hog(s)", nh); }
+            rep_stats fl = rep_stats_of(F[l], reps);
+            contention_row(b, "xmalloc-floor", 2, "xmalloc-floor 2t", nh, l, "none (the floor)", &fl);
+            if (fl.cspread > floor_max) { floor_max = fl.cspread; snprintf(floor_what, sizeof floor_what, "xmalloc-floor 2t, %u hog(s)", nh); }
         }
     }
     if (pin) unsetenv("NEARMEM_WL_PIN");

@@ -53,19 +53,27 @@ static void wl_barrier(void)
     __atomic_fetch_add(&bar_waits, 1, __ATOMIC_RELAXED);
 }
 
-static inline void *xmalloc(size_t n)
+/* A block's check bytes: its size in its first and last byte, written when it is made,
+ * checked when it is freed (xmalloc-floor does the same without an allocator). */
+static inline void xmark(unsigned char *p, size_t n)
 {
-    unsigned char *p = malloc(n);
-    if (!p) { fprintf(stderr, "out of memory (%zu)\n", n); exit(1); }
     p[n - 1] = (unsigned char)(n >> 3);
     p[0] = (unsigned char)n;
+}
+static inline void xcheck(const unsigned char *p, size_t n)
+{
+    if (p[0] != (unsigned char)n || (n > 1 && p[n - 1] != (unsigned char)(n >> 3))) __atomic_store_n(&g_bad, 1, __ATOMIC_RELAXED);
+}
+static inline void *xmalloc(size_t n)
+{
+    unsigned char *p = wl_malloc(n);
+    xmark(p, n);
     return p;
 }
 static inline void xfree(void *v, size_t n)
 {
-    unsigned char *p = v;
-    if (p[0] != (unsigned char)n || (n > 1 && p[n - 1] != (unsigned char)(n >> 3))) __atomic_store_n(&g_bad, 1, __ATOMIC_RELAXED);
-    free(p);
+    xcheck(v, n);
+    free(v);
 }
 
 typedef struct { void *p; size_t n; } slot;
@@ -165,8 +173,7 @@ static void xm_floor_locked(unsigned id)
 static xm_batch *xm_new_batch(unsigned id, nm_rng *r)
 {
     if (!xm_floor) {
-        xm_batch *x = malloc(sizeof *x); /* bookkeeping: not checked */
-        if (!x) { fprintf(stderr, "out of memory\n"); exit(1); }
+        xm_batch *x = wl_malloc(sizeof *x); /* bookkeeping: not checked */
         for (int i = 0; i < XM_BATCH; i++) { x->n[i] = 8 + (size_t)nm_rng_below(r, 120); x->p[i] = xmalloc(x->n[i]); }
         return x;
     }
@@ -174,11 +181,8 @@ static xm_batch *xm_new_batch(unsigned id, nm_rng *r)
     if (!f) { fprintf(stderr, "xmalloc-floor: no spare batch (cannot happen: %d per thread)\n", XM_POOL); exit(1); }
     xm_spare[id] = f->next;
     for (int i = 0; i < XM_BATCH; i++) {
-        size_t n = 8 + (size_t)nm_rng_below(r, 120);
-        unsigned char *p = f->b.p[i];
-        f->b.n[i] = n;
-        p[n - 1] = (unsigned char)(n >> 3); /* the bytes xmalloc writes */
-        p[0] = (unsigned char)n;
+        f->b.n[i] = 8 + (size_t)nm_rng_below(r, 120);
+        xmark(f->b.p[i], f->b.n[i]);
     }
     return &f->b;
 }
@@ -190,11 +194,7 @@ static void xm_free_batch(xm_batch *x)
         free(x);
         return;
     }
-    for (int i = 0; i < XM_BATCH; i++) {
-        const unsigned char *p = x->p[i];
-        size_t n = x->n[i];
-        if (p[0] != (unsigned char)n || p[n - 1] != (unsigned char)(n >> 3)) __atomic_store_n(&g_bad, 1, __ATOMIC_RELAXED);
-    }
+    for (int i = 0; i < XM_BATCH; i++) xcheck(x->p[i], x->n[i]);
     xm_fbatch *f = (xm_fbatch *)x;
     f->next = xm_freed;
     xm_freed = f;

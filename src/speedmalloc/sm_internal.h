@@ -184,6 +184,7 @@ void sm_futex_wake(uint32_t *addr);
 uint64_t sm_mono_ns(void);
 uint64_t sm_thread_cpu_ns(void);
 int sm_os_other_threads(void);
+void sm_os_wait_thread_gone(int tid);
 void *sm_os_map(size_t len);
 size_t sm_fmt_u64(char *out, uint64_t v);
 void sm_write_all(int fd, const char *s, size_t n);

@@ -96,7 +96,7 @@ void sm_client_exit(void *arg)
     if (LOAD_ACQ(&c->state) == ST_EXITING) sm_reclaim_client(c); /* unless the server just did */
     pthread_mutex_unlock(&sm_g.srv_lock);
     /* the last client gone: the server looks whether the process has any thread left (see
-     * server_alone), so that it does not keep a finished process alive */
+     * sm_server_main), so that it does not keep a finished process alive */
     if (LOAD_ACQ(&sm_g.mode) == MODE_THREAD && !sm_active_clients() && LOAD_ACQ(&sm_g.srv_sleeping)) {
         STORE_REL(&sm_g.srv_sleeping, 0);
         sm_futex_wake(&sm_g.srv_sleeping);
@@ -171,16 +171,7 @@ bool sm_server_stop(void)
     STORE_REL(&sm_g.srv_sleeping, 0);
     sm_futex_wake(&sm_g.srv_sleeping);
     while (!LOAD_ACQ(&sm_g.srv_left)) sm_futex_wait(&sm_g.srv_left, 0, 1000000ull);
-    char path[64] = "/proc/self/task/";
-    size_t k = strlen(path);
-    path[k + sm_fmt_u64(path + k, (uint64_t)LOAD_ACQ(&sm_g.srv_tid))] = 0;
-    for (int i = 0; i < 20000; i++) { /* the thread's last steps in the kernel: microseconds */
-        int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0) break; /* gone (or no /proc: nothing better to wait on) */
-        syscall(SYS_close, fd);
-        struct timespec ts = {0, 50000};
-        nanosleep(&ts, NULL);
-    }
+    sm_os_wait_thread_gone(LOAD_ACQ(&sm_g.srv_tid));
     errno = e;
     return true;
 }

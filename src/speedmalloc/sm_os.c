@@ -95,6 +95,29 @@ void sm_report(uint32_t *once, const char *what, const void *p)
  * /proc/self/task (a zombie, i.e. a thread group leader that called pthread_exit while
  * other threads ran on, stays listed there and is not counted); -1 if that cannot be read.
  * Raw syscalls into stack buffers: the server thread calls it, and it never allocates. */
+/* "/proc/self/task/<tid><suffix>" into out (64 bytes). */
+static void task_path(char *out, long tid, const char *suffix)
+{
+    static const char pre[] = "/proc/self/task/";
+    memcpy(out, pre, sizeof pre - 1);
+    size_t k = sizeof pre - 1 + sm_fmt_u64(out + sizeof pre - 1, (uint64_t)tid);
+    size_t n = strlen(suffix);
+    memcpy(out + k, suffix, n + 1);
+}
+/* Waits (up to ~1 s) until thread tid has left the kernel's thread list, i.e. its
+ * /proc/self/task entry is gone (or /proc cannot be read: nothing better to wait on). */
+void sm_os_wait_thread_gone(int tid)
+{
+    char path[64];
+    task_path(path, tid, "");
+    for (int i = 0; i < 20000; i++) { /* the thread's last steps in the kernel: microseconds */
+        int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0) return;
+        syscall(SYS_close, fd);
+        struct timespec ts = {0, 50000};
+        nanosleep(&ts, NULL);
+    }
+}
 int sm_os_other_threads(void)
 {
     int dir = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -116,10 +139,8 @@ int sm_os_other_threads(void)
             if (*name < '0' || *name > '9') continue;
             for (const char *q = name; *q >= '0' && *q <= '9'; q++) tid = tid * 10 + (*q - '0');
             if (tid == self) continue;
-            char path[64] = "/proc/self/task/", st[512];
-            size_t k = strlen(path);
-            k += sm_fmt_u64(path + k, (uint64_t)tid);
-            memcpy(path + k, "/stat", 6);
+            char path[64], st[512];
+            task_path(path, tid, "/stat");
             int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
             if (fd < 0) continue; /* gone meanwhile */
             long m = syscall(SYS_read, fd, st, sizeof st - 1);

@@ -245,15 +245,11 @@ static void server_sleep(uint64_t timeout_ns)
  * threads, so it must not outlive the application's: while no registered client is active
  * it looks, with a back-off, whether any other thread still runs (threads that never
  * allocated are not clients, so only /proc/self/task can tell), and when none does it
- * returns, which makes it the last thread and lets glibc exit. Each exiting client wakes it
+ * returns, which makes it the last thread and lets glibc exit (the check sits before the
+ * server's sleep in sm_server_main; server_leave below). Each exiting client wakes it
  * (sm_client_exit), so the usual case ends within about a millisecond. Before, such a
  * process hung forever with its leader a zombie (python's test_threading, found by running
  * CPython's regression tests under LD_PRELOAD). */
-static bool server_alone(void)
-{
-    if (sm_active_clients()) return false;
-    return sm_os_other_threads() == 0; /* -1 (no /proc): keep running, as before */
-}
 static void server_leave(void)
 {
     pthread_mutex_lock(&sm_g.srv_lock);
@@ -340,7 +336,7 @@ void *sm_server_main(void *arg)
         if (sm_active_clients()) {
             alone_wait = ALONE_MIN_NS;
         } else {
-            if (server_alone()) break;
+            if (sm_os_other_threads() == 0) break; /* the last thread (-1, no /proc: keep running) */
             if (!timeout || timeout > alone_wait) timeout = alone_wait;
             alone_wait = alone_wait * 2 > ALONE_MAX_NS ? ALONE_MAX_NS : alone_wait * 2;
         }

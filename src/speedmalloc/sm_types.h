@@ -118,7 +118,7 @@
 #define BACKOFF_MIN_NS 10000000ull  /* not paying: clients stop waking it for this long, ... */
 #define BACKOFF_MAX_NS 1000000000ull /* ... doubling up to this */
 /* With no registered client active, the server looks whether it is the process's last
- * thread after ALONE_MIN_NS, doubling up to ALONE_MAX_NS (see server_alone). */
+ * thread after ALONE_MIN_NS, doubling up to ALONE_MAX_NS (see sm_server_main). */
 #define ALONE_MIN_NS 1000000ull
 #define ALONE_MAX_NS 1000000000ull
 #define CLIENT_WAIT_NS 5000ull      /* a client waits this long for an awake server, then serves itself */
